@@ -1,0 +1,158 @@
+# stackprobe — top-level Makefile.
+#
+# A few pattern rules in the libbpf-bootstrap manner. Every part is a folder;
+# its sources are picked up by wildcard so adding a file needs no edit here.
+# Part-specific rules (BPF skeletons, cross builds, extra test lanes) live in
+# mk/<part>.mk, included at the bottom.
+#
+#   make            build/stackprobe, build/libstackprobe.{a,so}
+#   make test       deps, build, run every test lane, print "N passed, N failed"
+#   make run        deps, build, record the bundled demo and print the report
+#   make bench      benchmarks (timing lives here, never in tests)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make deps       install missing Debian packages (apt-get, idempotent)
+#   V=1             echo every command
+
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+VERSION   := 0.1.0
+BUILD     := build
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CC        ?= cc
+CLANG     ?= clang
+BPFTOOL   ?= bpftool
+AR        ?= ar
+
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+ifeq ($(filter x86 arm64,$(ARCH)),)
+$(error stackprobe builds on x86_64 and aarch64 only (uname -m says $(shell uname -m)))
+endif
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
+	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I$(BUILD) $(EXTRA_CFLAGS)
+LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
+LDFLAGS ?=
+
+# Library sources: every part except the CLI and the tests.
+LIB_SRCS := $(sort $(wildcard table/*.c) $(wildcard backends/*.c) $(wildcard userspace/*.c))
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+CLI_SRCS := $(sort $(wildcard userspace/cli/*.c))
+CLI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+HDRS     := $(wildcard include/stackprobe/*.h include/*.h) $(wildcard */*.h) $(wildcard userspace/cli/*.h)
+
+# Tests: tests/test_<part>.c -> build/tests/test_<part>, linked with the
+# static library and cmocka. tests/*_helper.c are shared fixtures.
+TEST_SRCS    := $(sort $(wildcard tests/test_*.c))
+TEST_BINS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+TEST_HELPERS := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tests/*_helper.c)))
+TEST_CFLAGS  ?=
+BENCH_SRCS   := $(sort $(wildcard bench/bench_*.c))
+BENCH_BINS   := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+# Extra generated headers (BPF skeletons) that sources may include. Filled in
+# by mk/bpf.mk; every library object waits for them.
+GEN_HDRS :=
+# Extra test lanes (qemu, wine, fuzz, sanitizers): names of phony targets
+# that each write build/test-results/<lane>.res. Filled in by mk/*.mk.
+TEST_LANES := test-native
+BENCH_LANES :=
+
+.PHONY: all lib cli tests benches test run bench install uninstall clean deps
+all: lib cli
+
+-include $(sort $(wildcard mk/*.mk))
+
+lib: $(BUILD)/libstackprobe.a $(BUILD)/libstackprobe.so
+cli: $(BUILD)/stackprobe
+tests: $(TEST_BINS)
+benches: $(BENCH_BINS)
+
+$(BUILD)/obj/%.o: %.c $(HDRS) $(GEN_HDRS) | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(OBJ_CFLAGS) -c $< -o $@
+
+$(BUILD)/libstackprobe.a: $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(BUILD)/libstackprobe.so: $(LIB_OBJS)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -o $@ $^ $(LDFLAGS) $(LIBS)
+
+$(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(BUILD)/libstackprobe.a $(HDRS) $(GEN_HDRS)
+	$(call msg,TEST-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -Itests -o $@ $< $(TEST_HELPERS) \
+		$(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS) -lcmocka $(TEST_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libstackprobe.a $(HDRS) $(GEN_HDRS)
+	$(call msg,BENCH-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(BENCH_CFLAGS) -Itests -Ibench -o $@ $< \
+		$(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS) $(BENCH_LIBS)
+
+$(BUILD):
+	$(Q)mkdir -p $@
+
+deps:
+	$(Q)tools/deps.sh
+
+# The README's test command. Each lane writes its counts; the summary sums
+# them and fails if any test failed or any lane ran nothing.
+test: deps
+	$(Q)$(MAKE) --no-print-directory all tests
+	$(Q)rm -rf $(BUILD)/test-results && mkdir -p $(BUILD)/test-results
+	$(Q)status=0; for lane in $(TEST_LANES); do \
+		$(MAKE) --no-print-directory $$lane || status=1; done; \
+	tools/test-summary.sh $(BUILD)/test-results || status=1; exit $$status
+
+test-native: $(TEST_BINS)
+	$(Q)tools/run-tests.sh $(BUILD)/test-results/native.res $(TEST_BINS)
+
+run: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory run-demo
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all benches
+	$(Q)for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
+	$(Q)for lane in $(BENCH_LANES); do $(MAKE) --no-print-directory $$lane || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/include/stackprobe $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(BUILD)/stackprobe $(DESTDIR)$(PREFIX)/bin/stackprobe
+	install -m 0644 $(BUILD)/libstackprobe.a $(DESTDIR)$(PREFIX)/lib/libstackprobe.a
+	install -m 0755 $(BUILD)/libstackprobe.so $(DESTDIR)$(PREFIX)/lib/libstackprobe.so.$(VERSION)
+	ln -sf libstackprobe.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libstackprobe.so.0
+	ln -sf libstackprobe.so.0 $(DESTDIR)$(PREFIX)/lib/libstackprobe.so
+	install -m 0644 include/stackprobe.h $(DESTDIR)$(PREFIX)/include/stackprobe.h
+	install -m 0644 include/stackprobe/*.h $(DESTDIR)$(PREFIX)/include/stackprobe/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+		tools/stackprobe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/stackprobe.pc
+	$(INSTALL_EXTRA)
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/stackprobe $(DESTDIR)$(PREFIX)/lib/libstackprobe.* \
+		$(DESTDIR)$(PREFIX)/include/stackprobe.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/stackprobe.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/stackprobe
+
+clean:
+	rm -rf $(BUILD)
