@@ -1,25 +1,40 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * stackprobe: command-line front end.
+ * stackprobe: command-line front end. Dispatches to userspace/cli/cmd_*.c.
  *
  * Exit status: 0 success, 1 runtime error, 2 usage error.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-#include <stackprobe.h>
 #include <string.h>
 
-static const char usage[] =
-	"Usage: stackprobe [--help] [--version] COMMAND [ARGS]\n"
-	"\n"
-	"Sample the stacks of every thread of a process from inside it, and\n"
-	"measure what each capture costs the threads it stops.\n"
-	"\n"
-	"Options:\n"
-	"  -h, --help       show this help and exit\n"
-	"  -V, --version    show the version and exit\n";
+#include <stackprobe.h>
+
+#include "cli.h"
+
+/* One row per command; keep in the order shown by --help. */
+static const struct cli_command commands[] = {
+	{ NULL, NULL, NULL },
+};
+
+static void print_usage(FILE *f)
+{
+	fputs("Usage: stackprobe [--help] [--version] COMMAND [ARGS]\n"
+	      "\n"
+	      "Sample the stacks of every thread of a process from inside it, and\n"
+	      "measure what each capture costs the threads it stops.\n"
+	      "\n"
+	      "Commands:\n", f);
+	for (const struct cli_command *c = commands; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fputs("\n"
+	      "Options:\n"
+	      "  -h, --help       show this help and exit\n"
+	      "  -V, --version    show the version and exit\n"
+	      "\n"
+	      "Run 'stackprobe COMMAND --help' for a command's options.\n", f);
+}
 
 int main(int argc, char **argv)
 {
@@ -33,21 +48,31 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
-			fputs(usage, stdout);
-			return 0;
+			print_usage(stdout);
+			return CLI_EXIT_OK;
 		case 'V':
 			printf("stackprobe %s\n", sprobe_version());
-			return 0;
+			return CLI_EXIT_OK;
 		default:
-			fputs(usage, stderr);
-			return 2;
+			print_usage(stderr);
+			return CLI_EXIT_USAGE;
 		}
 	}
 	if (optind >= argc) {
-		fputs(usage, stderr);
-		return 2;
+		print_usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	for (const struct cli_command *cmd = commands; cmd->name; cmd++) {
+		if (strcmp(cmd->name, argv[optind]) == 0) {
+			int first = optind;
+
+			/* glibc: optind = 0 re-initialises getopt, so each command
+			 * parses its own argv from scratch. */
+			optind = 0;
+			return cmd->run(argc - first, argv + first);
+		}
 	}
 	fprintf(stderr, "stackprobe: unknown command '%s' (see stackprobe --help)\n",
 		argv[optind]);
-	return 2;
+	return CLI_EXIT_USAGE;
 }
