@@ -231,6 +231,15 @@ static void read_regs(struct sprobe_thread_sample *t, const ucontext_t *uc)
 #endif
 }
 
+/* ASYNC-SIGNAL-SAFE: arithmetic. SP minus the red zone, but not below
+ * floor (floor <= sp). */
+static inline uint64_t redzone_floor(uint64_t sp, uint64_t floor)
+{
+	uint64_t rz = SPROBE_REDZONE;
+
+	return sp - floor > rz ? sp - rz : floor;
+}
+
 /*
  * ASYNC-SIGNAL-SAFE: reads only the preallocated range array and the
  * ucontext.
@@ -260,7 +269,7 @@ static bool stack_bounds(uint64_t sp, const ucontext_t *uc, uint64_t *lo, uint64
 	 * whether SP is on it: recent kernels store sas_ss_flags only). */
 	if (!(uc->uc_stack.ss_flags & SS_DISABLE) && uc->uc_stack.ss_size && sp >= ss &&
 	    sp - ss < uc->uc_stack.ss_size) {
-		*lo = sp - SPROBE_REDZONE >= ss && sp >= SPROBE_REDZONE ? sp - SPROBE_REDZONE : ss;
+		*lo = redzone_floor(sp, ss);
 		*hi = ss + uc->uc_stack.ss_size;
 		return true;
 	}
@@ -277,12 +286,12 @@ static bool stack_bounds(uint64_t sp, const ucontext_t *uc, uint64_t *lo, uint64
 		return false;
 	const struct range *r = &g.ranges[a];
 	if (sp >= r->lo) {
-		*lo = sp - r->lo >= SPROBE_REDZONE ? sp - SPROBE_REDZONE : r->lo;
+		*lo = redzone_floor(sp, r->lo);
 	} else if (r->growsdown && r->lo - sp <= g.growsdown_max) {
 		/* Only SP's own page is known to be there below lo. */
 		uint64_t page = sp & ~(uint64_t)4095;
 
-		*lo = sp - page >= SPROBE_REDZONE ? sp - SPROBE_REDZONE : page;
+		*lo = redzone_floor(sp, page);
 	} else {
 		return false;
 	}
