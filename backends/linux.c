@@ -76,6 +76,7 @@ enum {
 };
 
 #define CACHELINE 64
+#define BLK_MAX 64
 
 struct slot {
 	_Atomic uint64_t state;		     /* gen << 2 | SLOT_* */
@@ -83,7 +84,8 @@ struct slot {
 	uint32_t _pad;
 	struct sprobe_thread_sample *sample; /* written before ARMED */
 	uint8_t *buf;			     /* the sample's stack buffer */
-	uint64_t _pad2[4];
+	uint64_t checked;		     /* probe only: gen whose status was read */
+	uint64_t _pad2[3];
 } __attribute__((aligned(CACHELINE)));
 
 /* A readable and writable mapping of the process, from /proc/self/maps. */
@@ -155,6 +157,8 @@ struct sprobe_capturer {
 	struct range *ranges;
 	uint32_t nranges, ranges_cap;
 	bool maps_stale;
+	pid_t blk[BLK_MAX];	/* see known_blocked() */
+	uint32_t nblk;
 };
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -636,19 +640,16 @@ static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool
 		return SPROBE_DROP_ERROR;
 	if (!(blk & bit))
 		return 0;
-	if (strict) {
-		if (!(pnd & bit))
-			return 0; /* delivered: the handler is starting */
-		/* Pending behind a full mask while some handler of ours runs:
-		 * most likely this thread, preempted before its sigreturn. */
-		if ((blk & c->handler_mask) == c->handler_mask && atomic_load(&g.in_handler))
-			return 0;
+	/* Inside one of our handlers a thread blocks at least the handler's
+	 * whole mask: anything less is the application's doing. */
+	if ((blk & c->handler_mask) != c->handler_mask)
 		return SPROBE_DROP_BLOCKED;
-	}
-	if (pnd & bit)
-		return SPROBE_DROP_BLOCKED;
-	if ((blk & c->handler_mask) == c->handler_mask)
-		return 0; /* maybe inside our handler: see above */
+	if (!(pnd & bit))
+		return 0; /* in our handler, or just delivered: see above */
+	/* Pending behind a full mask while some handler of ours runs: most
+	 * likely this thread, preempted before its sigreturn. */
+	if (strict && atomic_load(&g.in_handler))
+		return 0;
 	return SPROBE_DROP_BLOCKED;
 }
 
@@ -693,6 +694,42 @@ static uint32_t slot_phase(struct slot *sl)
 {
 	/* Acquire; pairs with the handler's release store of DONE. */
 	return (uint32_t)(atomic_load_explicit(&sl->state, memory_order_acquire) & 3);
+}
+
+/*
+ * Threads known to block the signal. Everyone else is signalled without
+ * reading its status first (one /proc read per thread per capture is what
+ * made captures slow under CPU contention); a thread that turns out to
+ * block is found while waiting, lands here and is checked before each
+ * capture from then on. nblk > BLK_MAX means the list overflowed: check
+ * everyone.
+ */
+static bool known_blocked(const struct sprobe_capturer *c, pid_t tid)
+{
+	for (uint32_t i = 0; i < c->nblk && i < BLK_MAX; i++)
+		if (c->blk[i] == tid)
+			return true;
+	return false;
+}
+
+static void note_blocked(struct sprobe_capturer *c, pid_t tid)
+{
+	if (known_blocked(c, tid))
+		return;
+	if (c->nblk < BLK_MAX)
+		c->blk[c->nblk++] = tid;
+	else
+		c->nblk = BLK_MAX + 1;
+}
+
+static void forget_blocked(struct sprobe_capturer *c, pid_t tid)
+{
+	for (uint32_t i = 0; i < c->nblk && i < BLK_MAX; i++) {
+		if (c->blk[i] == tid) {
+			c->blk[i] = c->blk[--c->nblk];
+			return;
+		}
+	}
 }
 
 /*
@@ -802,12 +839,23 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 
 				if ((st & 3) != SLOT_ARMED)
 					continue;
-				if (syscall(SYS_tgkill, c->pid, tid, 0) < 0 && errno == ESRCH)
+				/* tgkill(0) is cheap; a status read is not, and
+				 * under CPU contention every syscall of the probe
+				 * costs a time slice: read it once per thread and
+				 * capture, and only after 2 ms (most threads are
+				 * merely waiting for a CPU). */
+				if (syscall(SYS_tgkill, c->pid, tid, 0) < 0 && errno == ESRCH) {
 					why = SPROBE_DROP_EXITED;
-				else if (thread_sigcheck(c, tid, true) == SPROBE_DROP_BLOCKED)
-					why = SPROBE_DROP_BLOCKED;
+				} else if (sl->checked != st >> 2 &&
+					   sprobe_now_ns() - s->samples[i].signal_ns >= 2000000) {
+					sl->checked = st >> 2;
+					if (thread_sigcheck(c, tid, true) == SPROBE_DROP_BLOCKED)
+						why = SPROBE_DROP_BLOCKED;
+				}
 				if (why && cancel_slot(sl, st >> 2)) {
 					sprobe_snapshot__drop(s, &s->samples[i], why);
+					if (why == SPROBE_DROP_BLOCKED)
+						note_blocked(c, tid);
 					ncancelled++;
 				}
 			}
@@ -838,6 +886,9 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		if ((st & 3) == SLOT_ARMED) {
 			if (cancel_slot(sl, st >> 2)) {
 				uint32_t why = thread_sigcheck(c, s->samples[i].tid, true);
+
+				if (why == SPROBE_DROP_BLOCKED)
+					note_blocked(c, s->samples[i].tid);
 
 				sprobe_snapshot__drop(s, &s->samples[i],
 						      why == SPROBE_DROP_BLOCKED ||
@@ -899,6 +950,10 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 
 	if (!c || !s)
 		return -EINVAL;
+	/* After fork() the capturer still names the parent: signalling its
+	 * threads from the child would be wrong in every way. */
+	if (getpid() != c->pid)
+		return -ECHILD;
 	pthread_mutex_lock(&c->lock);
 	self = sys_gettid();
 	err = enumerate_threads(c, self);
@@ -929,7 +984,11 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			continue;
 		}
 		t = sprobe_snapshot__sample_init(s, i, c->tids[i]);
-		why = thread_sigcheck(c, t->tid, false);
+		why = 0;
+		if (c->nblk > BLK_MAX || known_blocked(c, t->tid))
+			why = thread_sigcheck(c, t->tid, false);
+		if (!why)
+			forget_blocked(c, t->tid);
 		if (why) {
 			sprobe_snapshot__drop(s, t, why);
 		} else if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {

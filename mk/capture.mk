@@ -27,3 +27,23 @@ test-aarch64: $(BUILD)/aarch64/test_capture
 	$(Q)SPROBE_TEST_SLOW=1 SPROBE_TEST_QEMU=1 tools/run-tests.sh $(BUILD)/test-results/aarch64.res \
 		"$(QEMU_AARCH64) -L / $(BUILD)/aarch64/test_capture"
 TEST_LANES += test-aarch64
+
+# --- unsupported platforms ----------------------------------------------
+# Builds the portable half with backends/unsupported.c instead of linux.c
+# and checks that every capture says -ENOTSUP (never an empty snapshot).
+$(BUILD)/unsupported/capture_unsupported: tests/capture_unsupported.c $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c $(HDRS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -DSPROBE_BACKEND_UNSUPPORTED \
+		-Iinclude -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c -lcmocka
+
+.PHONY: test-unsupported
+test-unsupported: $(BUILD)/unsupported/capture_unsupported
+	$(Q)tools/run-tests.sh $(BUILD)/test-results/unsupported.res $<
+TEST_LANES += test-unsupported
+
+# --- soak: 10^5 torture captures (not part of make test) ----------------
+.PHONY: soak
+soak: $(BUILD)/tests/test_capture_torture
+	$(Q)SPROBE_TORTURE_CAPTURES=100000 SPROBE_TEST_TIMEOUT=14400 \
+		tools/run-tests.sh $(BUILD)/soak-results/soak.res $<

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture_fixture.h"
@@ -1037,6 +1038,29 @@ static void test_more_threads_than_slots(void **state)
 	untrack(c);
 }
 
+/* A forked child must not signal its parent's threads. */
+static void test_fork_child_refused(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(8, 4096);
+	int st = 0;
+	pid_t pid;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sprobe_capturer__capture(c, s) == -ECHILD ? 0 : 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* The parent's capturer is unaffected. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_known_stack, teardown),
 	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),
@@ -1055,6 +1079,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_unwind_fp_hostile, teardown),
 	cmocka_unit_test_teardown(test_snapshot_reuse, teardown),
 	cmocka_unit_test_teardown(test_more_threads_than_slots, teardown),
+	cmocka_unit_test_teardown(test_fork_child_refused, teardown),
 };
 
 SPROBE_TEST_MAIN(tests)

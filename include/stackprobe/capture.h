@@ -212,7 +212,9 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s);
  * frames_resolved is reset to false.
  * Returns 0 (even if some threads were dropped: check the stats), or -errno:
  * -EINVAL (NULL argument), -ENOTSUP (no backend on this platform: never an
- * empty snapshot), -EMFILE/-ENOMEM/-EIO (could not read /proc/self).
+ * empty snapshot), -ECHILD (called in a child forked after the capturer was
+ * made: free it and make a new one there), -EMFILE/-ENOMEM/-EIO (could not
+ * read /proc/self).
  * Allocates nothing once c and s have been used once at this thread count.
  * Serialised per capturer by an internal lock (callable from several
  * threads); not async-signal-safe.
