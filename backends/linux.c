@@ -936,10 +936,30 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 	}
 }
 
-static bool tids_changed(struct sprobe_capturer *c)
+static int cmp_tid(const void *a, const void *b)
 {
-	return c->ntids != c->nprev ||
-	       (c->ntids && memcmp(c->tids, c->prev_tids, c->ntids * sizeof(pid_t)) != 0);
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Did a thread appear since the maps were last read? Only new threads can
+ * run on stacks the range array does not know; exits make no range wrong
+ * (a thread's stack is never unmapped while it runs). prev_tids is kept
+ * sorted; updated here.
+ */
+static bool new_threads(struct sprobe_capturer *c)
+{
+	bool fresh = false;
+
+	for (uint32_t i = 0; i < c->ntids && !fresh; i++)
+		fresh = !bsearch(&c->tids[i], c->prev_tids, c->nprev, sizeof(pid_t), cmp_tid);
+	if (c->ntids)
+		memcpy(c->prev_tids, c->tids, c->ntids * sizeof(pid_t));
+	c->nprev = c->ntids;
+	qsort(c->prev_tids, c->nprev, sizeof(pid_t), cmp_tid);
+	return fresh;
 }
 
 int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
@@ -959,13 +979,12 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	err = enumerate_threads(c, self);
 	if (err)
 		goto out;
-	if (c->maps_stale || tids_changed(c)) {
+	if (new_threads(c) || c->maps_stale) {
 		err = refresh_ranges(c);
-		if (err)
+		if (err) {
+			c->nprev = 0; /* read them again next time */
 			goto out;
-		if (c->ntids)
-			memcpy(c->prev_tids, c->tids, c->ntids * sizeof(pid_t));
-		c->nprev = c->ntids;
+		}
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
 	s->stats.threads_total = c->ntids;

@@ -114,7 +114,7 @@ static void do_mutex(struct tw *w)
 		pthread_mutex_unlock(&T.lock);
 		atomic_fetch_add(&T.mutex_ops, 1);
 		if (++w->ops % 16 == 0) {
-			struct timespec ts = { 0, 100000 };
+			struct timespec ts = { 0, 500000 };
 
 			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;
@@ -132,7 +132,7 @@ static void do_pipe_w(struct tw *w)
 		if (n == 1) {
 			seq++;
 			w->ops++;
-			struct timespec ts = { 0, 200000 };
+			struct timespec ts = { 0, 1000000 };
 			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 				;
 		} else if (!(n < 0 && errno == EINTR)) {
@@ -174,7 +174,7 @@ static void do_poll(struct tw *w)
 	}
 	while (!atomic_load_explicit(&T.stop, memory_order_relaxed)) {
 		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
-		int r = poll(&pfd, 1, 2);
+		int r = poll(&pfd, 1, 5);
 
 		/* Nothing is ever written: 0 (timeout) or EINTR only. */
 		if (r > 0 || (r < 0 && errno != EINTR))
@@ -188,14 +188,14 @@ static void do_poll(struct tw *w)
 static void do_sleep(struct tw *w)
 {
 	while (!atomic_load_explicit(&T.stop, memory_order_relaxed)) {
-		struct timespec ts = { 0, 500000 }, rem;
+		struct timespec ts = { 0, 2000000 }, rem;
 		uint64_t t0 = fx_now_ns();
 		int r;
 
 		while ((r = nanosleep(&ts, &rem)) < 0 && errno == EINTR)
 			ts = rem;
 		/* The full duration is slept despite interruptions. */
-		if (r < 0 || fx_now_ns() - t0 < 500000)
+		if (r < 0 || fx_now_ns() - t0 < 2000000)
 			w->errors++;
 		w->ops++;
 	}
@@ -351,7 +351,7 @@ static void test_torture(void **state)
 	unsigned long ncap = captures_wanted(), captured = 0, dropped[SPROBE_DROP__COUNT] = { 0 };
 	unsigned long frames = 0, blocked_seen = 0;
 	pid_t self = (pid_t)syscall(SYS_gettid);
-	uint64_t t0, capture_ns = 0;
+	uint64_t t0, capture_ns = 0, prep_ns = 0, send_ns = 0, wait_ns = 0, tail_ns = 0;
 
 	c = sprobe_capturer__new(&o);
 	assert_non_null(c);
@@ -386,7 +386,10 @@ static void test_torture(void **state)
 	for (unsigned long k = 0; k < ncap; k++) {
 		const struct sprobe_snapshot_stats *st;
 
+		uint64_t before = fx_now_ns(), after, sig0 = ~0ull, sig1 = 0, exit1 = 0;
+
 		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		after = fx_now_ns();
 		st = sprobe_snapshot__stats(s);
 		assert_true(fx_stats_consistent(st));
 		capture_ns += st->capture_ns;
@@ -399,6 +402,12 @@ static void test_torture(void **state)
 			struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, i);
 
 			assert_int_not_equal(t->tid, self);
+			if (t->signal_ns && t->signal_ns < sig0)
+				sig0 = t->signal_ns;
+			if (t->signal_ns > sig1)
+				sig1 = t->signal_ns;
+			if (t->exit_ns > exit1)
+				exit1 = t->exit_ns;
 			if (t->stage == SPROBE_STAGE_EMPTY) {
 				assert_int_not_equal(t->drop_reason, SPROBE_DROP_NONE);
 				blocked_seen += t->drop_reason == SPROBE_DROP_BLOCKED;
@@ -413,6 +422,13 @@ static void test_torture(void **state)
 			assert_true(t->truncated ==
 				    (t->stack_top - t->sp > SPROBE_MAX_STACK_BYTES));
 			assert_true(t->entry_ns <= t->exit_ns);
+		}
+		/* Where the time goes (diagnostic, not asserted). */
+		if (sig1 && exit1 > sig1) {
+			prep_ns += sig0 - before;
+			send_ns += sig1 - sig0;
+			wait_ns += exit1 - sig1;
+			tail_ns += after - exit1;
 		}
 		if (k % 16 == 0) {
 			assert_int_equal(sprobe_snapshot__unwind_fp(s), 0);
@@ -439,6 +455,10 @@ static void test_torture(void **state)
 		      captured, frames, dropped[SPROBE_DROP_EXITED],
 		      dropped[SPROBE_DROP_BLOCKED], dropped[SPROBE_DROP_TIMEOUT],
 		      dropped[SPROBE_DROP_NO_STACK], dropped[SPROBE_DROP_ERROR]);
+	print_message("torture: per capture: %.0f us before the first signal, %.0f us sending,"
+		      " %.0f us until the last handler exits, %.0f us to return\n",
+		      (double)prep_ns / 1e3 / (double)ncap, (double)send_ns / 1e3 / (double)ncap,
+		      (double)wait_ns / 1e3 / (double)ncap, (double)tail_ns / 1e3 / (double)ncap);
 	/* The workloads' own results. */
 	unsigned long ops[R__COUNT] = { 0 };
 	for (int i = 0; i < NTHREADS; i++) {
