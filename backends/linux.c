@@ -163,6 +163,9 @@ struct sprobe_capturer {
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sprobe_capturer *g_owner;
+/* Generations keep counting across capturers (guarded by g_owner_lock), so
+ * a signal from an earlier capturer can never match a later one's slot. */
+static uint64_t g_last_gen;
 
 /* ---------------------------------------------------------------- */
 /* Handler path                                                      */
@@ -975,6 +978,17 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	if (getpid() != c->pid)
 		return -ECHILD;
 	pthread_mutex_lock(&c->lock);
+	/* Someone may have replaced our handler since: every signal would
+	 * then go to them (or kill the process). Say so instead. */
+	{
+		struct sigaction cur;
+
+		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
+		    cur.sa_sigaction != capture_handler) {
+			err = -EBUSY;
+			goto out;
+		}
+	}
 	self = sys_gettid();
 	err = enumerate_threads(c, self);
 	if (err)
@@ -1178,6 +1192,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 		goto fail;
 	}
 	g.signo = c->signo;
+	c->gen = g_last_gen;
 	/* seq_cst; pairs with the handler's load of active. */
 	atomic_store(&g.active, 1);
 	g_owner = c;
@@ -1219,6 +1234,7 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	g.ranges = NULL;
 	g.nranges = 0;
 	g_owner = NULL;
+	g_last_gen = c->gen;
 	pthread_mutex_unlock(&g_owner_lock);
 
 	close(c->task_fd);

@@ -538,6 +538,27 @@ static void test_app_handler_refused(void **state)
 	sigaction(sig, &sa, NULL);
 }
 
+/* The application replaces our handler after we installed it: captures
+ * refuse instead of sending signals that would now reach the app. */
+static void test_handler_replaced(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(8, 4096);
+	struct sigaction sa, ours;
+	int sig;
+
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = app_handler;
+	assert_int_equal(sigaction(sig, &sa, &ours), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), -EBUSY);
+	assert_int_equal(sigaction(sig, &ours, NULL), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 static void test_bad_options(void **state)
 {
 	struct sprobe_capture_opts o = { .sz = sizeof(o) };
@@ -1083,6 +1104,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_thread_exits_before_signal, teardown),
 	cmocka_unit_test_teardown(test_thread_blocks_after_check, teardown),
 	cmocka_unit_test_teardown(test_app_handler_refused, teardown),
+	cmocka_unit_test_teardown(test_handler_replaced, teardown),
 	cmocka_unit_test_teardown(test_bad_options, teardown),
 	cmocka_unit_test_teardown(test_copy_bytes_match, teardown),
 	cmocka_unit_test_teardown(test_truncated_at_cap, teardown),

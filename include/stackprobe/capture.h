@@ -108,7 +108,9 @@ struct sprobe_thread_sample {
 	bool truncated;		/* the stack was longer than the cap */
 	/* Window timestamps, CLOCK_MONOTONIC ns. signal_ns: when the probe sent
 	 * the signal; entry_ns/exit_ns: the handler's first and last reads of
-	 * the clock (the self-reported window). 0 when not applicable. */
+	 * the clock (the self-reported window: it excludes the kernel's signal
+	 * delivery before and sigreturn after, which the eBPF companion
+	 * measures and can match by tid and time). 0 when not applicable. */
 	uint64_t signal_ns, entry_ns, exit_ns;
 	/* Frames, once unwound (stage == UNWOUND). nframes may be 0 for an
 	 * unwalkable stack: check sprobe_snapshot__frames_resolved(). */
@@ -213,8 +215,9 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s);
  * Returns 0 (even if some threads were dropped: check the stats), or -errno:
  * -EINVAL (NULL argument), -ENOTSUP (no backend on this platform: never an
  * empty snapshot), -ECHILD (called in a child forked after the capturer was
- * made: free it and make a new one there), -EMFILE/-ENOMEM/-EIO (could not
- * read /proc/self).
+ * made: free it and make a new one there), -EBUSY (the application
+ * replaced the capture signal's handler after sprobe_capturer__new(); no
+ * signal was sent), -EMFILE/-ENOMEM/-EIO (could not read /proc/self).
  * Allocates nothing once c and s have been used once at this thread count.
  * Serialised per capturer by an internal lock (callable from several
  * threads); not async-signal-safe.
