@@ -398,7 +398,7 @@ static void capture_handler(int sig, siginfo_t *si, void *ucv)
 	}
 	t->entry_ns = entry;
 	t->exit_ns = sprobe_now_ns();
-	/* Release; pairs with the probe's acquire load in collect(). */
+	/* Release; pairs with the probe's acquire load in slot_phase(). */
 	atomic_store_explicit(&sl->state, gen << 2 | SLOT_DONE, memory_order_release);
 	/* seq_cst RMW then load of target: see g.completed. */
 	n = atomic_fetch_add(&g.completed, 1) + 1;
