@@ -360,6 +360,118 @@ static void test_default_path_open_pid_and_unlink(void **state)
 	assert_int_equal(errno, EINVAL);
 }
 
+/* ---- reader vs. writer, interleaved step by step ---------------------- */
+
+/* The reader stands on a node (cur = its successor) when the writer removes
+ * that successor and reuses it at the head: the walk is led back into
+ * visited nodes. Nodes live throughout must each come back exactly once, via
+ * the index scan, and the iteration must say the list changed. */
+static void test_interleaved_reuse_under_reader(void **state)
+{
+	static struct sprobe_table_node n;
+	struct sprobe_table_iter_stats st;
+	char path[128];
+	struct sprobe_table *w = new_writer(8, path, sizeof(path));
+	struct sprobe_table *r = open_reader(path);
+	int got[9] = { 0 }, ret, total = 0;
+
+	for (int i = 1; i <= 5; i++)	/* list 5 -> 4 -> 3 -> 2 -> 1 */
+		assert_int_equal(insert_simple(w, 100 + i, 0, 0), i);
+	assert_int_equal(sprobe_table__iter_begin(r), 0);
+	assert_int_equal(sprobe_table__iter_next(r, &n), 1);
+	assert_int_equal(n.index, 5);
+	got[n.index]++;
+	/* Reader's next stop is 4. Free 4 and reuse it: 4 -> 5 -> 3 ... */
+	assert_int_equal(sprobe_table__remove(w, 4), 0);
+	assert_int_equal(insert_simple(w, 200, 0, 0), 4);
+	/* And free 3 for good. */
+	assert_int_equal(sprobe_table__remove(w, 3), 0);
+	while ((ret = sprobe_table__iter_next(r, &n)) == 1) {
+		got[n.index]++;
+		total++;
+		assert_true(n.index != 3);	/* free at read time */
+		if (n.index == 4)
+			assert_int_equal(n.tid, 200); /* never old + new mixed */
+	}
+	assert_int_equal(ret, 0);
+	for (int i = 1; i <= 8; i++)
+		assert_true(got[i] <= 1);
+	assert_int_equal(got[1], 1);	/* live throughout */
+	assert_int_equal(got[2], 1);	/* live throughout */
+	assert_int_equal(got[5], 1);
+	assert_int_equal(sprobe_table__iter_stats(r, &st), 0);
+	assert_true(st.list_changed);
+	assert_true(st.visited <= 2 * 8);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
+/* A node removed while the reader stands on it: it is not returned, and the
+ * walk goes on into the list (not into the free list). */
+static void test_interleaved_remove_current(void **state)
+{
+	static struct sprobe_table_node n;
+	struct sprobe_table_iter_stats st;
+	char path[128];
+	struct sprobe_table *w = new_writer(8, path, sizeof(path));
+	struct sprobe_table *r = open_reader(path);
+	int got[9] = { 0 }, ret;
+
+	for (int i = 1; i <= 4; i++)	/* list 4 -> 3 -> 2 -> 1 */
+		assert_int_equal(insert_simple(w, 100 + i, 0, 0), i);
+	assert_int_equal(sprobe_table__remove(w, 4), 0); /* free list: 4 */
+	assert_int_equal(sprobe_table__iter_begin(r), 0);
+	assert_int_equal(sprobe_table__iter_next(r, &n), 1);
+	assert_int_equal(n.index, 3);
+	/* Reader will next read node 2; remove 2 and 3 first. Both go on the
+	 * free list (2 -> 3 -> 4) but the walk must reach 1, never 4. */
+	assert_int_equal(sprobe_table__remove(w, 3), 0);
+	assert_int_equal(sprobe_table__remove(w, 2), 0);
+	while ((ret = sprobe_table__iter_next(r, &n)) == 1)
+		got[n.index]++;
+	assert_int_equal(ret, 0);
+	assert_int_equal(got[1], 1);
+	assert_int_equal(got[2] + got[3] + got[4], 0);
+	assert_int_equal(sprobe_table__iter_stats(r, &st), 0);
+	assert_true(st.list_changed);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
+/* Updates do not change the list: the walk stays exact (no scan), and a
+ * node updated before it is read comes back with the new contents. */
+static void test_interleaved_update_keeps_list_stable(void **state)
+{
+	static struct sprobe_table_node n;
+	struct sprobe_table_iter_stats st;
+	struct sprobe_table_frame f = { 0xabc, 0xdef };
+	struct sprobe_table_record rec = {
+		.tid = 102, .nframes = 1, .frames = &f, .capture_ns = 99,
+	};
+	char path[128];
+	struct sprobe_table *w = new_writer(8, path, sizeof(path));
+	struct sprobe_table *r = open_reader(path);
+
+	assert_int_equal(insert_simple(w, 101, 0, 0), 1);
+	assert_int_equal(insert_simple(w, 102, 0, 0), 2);
+	assert_int_equal(sprobe_table__iter_begin(r), 0);
+	assert_int_equal(sprobe_table__iter_next(r, &n), 1);
+	assert_int_equal(n.index, 2);
+	assert_int_equal(sprobe_table__update(w, 2, &rec), 0);
+	rec.tid = 101;
+	assert_int_equal(sprobe_table__update(w, 1, &rec), 0);
+	assert_int_equal(sprobe_table__iter_next(r, &n), 1);
+	assert_int_equal(n.index, 1);
+	assert_int_equal(n.capture_ns, 99);
+	assert_int_equal(n.frames[0].pc, 0xabc);
+	assert_int_equal(sprobe_table__iter_next(r, &n), 0);
+	assert_int_equal(sprobe_table__iter_stats(r, &st), 0);
+	assert_false(st.list_changed);
+	assert_int_equal(st.returned, 2);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
 /* ---- security -------------------------------------------------------- */
 
 static void test_existing_file_refused(void **state)
@@ -797,6 +909,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_update_in_place),
 	cmocka_unit_test(test_bad_arguments),
 	cmocka_unit_test(test_default_path_open_pid_and_unlink),
+	cmocka_unit_test(test_interleaved_reuse_under_reader),
+	cmocka_unit_test(test_interleaved_remove_current),
+	cmocka_unit_test(test_interleaved_update_keeps_list_stable),
 	cmocka_unit_test(test_existing_file_refused),
 	cmocka_unit_test(test_symlink_refused),
 	cmocka_unit_test(test_other_users_table_refused),
