@@ -35,6 +35,16 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CPU time of this thread: excludes time spent preempted, which on a
+ * shared VM dominates wall-clock tails. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -63,13 +73,14 @@ static struct sprobe_table_frame frames[SPROBE_TABLE_MAX_FRAMES];
 static void writer_ops(uint32_t nframes, size_t batches)
 {
 	uint64_t *ins = calloc(batches, 8), *upd = calloc(batches, 8),
-		 *rem = calloc(batches, 8);
+		 *rem = calloc(batches, 8), *cins = calloc(batches, 8),
+		 *cupd = calloc(batches, 8), *crem = calloc(batches, 8), c0;
 	struct sprobe_table_record rec = {
 		.tid = 1, .nframes = nframes, .frames = frames,
 		.stack_bytes = 8192,
 	};
 	struct sprobe_table *t;
-	char path[128], what[64];
+	char path[128];
 	uint32_t idx[CAP];
 	uint64_t t0, rng = 88172645463325252ull;
 
@@ -77,9 +88,10 @@ static void writer_ops(uint32_t nframes, size_t batches)
 		 (int)getpid());
 	unlink(path);
 	t = sprobe_table__create(path, CAP);
-	if (!t || !ins || !upd || !rem)
+	if (!t || !ins || !upd || !rem || !cins || !cupd || !crem)
 		die("create");
 	for (size_t b = 0; b < batches; b++) {
+		c0 = cpu_ns();
 		t0 = now_ns();
 		for (uint32_t i = 0; i < CAP; i++) {
 			rec.tid = (pid_t)(i + 1);
@@ -87,6 +99,8 @@ static void writer_ops(uint32_t nframes, size_t batches)
 			idx[i] = (uint32_t)sprobe_table__insert(t, &rec);
 		}
 		ins[b] = now_ns() - t0;
+		cins[b] = cpu_ns() - c0;
+		c0 = cpu_ns();
 		t0 = now_ns();
 		for (uint32_t i = 0; i < CAP; i++) {
 			rng ^= rng << 13;
@@ -96,23 +110,29 @@ static void writer_ops(uint32_t nframes, size_t batches)
 			sprobe_table__update(t, idx[rng % CAP], &rec);
 		}
 		upd[b] = now_ns() - t0;
+		cupd[b] = cpu_ns() - c0;
+		c0 = cpu_ns();
 		t0 = now_ns();
 		/* Remove in a scattered order: links in the middle of the list. */
 		for (uint32_t i = 0; i < CAP; i++)
 			sprobe_table__remove(t, idx[(i * 389) % CAP]);
 		rem[b] = now_ns() - t0;
+		crem[b] = cpu_ns() - c0;
 	}
 	printf("writer, %u frames per node, batches of %d ops:\n", nframes, CAP);
-	snprintf(what, sizeof(what), "insert");
-	report(what, ins, batches, CAP, "ns/op");
-	snprintf(what, sizeof(what), "update");
-	report(what, upd, batches, CAP, "ns/op");
-	snprintf(what, sizeof(what), "remove");
-	report(what, rem, batches, CAP, "ns/op");
+	report("insert (wall)", ins, batches, CAP, "ns/op");
+	report("insert (thread cpu)", cins, batches, CAP, "ns/op");
+	report("update (wall)", upd, batches, CAP, "ns/op");
+	report("update (thread cpu)", cupd, batches, CAP, "ns/op");
+	report("remove (wall)", rem, batches, CAP, "ns/op");
+	report("remove (thread cpu)", crem, batches, CAP, "ns/op");
 	sprobe_table__close(t);
 	free(ins);
 	free(upd);
 	free(rem);
+	free(cins);
+	free(cupd);
+	free(crem);
 }
 
 struct ctl {
@@ -163,7 +183,8 @@ static void read_bench(uint32_t nframes, size_t reads, bool with_writer)
 		.tid = 1, .nframes = nframes, .frames = frames,
 	};
 	struct sprobe_table_iter_stats st;
-	uint64_t *v = calloc(reads, 8), t0, busy = 0, changed = 0, got = 0;
+	uint64_t *v = calloc(reads, 8), *cv = calloc(reads, 8), t0, c0;
+	uint64_t busy = 0, changed = 0, got = 0;
 	struct sprobe_table *w, *r;
 	struct ctl *ctl;
 	uint32_t idx[CAP];
@@ -175,7 +196,7 @@ static void read_bench(uint32_t nframes, size_t reads, bool with_writer)
 		 (int)getpid());
 	unlink(path);
 	w = sprobe_table__create(path, CAP);
-	if (!w || !v)
+	if (!w || !v || !cv)
 		die("create");
 	for (uint32_t i = 0; i < CAP; i++) {
 		rec.tid = (pid_t)(i + 1);
@@ -208,10 +229,12 @@ static void read_bench(uint32_t nframes, size_t reads, bool with_writer)
 	for (size_t i = 0; i < reads; i++) {
 		uint64_t s = now_ns();
 
+		c0 = cpu_ns();
 		sprobe_table__iter_begin(r);
 		while (sprobe_table__iter_next(r, &n) == 1)
 			;
 		v[i] = now_ns() - s;
+		cv[i] = cpu_ns() - c0;
 		sprobe_table__iter_stats(r, &st);
 		busy += st.skipped_busy;
 		changed += st.list_changed;
@@ -223,9 +246,12 @@ static void read_bench(uint32_t nframes, size_t reads, bool with_writer)
 		atomic_store_explicit(&ctl->stop, 1, memory_order_release);
 		waitpid(pid, &status, 0);
 	}
-	snprintf(what, sizeof(what), "full read, %u frames, %s", nframes,
-		 with_writer ? "writer churning" : "no writer");
+	snprintf(what, sizeof(what), "full read, %u frames, %s (wall)", nframes,
+		 with_writer ? "writer" : "no writer");
 	report(what, v, reads, 1000.0, "us");
+	snprintf(what, sizeof(what), "full read, %u frames, %s (cpu)", nframes,
+		 with_writer ? "writer" : "no writer");
+	report(what, cv, reads, 1000.0, "us");
 	printf("  %-40s %.1f nodes/read, %llu busy skips, %llu/%zu reads saw "
 	       "list changes", "", (double)got / (double)reads,
 	       (unsigned long long)busy, (unsigned long long)changed, reads);
@@ -241,6 +267,7 @@ static void read_bench(uint32_t nframes, size_t reads, bool with_writer)
 	if (!with_writer)
 		close(pfd[1]);
 	free(v);
+	free(cv);
 }
 
 int main(int argc, char **argv)
