@@ -37,9 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stackprobe/capture.h>
 #include <stackprobe/table.h>
 
 #include "table_os.h"
+
+_Static_assert(SPROBE_TABLE_MAX_FRAMES == SPROBE_MAX_FRAMES,
+	       "a node holds what a capture unwinds");
 
 /* ---- on-disk format v1 (docs/TABLE.md) ------------------------------- */
 

@@ -472,6 +472,33 @@ static void test_interleaved_update_keeps_list_stable(void **state)
 	sprobe_table__close(w);
 }
 
+static void test_stale_tables(void **state)
+{
+	char path[128];
+	struct sprobe_table *w, *r;
+	pid_t other = getpid() + 1000000;
+
+	/* A file at another pid's default path, written by us: not that
+	 * pid's table. */
+	snprintf(path, sizeof(path), "/dev/shm/stackprobe-%d.table", (int)other);
+	unlink(path);
+	w = sprobe_table__create(path, 2);
+	assert_non_null(w);
+	errno = 0;
+	assert_null(sprobe_table__open_pid(other, NULL));
+	assert_int_equal(errno, ESTALE);
+	sprobe_table__close(w);
+
+	/* The file changed size under a reader: the next iteration refuses. */
+	w = new_writer(2, path, sizeof(path));
+	r = open_reader(path);
+	assert_int_equal(sprobe_table__iter_begin(r), 0);
+	assert_int_equal(truncate(path, HDR_SIZE + 3 * NODE_SIZE), 0);
+	assert_int_equal(sprobe_table__iter_begin(r), -ESTALE);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
 /* ---- security -------------------------------------------------------- */
 
 static void test_existing_file_refused(void **state)
@@ -912,6 +939,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_interleaved_reuse_under_reader),
 	cmocka_unit_test(test_interleaved_remove_current),
 	cmocka_unit_test(test_interleaved_update_keeps_list_stable),
+	cmocka_unit_test(test_stale_tables),
 	cmocka_unit_test(test_existing_file_refused),
 	cmocka_unit_test(test_symlink_refused),
 	cmocka_unit_test(test_other_users_table_refused),
