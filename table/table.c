@@ -518,8 +518,9 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	int32_t pid;
 
 	if (size < 24) {
-		seterr(err, errlen, "truncated table: %zu bytes, the header "
-		       "alone needs %u", size, TABLE_HEADER_SIZE);
+		seterr(err, errlen, "truncated table: %llu bytes, the header "
+		       "alone needs %u", (unsigned long long)size,
+		       TABLE_HEADER_SIZE);
 		return -EBADMSG;
 	}
 	/* Acquire; pairs with the release store of magic at creation: the
@@ -546,8 +547,9 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 		return -EPROTONOSUPPORT;
 	}
 	if (size < TABLE_HEADER_SIZE) {
-		seterr(err, errlen, "truncated table: %zu bytes, the header "
-		       "alone needs %u", size, TABLE_HEADER_SIZE);
+		seterr(err, errlen, "truncated table: %llu bytes, the header "
+		       "alone needs %u", (unsigned long long)size,
+		       TABLE_HEADER_SIZE);
 		return -EBADMSG;
 	}
 	capacity = *(const volatile uint32_t *)&h->capacity;
@@ -568,8 +570,9 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	}
 	want = (uint64_t)header_size + (uint64_t)capacity * node_size;
 	if ((uint64_t)size != want) {
-		seterr(err, errlen, "size %zu does not match header_size + "
-		       "capacity * node_size = %u + %u * %u = %llu%s", size,
+		seterr(err, errlen, "size %llu does not match header_size + "
+		       "capacity * node_size = %u + %u * %u = %llu%s",
+		       (unsigned long long)size,
 		       header_size, capacity, node_size,
 		       (unsigned long long)want,
 		       (uint64_t)size < want ? " (truncated)" : "");

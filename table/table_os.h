@@ -8,8 +8,14 @@
 #ifndef SPROBE_TABLE_OS_H
 #define SPROBE_TABLE_OS_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* errno values the table returns that some C libraries (mingw) lack. */
+#ifndef ESTALE
+#define ESTALE 116	/* Linux's value */
+#endif
 
 /* OS resources behind one table. Zero-initialised = nothing to release. */
 struct sprobe_table_os {
