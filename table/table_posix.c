@@ -87,7 +87,9 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 	void *p;
 	int fd, e;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO planted at the path must not block us in open();
+	 * the S_ISREG check below then refuses it. No effect on files. */
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		e = -errno;
 		if (e == -ELOOP)

@@ -927,6 +927,19 @@ static void test_open_mem_bad_args(void **state)
 	free(b);
 }
 
+/* A FIFO at the path would block a plain open(O_RDONLY) forever. */
+static void test_fifo_refused_without_blocking(void **state)
+{
+	char path[128];
+
+	tmp_path(path, sizeof(path), "fifo");
+	assert_int_equal(mkfifo(path, 0600), 0);
+	errno = 0;
+	assert_null(sprobe_table__open_path(path, NULL));
+	assert_int_equal(errno, EINVAL);
+	unlink(path);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_read_empty),
 	cmocka_unit_test(test_allocation_exhaustion),
@@ -950,6 +963,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_hostile_free_list_cycle),
 	cmocka_unit_test(test_hostile_node_contents),
 	cmocka_unit_test(test_open_mem_bad_args),
+	cmocka_unit_test(test_fifo_refused_without_blocking),
 };
 
 SPROBE_TEST_MAIN(tests)
