@@ -52,3 +52,6 @@ $(BUILD)/tests/test_unwind: $(UNWIND_TESTLIBS)
 # The known-stack test: callers must be found by CFI, not frame pointers.
 $(BUILD)/tests/test_unwind: TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
 $(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2
+# Both walkers must see the same 35 frames: frame pointers on.
+$(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
+

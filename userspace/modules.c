@@ -26,6 +26,9 @@ static void module_free(struct module *mod)
 	if (!mod)
 		return;
 	sprobe__symtab_release(&mod->st);
+	free(mod->unw.rows);
+	free(mod->unw.blobs);
+	free(mod->unw.no_cfi);
 	free(mod->path);
 	free(mod->open_path);
 	free(mod);

@@ -37,15 +37,30 @@ struct symtab {
 	void *membuf;		/* another process's vDSO image, copied */
 };
 
-/* Per-module unwind-table state, filled on first use by unwind.c. The
- * layout is libunwind's unw_dyn_info_t, kept as raw words here so this
- * header does not drag libunwind into symbolize.c. */
+/* One row of a procedure's CFI table: the register-state rule that holds
+ * for [start, end), as libunwind's unw_reg_states_iterate() produced it
+ * (an opaque blob of blob_size bytes at blobs + blob). */
+struct unw_row {
+	uint64_t start, end;
+	size_t blob;
+};
+
+/* Per-module unwind state, filled on first use by unwind.c: the checked
+ * .eh_frame_hdr index, and the rows of every procedure seen so far, sorted
+ * by start. Plain memory, so modules.c can free it without libunwind. */
 struct unw_cache {
 	int state;		/* 0 not prepared, 1 ready, -errno unusable */
 	uint64_t fde_count;
 	uint64_t table;		/* runtime address of the binary-search table */
 	uint64_t lookups, failures;
+	struct unw_row *rows;
+	size_t nrows, cap_rows;
+	uint8_t *blobs;
+	size_t blob_size, nblobs, cap_blobs; /* counts of blobs */
+	uint64_t *no_cfi;	/* direct-mapped set of ips without CFI, or NULL */
 };
+
+#define UNW_NO_CFI_SLOTS 256
 
 struct module {
 	struct sprobe_module pub; /* first: modules are handed out as &pub */

@@ -43,13 +43,18 @@
 #error "stackprobe unwinds x86_64 and aarch64 only"
 #endif
 
+#ifndef SPROBE_CAPTURE_API_MERGED
+/* Until the capture backend lands on this branch: its API as declared in
+ * its include/stackprobe/capture.h (identical redeclarations). */
+int sprobe_unwind_fp(struct sprobe_thread_sample *t);
+uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);
+struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i);
+void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
+int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+#endif
+
 int SEARCH_UNWIND_TABLE(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
 			unw_proc_info_t *pi, int need_unwind_info, void *arg);
-
-/* The capture backend's frame-pointer walker (userspace/unwind_fp.c): fills
- * s->frames from s->ip/sp/fp (and lr) over the copy. Weak until that file
- * is linked in, so the DWARF path builds and runs on its own. */
-int sprobe_unwind_fp(struct sprobe_thread_sample *s) __attribute__((weak));
 
 struct sprobe_unwinder {
 	unw_addr_space_t as;
@@ -57,7 +62,7 @@ struct sprobe_unwinder {
 	bool own_mods;
 	bool no_dwarf, no_fp;
 	uint32_t max_frames;
-	uint64_t mods_gen;	/* inventory generation the libunwind cache matches */
+	uint64_t mods_gen;	/* inventory generation last seen */
 	struct sprobe_unwinder_stats st;
 	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
 };
@@ -167,7 +172,9 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
 		return 0;
 	}
-	if (addr >= w->hi && addr < w->s->stack_top)
+	/* A word reaching past the copy's end (or a straddling one) would
+	 * have been there had the copy been longer. */
+	if (addr >= w->lo && addr < w->s->stack_top && addr + sizeof(*val) > w->hi)
 		w->past_copy = true;
 	return -UNW_EINVAL;
 }
@@ -218,7 +225,6 @@ static unw_accessors_t accessors = {
 struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts)
 {
 	struct sprobe_unwinder *u;
-	uint32_t cache = 4096;
 
 	if (opts && opts->sz < offsetof(struct sprobe_unwinder_opts, modules)) {
 		errno = EINVAL;
@@ -239,8 +245,6 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 			u->max_frames = opts->max_frames;
 		u->no_dwarf = opts->no_dwarf;
 		u->no_fp = opts->no_fp_fallback;
-		if (opts->cache_size)
-			cache = opts->cache_size;
 		if (opts->sz >= sizeof(*opts))
 			u->mods = opts->modules;
 	}
@@ -262,8 +266,9 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		errno = ENOMEM;
 		return NULL;
 	}
-	unw_set_caching_policy(u->as, UNW_CACHE_GLOBAL);
-	unw_set_cache_size(u->as, cache, 0);
+	/* Rows are cached per module (struct unw_cache); libunwind's own
+	 * cache would only add a lock and two sigprocmask calls per step. */
+	unw_set_caching_policy(u->as, UNW_CACHE_NONE);
 	return u;
 }
 
@@ -281,6 +286,21 @@ void sprobe_unwinder__free(struct sprobe_unwinder *u)
 struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u)
 {
 	return u ? u->mods : NULL;
+}
+
+int sprobe_unwinder__flush(struct sprobe_unwinder *u)
+{
+	if (!u)
+		return -EINVAL;
+	for (size_t i = 0; i < u->mods->n; i++) {
+		struct unw_cache *uc = &u->mods->mods[i]->unw;
+
+		free(uc->rows);
+		free(uc->blobs);
+		free(uc->no_cfi);
+		memset(uc, 0, sizeof(*uc));
+	}
+	return 0;
 }
 
 int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out)
@@ -321,8 +341,6 @@ static enum sprobe_unwind_stop fp_tail(struct sprobe_unwinder *u, struct sprobe_
 {
 	struct sprobe_thread_sample *t = &u->tmp;
 
-	if (!sprobe_unwind_fp)
-		return SPROBE_UNWIND_BAD;
 	memcpy(t, s, offsetof(struct sprobe_thread_sample, nframes));
 	t->ip = t->regs[REG_IP] = ip;
 	t->sp = t->regs[REG_SP] = sp;
@@ -342,6 +360,121 @@ static enum sprobe_unwind_stop fp_tail(struct sprobe_unwinder *u, struct sprobe_
 	return s->nframes >= u->max_frames ? SPROBE_UNWIND_MAX_FRAMES : SPROBE_UNWIND_FP_END;
 }
 
+/* ---- per-module cache of CFI rows ---- */
+
+static const struct unw_row *rows_find(const struct unw_cache *uc, uint64_t ip)
+{
+	size_t lo = 0, hi = uc->nrows;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (uc->rows[mid].start <= ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && ip < uc->rows[lo - 1].end)
+		return &uc->rows[lo - 1];
+	return NULL;
+}
+
+/* Remember ips the .eh_frame_hdr search found nothing for, so a hot
+ * no-CFI frame does not repeat the search (direct-mapped: a collision only
+ * costs a repeated search). */
+static size_t no_cfi_slot(uint64_t ip)
+{
+	return (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 56) % UNW_NO_CFI_SLOTS;
+}
+
+static bool no_cfi_has(const struct unw_cache *uc, uint64_t ip)
+{
+	return uc->no_cfi && uc->no_cfi[no_cfi_slot(ip)] == ip;
+}
+
+static void no_cfi_add(struct unw_cache *uc, uint64_t ip)
+{
+	if (!uc->no_cfi)
+		uc->no_cfi = calloc(UNW_NO_CFI_SLOTS, sizeof(*uc->no_cfi));
+	if (uc->no_cfi)
+		uc->no_cfi[no_cfi_slot(ip)] = ip;
+}
+
+struct fill {
+	struct module *mod;
+	int err;
+};
+
+/* unw_reg_states_iterate() callback: one row of the procedure's CFI table.
+ * The blob is libunwind's own register-state record, replayed later with
+ * unw_apply_reg_state(); we copy it and never look inside. */
+static int row_cb(void *token, void *data, size_t size, unw_word_t start, unw_word_t end)
+{
+	struct fill *f = token;
+	struct unw_cache *uc = &f->mod->unw;
+	size_t pos;
+
+	if (!uc->blob_size)
+		uc->blob_size = size;
+	if (size != uc->blob_size || end <= start) {
+		f->err = -EINVAL;
+		return -UNW_EINVAL;
+	}
+	if (rows_find(uc, start))
+		return 0; /* already cached (a procedure seen via another ip) */
+	if (uc->nblobs == uc->cap_blobs) {
+		size_t cap = uc->cap_blobs ? uc->cap_blobs * 2 : 64;
+		uint8_t *b = realloc(uc->blobs, cap * size);
+
+		if (!b)
+			goto nomem;
+		uc->blobs = b;
+		uc->cap_blobs = cap;
+	}
+	if (uc->nrows == uc->cap_rows) {
+		size_t cap = uc->cap_rows ? uc->cap_rows * 2 : 64;
+		struct unw_row *r = realloc(uc->rows, cap * sizeof(*r));
+
+		if (!r)
+			goto nomem;
+		uc->rows = r;
+		uc->cap_rows = cap;
+	}
+	memcpy(uc->blobs + uc->nblobs * size, data, size);
+	/* Insert in start order (cold path: a memmove is fine). */
+	for (pos = uc->nrows; pos > 0 && uc->rows[pos - 1].start > start; pos--)
+		;
+	memmove(&uc->rows[pos + 1], &uc->rows[pos], (uc->nrows - pos) * sizeof(*uc->rows));
+	uc->rows[pos] = (struct unw_row){ start, end, uc->nblobs++ };
+	uc->nrows++;
+	return 0;
+nomem:
+	f->err = -ENOMEM;
+	return -UNW_ENOMEM;
+}
+
+/*
+ * Cold path: have libunwind find the procedure containing ip (our
+ * find_proc_info, the .eh_frame_hdr search) and run its CFI program, then
+ * keep every row. Returns the row for ip, or NULL (no CFI: w->no_cfi set).
+ */
+static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w,
+				       struct module *mod, uint64_t ip)
+{
+	struct walk w2 = *w;
+	struct fill f = { mod, 0 };
+	unw_cursor_t c2;
+
+	w2.regs[REG_IP] = ip;
+	w2.no_cfi = false;
+	if (unw_init_remote(&c2, u->as, &w2) < 0)
+		return NULL;
+	unw_reg_states_iterate(&c2, row_cb, &f);
+	if (w2.no_cfi)
+		w->no_cfi = true;
+	return rows_find(&mod->unw, ip);
+}
+
 int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 			    enum sprobe_unwind_stop *why)
 {
@@ -350,13 +483,12 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	unw_cursor_t c;
 	uint64_t prev_sp = 0, prev_ip = 0;
 	unsigned same_sp = 0;
+	bool exact = true; /* frame 0's ip is exact; callers' are return addresses */
 
 	if (!u || !s || s->stage == SPROBE_STAGE_EMPTY || !s->stack || !s->stack_len)
 		return -EINVAL;
 	if (sprobe_modules__generation(u->mods) != u->mods_gen) {
-		/* Code may now live where other code was: forget cached
-		 * register states. */
-		unw_flush_cache(u->as, 0, 0);
+		/* Modules were replaced: their row caches went with them. */
 		u->mods_gen = sprobe_modules__generation(u->mods);
 		u->st.module_refreshes++;
 	}
@@ -389,25 +521,43 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	prev_ip = s->ip;
 	prev_sp = s->sp;
 	for (;;) {
-		unw_word_t ip = 0, sp = 0, fp = 0;
+		uint64_t look = exact ? prev_ip : prev_ip - 1;
+		struct module *mod = sprobe__modules_find(u->mods, look);
+		const struct unw_row *row = NULL;
+		unw_word_t ip = 0, sp = 0;
+		bool sig;
 		int ret;
 
 		if (s->nframes >= u->max_frames) {
 			stop = SPROBE_UNWIND_MAX_FRAMES;
 			break;
 		}
-		unw_get_reg(&c, REG_FP, &fp);
-		w.no_cfi = false;
-		ret = unw_step(&c);
-		if (w.no_cfi) {
-			/* No CFI for this frame: libunwind may have guessed;
-			 * we switch to frame pointers instead, and say so. */
-			if (u->no_fp)
-				stop = SPROBE_UNWIND_BAD;
-			else
-				stop = fp_tail(u, s, prev_ip, prev_sp, fp, s->nframes == 1);
+		/* Warm path: the row is cached with the module; no lookup, no
+		 * lock, no system call. */
+		if (mod) {
+			row = rows_find(&mod->unw, look);
+			if (!row && !no_cfi_has(&mod->unw, look)) {
+				row = cold_fill(u, &w, mod, look);
+				if (!row)
+					no_cfi_add(&mod->unw, look);
+			}
+		}
+		if (!row) {
+			/* No CFI here (JIT code, assembly without CFI, a
+			 * module without .eh_frame_hdr): frame pointers take
+			 * over from this frame, and the frames say so. */
+			unw_word_t fp = 0;
+
+			unw_get_reg(&c, REG_FP, &fp);
+			u->st.table_failures += mod ? 0 : 1;
+			stop = u->no_fp ? SPROBE_UNWIND_BAD
+					: fp_tail(u, s, prev_ip, prev_sp, fp, s->nframes == 1);
 			break;
 		}
+		/* A sigreturn trampoline's caller was interrupted, not
+		 * calling: its ip is exact. */
+		sig = unw_is_signal_frame(&c) > 0;
+		ret = unw_apply_reg_state(&c, mod->unw.blobs + row->blob * mod->unw.blob_size);
 		if (ret == 0) {
 			stop = SPROBE_UNWIND_END;
 			break;
@@ -431,6 +581,7 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 		push(u, s, ip, sp, SPROBE_FRAME_DWARF);
 		prev_ip = ip;
 		prev_sp = sp;
+		exact = sig;
 	}
 out:
 	s->stage = SPROBE_STAGE_UNWOUND;
@@ -439,4 +590,43 @@ out:
 	if (why)
 		*why = stop;
 	return (int)s->nframes;
+}
+
+int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
+{
+	uint32_t n;
+	int ret, done = 0;
+
+	if (!u || !snap)
+		return -EINVAL;
+	/* Outside any window: the loader lock is free to take. A failed
+	 * refresh leaves the previous inventory, still the best we have. */
+	ret = sprobe_modules__refresh(u->mods);
+	(void)ret;
+	n = sprobe_snapshot__nthreads(snap);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
+
+		if (!t || t->stage == SPROBE_STAGE_EMPTY)
+			continue;
+		if (sprobe_unwinder__unwind(u, t, NULL) >= 0)
+			done++;
+	}
+	sprobe_snapshot__set_frames_resolved(snap, true);
+	return done;
+}
+
+int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
+			       struct sprobe_unwinder *u)
+{
+	int ret;
+
+	if (!c || !snap || !u)
+		return -EINVAL;
+	ret = sprobe_capturer__capture(c, snap);
+	if (ret < 0)
+		return ret;
+	/* Every window is closed when capture returns: all threads run. */
+	ret = sprobe_unwinder__unwind_snapshot(u, snap);
+	return ret < 0 ? ret : 0;
 }

@@ -18,11 +18,15 @@
  * (at most SPROBE_MAX_FRAMES).
  *
  * Caches: the module inventory is refreshed before each snapshot is unwound
- * (one dl_iterate_phdr callback when nothing was loaded or unloaded); each
- * module's PT_GNU_EH_FRAME index is checked once and kept with the module;
- * libunwind's per-address-space register-state cache (sized by
- * opts.cache_size) makes repeated captures of the same code cheap. A change
- * in the module set flushes the libunwind cache.
+ * (one dl_iterate_phdr callback when nothing was loaded or unloaded). The
+ * first time a procedure is met, libunwind searches the module's
+ * PT_GNU_EH_FRAME index, parses its FDE and runs its CFI program
+ * (unw_reg_states_iterate); every row of the result is kept with the module,
+ * sorted by address. Later frames in that procedure replay the cached row
+ * with unw_apply_reg_state(): no table search, no lock, no system call. (The
+ * remote unw_step() path takes a mutex wrapped in two sigprocmask calls per
+ * frame, which costs more than the unwinding itself.) Rows leave with their
+ * module when a refresh sees it unloaded.
  *
  * Async-signal-safety: NONE of these functions is async-signal-safe, and
  * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
@@ -63,8 +67,6 @@ struct sprobe_unwinder_opts {
 	uint32_t max_frames;	   /* 0: SPROBE_MAX_FRAMES; capped there */
 	bool no_dwarf;		   /* frame pointers only */
 	bool no_fp_fallback;	   /* DWARF only: stop where CFI is missing */
-	uint32_t cache_size;	   /* libunwind register-state cache entries;
-				    * 0: 4096 (power of two) */
 	struct sprobe_modules *modules; /* borrowed inventory of THIS process;
 					 * NULL: the unwinder makes its own */
 };
@@ -75,8 +77,9 @@ struct sprobe_unwinder_stats {
 	uint64_t frames;	/* frames produced, all methods */
 	uint64_t frames_by_method[5]; /* indexed by enum sprobe_frame_method */
 	uint64_t stops[SPROBE_UNWIND__COUNT];
-	uint64_t table_lookups;	/* find_proc_info calls (cache misses) */
-	uint64_t table_failures;/* of which found no CFI */
+	uint64_t table_lookups;	/* .eh_frame_hdr searches (row-cache misses) */
+	uint64_t table_failures;/* frames with no CFI (missed search, or pc in
+				 * no module) */
 	uint64_t module_refreshes; /* refreshes that changed the module set */
 };
 
@@ -115,6 +118,11 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
  * -errno (EINVAL on NULL arguments).
  */
 int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap);
+
+/* Drop every cached CFI row and eh_frame_hdr check of the inventory's
+ * modules (memory back; the next unwinds are cold again). Returns 0,
+ * -EINVAL on NULL. */
+int sprobe_unwinder__flush(struct sprobe_unwinder *u);
 
 /* Copy the counters into *out. Returns 0, -EINVAL on NULL. */
 int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out);
