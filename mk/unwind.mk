@@ -55,3 +55,26 @@ $(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2
 # Both walkers must see the same 35 frames: frame pointers on.
 $(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
 
+# --- aarch64 under qemu-user: the DWARF known-stack test ------------------
+# Cross-builds the capture backend, the FP walker and this part against the
+# arm64 libunwind/libelf/cmocka (tools/deps.d/unwind.list), then runs the
+# known-stack test under qemu-aarch64. Signals take up to ~0.5 s there:
+# SPROBE_TEST_SLOW=1 gives generous deadlines; nothing is timed.
+UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
+UNWIND_QEMU     ?= qemu-aarch64
+UNWIND_A64_SRCS := backends/snapshot.c backends/linux.c userspace/unwind_fp.c \
+		   userspace/unwind.c userspace/modules.c userspace/symbolize.c
+UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -Ibackends \
+		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables
+
+$(BUILD)/aarch64-unwind/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS)
+	$(call msg,A64-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(UNWIND_A64_CC) $(UNWIND_A64_CFLAGS) -o $@ $< $(UNWIND_A64_SRCS) \
+		-lunwind-generic -lunwind -lelf -lz -lcmocka -ldl
+
+.PHONY: test-aarch64-unwind
+test-aarch64-unwind: $(BUILD)/aarch64-unwind/test_unwind
+	$(Q)SPROBE_TEST_SLOW=1 tools/run-tests.sh $(BUILD)/test-results/aarch64-unwind.res \
+		"$(UNWIND_QEMU) -L / $(BUILD)/aarch64-unwind/test_unwind test_known_stack_dwarf"
+TEST_LANES += test-aarch64-unwind

@@ -189,6 +189,23 @@ static void test_shared_library_symbols(void **state)
 	sprobe_modules__free(m);
 }
 
+/* libc through its debug file (when libc6-dbg is installed) or .dynsym:
+ * either way the name comes without a version suffix. */
+static void test_libc_name_without_version(void **state)
+{
+	struct sprobe_modules *m = sprobe_modules__new(NULL);
+	uint64_t f = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "clock_nanosleep");
+	struct sprobe_symbol s;
+
+	assert_non_null(m);
+	assert_true(f != 0);
+	expect_name(m, f + 1, "clock_nanosleep", NULL);
+	assert_int_equal(sprobe_modules__symbolize(m, f + 1, &s), 0);
+	print_message("  libc symbols from: %s\n", s.source);
+	assert_non_null(strstr(s.module->name, "libc.so"));
+	sprobe_modules__free(m);
+}
+
 static void test_no_demangle_option(void **state)
 {
 	struct sprobe_modules_opts o = { .sz = sizeof(o), .no_demangle = true };
@@ -432,6 +449,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_executable_symbols),
 	cmocka_unit_test(test_inventory_build_id_and_eh_frame),
 	cmocka_unit_test(test_shared_library_symbols),
+	cmocka_unit_test(test_libc_name_without_version),
 	cmocka_unit_test(test_no_demangle_option),
 	cmocka_unit_test(test_stripped_module_gives_offset),
 	cmocka_unit_test(test_debug_file_by_build_id),

@@ -412,12 +412,8 @@ static const struct sym *symtab_lookup(const struct symtab *st, uint64_t addr)
 	return NULL;
 }
 
-static const char *demangle(struct sprobe_modules *m, struct sym *s)
+static char *cxa_demangle(struct sprobe_modules *m, const char *name)
 {
-	if (!m->demangle || strncmp(s->name, "_Z", 2) != 0)
-		return s->name;
-	if (s->demangled)
-		return s->demangled == SYM_NOT_MANGLED ? s->name : s->demangled;
 	if (m->demangler_state == 0) {
 		void *fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
 
@@ -431,16 +427,39 @@ static const char *demangle(struct sprobe_modules *m, struct sym *s)
 	}
 	if (m->demangler_state == 1) {
 		int status = -1;
-		char *d = m->demangler(s->name, NULL, NULL, &status);
+		char *d = m->demangler(name, NULL, NULL, &status);
 
-		if (status == 0 && d) {
-			s->demangled = d;
+		if (status == 0 && d)
 			return d;
-		}
 		free(d);
 	}
-	s->demangled = SYM_NOT_MANGLED;
-	return s->name;
+	return NULL;
+}
+
+/*
+ * The name users read: without a symbol-version suffix (.symtab of a debug
+ * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if C++.
+ * Computed once per symbol.
+ */
+static const char *display_name(struct sprobe_modules *m, struct sym *s)
+{
+	const char *at;
+	char *base = NULL, *d;
+
+	if (s->demangled)
+		return s->demangled == SYM_NOT_MANGLED ? s->name : s->demangled;
+	at = strchr(s->name, '@');
+	if (at && at != s->name)
+		base = strndup(s->name, (size_t)(at - s->name));
+	const char *src = base ? base : s->name;
+
+	if (m->demangle && strncmp(src, "_Z", 2) == 0 && (d = cxa_demangle(m, src))) {
+		free(base);
+		s->demangled = d;
+		return d;
+	}
+	s->demangled = base ? base : SYM_NOT_MANGLED;
+	return base ? base : s->name;
 }
 
 int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out)
@@ -472,7 +491,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 
 	if (!s)
 		return 0;
-	out->name = demangle(m, s);
+	out->name = display_name(m, s);
 	out->sym_start = s->start + mod->pub.bias;
 	out->sym_offset = pc - out->sym_start;
 	out->sym_size = s->size;

@@ -43,16 +43,6 @@
 #error "stackprobe unwinds x86_64 and aarch64 only"
 #endif
 
-#ifndef SPROBE_CAPTURE_API_MERGED
-/* Until the capture backend lands on this branch: its API as declared in
- * its include/stackprobe/capture.h (identical redeclarations). */
-int sprobe_unwind_fp(struct sprobe_thread_sample *t);
-uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);
-struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i);
-void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
-int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
-#endif
-
 int SEARCH_UNWIND_TABLE(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
 			unw_proc_info_t *pi, int need_unwind_info, void *arg);
 
