@@ -494,8 +494,9 @@ struct sprobe_datafile_reader {
 	uint64_t records;
 	char msg[256];
 
-	uint8_t *payload;		/* SPROBE_DF_MAX_PAYLOAD bytes */
+	uint8_t *payload;		/* grown to the largest payload seen */
 	char *strings;			/* NUL-terminated copies of strings */
+	size_t buf_cap;			/* payload holds buf_cap, strings buf_cap + 8 */
 	size_t strings_len;
 	uint64_t pcs[SPROBE_MAX_FRAMES];
 	struct sprobe_df_range ranges[SPROBE_DF_MAX_RANGES];
@@ -508,16 +509,33 @@ static struct sprobe_datafile_reader *reader_alloc(void)
 
 	if (!r)
 		return NULL;
-	r->payload = malloc(SPROBE_DF_MAX_PAYLOAD);
-	/* Strings in one payload never exceed the payload, plus one NUL each
-	 * (at most 2 strings per record). */
-	r->strings = malloc(SPROBE_DF_MAX_PAYLOAD + 8);
-	if (!r->payload || !r->strings) {
-		sprobe_datafile_reader__free(r);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return r;
+}
+
+/* Make room for a payload of len bytes (len <= SPROBE_DF_MAX_PAYLOAD, so
+ * the allocation is bounded by the format, not by the file). Strings of
+ * one payload never exceed it, plus one NUL each (at most two strings per
+ * record), hence + 8. */
+static int reserve_payload(struct sprobe_datafile_reader *r, uint32_t len)
+{
+	size_t cap = r->buf_cap ? r->buf_cap : 4096;
+	uint8_t *p;
+	char *s;
+
+	if (len <= r->buf_cap)
+		return 0;
+	while (cap < len)
+		cap *= 2;
+	p = realloc(r->payload, cap);
+	if (!p)
+		return -ENOMEM;
+	r->payload = p;
+	s = realloc(r->strings, cap + 8);
+	if (!s)
+		return -ENOMEM;
+	r->strings = s;
+	r->buf_cap = cap;
+	return 0;
 }
 
 struct sprobe_datafile_reader *sprobe_datafile_reader__open(const char *path)
@@ -703,7 +721,7 @@ static const char *dec_str(struct sprobe_datafile_reader *r, struct dec *d, uint
 	if (!src)
 		return "";
 	/* n <= remaining payload, so strings_len + n + 1 stays within
-	 * MAX_PAYLOAD + 8 for the at most two strings of one record. */
+	 * buf_cap + 8 for the at most two strings of one record. */
 	dst = r->strings + r->strings_len;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
@@ -936,6 +954,10 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      "corrupt record header at offset %llu (type %u, length %u)",
 				      (unsigned long long)off, type, len);
+		if (reserve_payload(r, len ? len : 1))
+			return finish(r, SPROBE_DF_CORRUPT, -ENOMEM,
+				      "out of memory reading a %u-byte record at offset %llu", len,
+				      (unsigned long long)off);
 		n = src_read(r, r->payload, len);
 		if (n < 0)
 			return finish(r, SPROBE_DF_CORRUPT, (int)n, "read error at offset %llu: %s",

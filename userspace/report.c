@@ -519,7 +519,8 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		smp.thread = (uint32_t)ti;
 		if (vec_grow((void **)&r->pcs.v, &r->pcs.cap, r->pcs.n + s->nframes, 8))
 			return -ENOMEM;
-		memcpy(r->pcs.v + r->pcs.n, s->pcs, s->nframes * sizeof(uint64_t));
+		if (s->nframes)
+			memcpy(r->pcs.v + r->pcs.n, s->pcs, s->nframes * sizeof(uint64_t));
 		r->pcs.n += s->nframes;
 		if (VEC_PUSH(r->samples, smp))
 			return -ENOMEM;
@@ -708,6 +709,13 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* qsort(NULL, 0, ...) is undefined behaviour: empty vectors have no array. */
+static void sort_u64(u64vec *v)
+{
+	if (v->n > 1)
+		qsort(v->v, v->n, sizeof(uint64_t), cmp_u64);
+}
+
 static bool selected(const struct sprobe_report *r, uint32_t tid)
 {
 	return !r->filter_tid || r->filter_tid == tid;
@@ -771,13 +779,13 @@ static int aggregate(struct sprobe_report *r)
 		for (size_t j = 0; j < t->win.n; j++)
 			if (VEC_PUSH(r->all_win, t->win.v[j]))
 				return -ENOMEM;
-		qsort(t->win.v, t->win.n, sizeof(uint64_t), cmp_u64);
-		qsort(t->lat.v, t->lat.n, sizeof(uint64_t), cmp_u64);
-		qsort(t->kpause.v, t->kpause.n, sizeof(uint64_t), cmp_u64);
-		qsort(t->kdelay.v, t->kdelay.n, sizeof(uint64_t), cmp_u64);
+		sort_u64(&t->win);
+		sort_u64(&t->lat);
+		sort_u64(&t->kpause);
+		sort_u64(&t->kdelay);
 	}
-	qsort(r->all_win.v, r->all_win.n, sizeof(uint64_t), cmp_u64);
-	qsort(r->capture_ns.v, r->capture_ns.n, sizeof(uint64_t), cmp_u64);
+	sort_u64(&r->all_win);
+	sort_u64(&r->capture_ns);
 	r->aggregated = true;
 	return 0;
 }
@@ -901,7 +909,8 @@ static uint32_t *sorted_funcs(const struct sprobe_report *r, bool by_total, size
 			ids[(*n)++] = (uint32_t)i;
 	struct fsort ctx = { .r = r, .by_total = by_total };
 
-	qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
+	if (*n > 1)
+		qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
 	return ids;
 }
 
@@ -1048,11 +1057,19 @@ static int write_text(struct sprobe_report *r, FILE *o)
 
 		if (!selected(r, t->tid))
 			continue;
-		fprintf(o, "  %8u  %-16s %8" PRIu64 " %6.2f%% %7.1fus %7.1fus %7.1fus %6.3f%% %10" PRIu64
-			   " ",
-			t->tid, thread_label(t), t->samples, pcnt(t->samples, nsel),
-			us(pct(&t->win, 50)), us(pct(&t->win, 99)), us(pct(&t->win, 100)),
-			pcnt(sum(&t->win), wall), t->stack_max);
+		if (!t->win.n) {
+			/* Seen only in drop lists or kernel windows, or no
+			 * window timestamps: say so instead of printing 0s. */
+			fprintf(o, "  %8u  %-16s %8" PRIu64 " %6.2f%% %9s %9s %9s %7s %10" PRIu64 " ",
+				t->tid, thread_label(t), t->samples, pcnt(t->samples, nsel), "-", "-",
+				"-", "-", t->stack_max);
+		} else {
+			fprintf(o, "  %8u  %-16s %8" PRIu64 " %6.2f%% %7.1fus %7.1fus %7.1fus %6.3f%% "
+				   "%10" PRIu64 " ",
+				t->tid, thread_label(t), t->samples, pcnt(t->samples, nsel),
+				us(pct(&t->win, 50)), us(pct(&t->win, 99)), us(pct(&t->win, 100)),
+				pcnt(sum(&t->win), wall), t->stack_max);
+		}
 		for (int m = 0; m < NMETHODS; m++)
 			if (t->methods[m])
 				fprintf(o, " %s=%" PRIu64, method_names[m], t->methods[m]);

@@ -231,7 +231,11 @@ static void emit_lost(struct sprobe_stream *s, uint64_t *last_total)
 	rec.lost.time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 	len = sprobe_df__encode(&rec, buf, sizeof(buf));
 	if (len > 0 && (size_t)len <= sizeof(buf)) {
-		sink_result(s, s->sink.write(s->sink.ctx, SPROBE_DF_LOST, buf, (uint32_t)len));
+		int err = s->sink.write(s->sink.ctx, SPROBE_DF_LOST, buf, (uint32_t)len);
+
+		sink_result(s, err);
+		if (!err)
+			count(&s->written);
 		count(&s->lost_written);
 	}
 }
