@@ -25,6 +25,14 @@
 
 /* ---- little-endian helpers -------------------------------------------- */
 
+/* The file is little-endian. On a little-endian host these are plain
+ * unaligned loads and stores (memcpy), elsewhere byte by byte. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+#else
 static inline void put32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)v;
@@ -49,6 +57,7 @@ static inline uint64_t get64(const uint8_t *p)
 {
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
+#endif
 
 /* ---- CRC32C ----------------------------------------------------------- */
 
@@ -111,21 +120,21 @@ struct enc {
 	size_t cap, len;
 };
 
-static void enc_bytes(struct enc *e, const void *src, size_t n)
+static inline void enc_bytes(struct enc *e, const void *src, size_t n)
 {
 	if (n && e->len + n <= e->cap)
 		memcpy(e->buf + e->len, src, n);
 	e->len += n;
 }
 
-static void enc32(struct enc *e, uint32_t v)
+static inline void enc32(struct enc *e, uint32_t v)
 {
 	if (e->len + 4 <= e->cap)
 		put32(e->buf + e->len, v);
 	e->len += 4;
 }
 
-static void enc64(struct enc *e, uint64_t v)
+static inline void enc64(struct enc *e, uint64_t v)
 {
 	if (e->len + 8 <= e->cap)
 		put64(e->buf + e->len, v);
@@ -667,7 +676,7 @@ struct dec {
 	const char *why;
 };
 
-static uint32_t dec32(struct dec *d)
+static inline uint32_t dec32(struct dec *d)
 {
 	if (d->bad || d->len - d->pos < 4) {
 		d->bad = true;
@@ -678,7 +687,7 @@ static uint32_t dec32(struct dec *d)
 	return get32(d->p + d->pos - 4);
 }
 
-static uint64_t dec64(struct dec *d)
+static inline uint64_t dec64(struct dec *d)
 {
 	if (d->bad || d->len - d->pos < 8) {
 		d->bad = true;
@@ -689,7 +698,7 @@ static uint64_t dec64(struct dec *d)
 	return get64(d->p + d->pos - 8);
 }
 
-static const uint8_t *dec_bytes(struct dec *d, size_t n)
+static inline const uint8_t *dec_bytes(struct dec *d, size_t n)
 {
 	if (d->bad || d->len - d->pos < n) {
 		d->bad = true;

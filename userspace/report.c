@@ -145,13 +145,22 @@ struct bytemap {
 	VEC(struct bkey) keys;		/* by id */
 };
 
+/* Word-at-a-time multiplicative hash, finished by mix64: keys are stacks
+ * (arrays of u32) and names, both short; collisions are resolved by
+ * memcmp, so only speed and spread matter here. */
 static uint64_t hash_bytes(const void *p, size_t n)
 {
 	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = 0xcbf29ce484222325ULL ^ n, w;
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
+	for (; n >= 8; b += 8, n -= 8) {
+		memcpy(&w, b, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	w = 0;
+	memcpy(&w, b, n);
+	h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
 	return mix64(h);
 }
 

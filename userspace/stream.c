@@ -11,9 +11,11 @@
  * tail: bytes ever consumed by the writer thread (only it writes).
  * Free space = capacity - (head - tail). Both grow forever (u64).
  *
- * Sleeping: the writer sleeps on a futex word (wake_seq) only after
- * announcing it (sleeping = 1) and re-checking the queue; the producer
- * wakes it only when it announced so. Both sides put a seq_cst fence between
+ * Sleeping: the writer sleeps on a futex word (wake_seq), with a timeout
+ * of flush_interval_ns, only after announcing it (sleeping = 1) and
+ * re-checking the queue. The producer wakes it only when it announced so
+ * and at least capacity/8 bytes were queued since the producer last
+ * looked, so a steady trickle of samples costs no system call at all. Both sides put a seq_cst fence between
  * their store and their load (Dekker), so at least one of them sees the
  * other: either the writer sees the new head, or the producer sees
  * sleeping and bumps wake_seq, which makes the futex wait return.
@@ -38,6 +40,7 @@ struct sprobe_stream {
 	/* producer-owned */
 	uint64_t head_local;		/* == head, without an atomic load */
 	uint64_t tail_cache;		/* last tail seen by the producer */
+	uint64_t woken_head;		/* head when the producer last considered a wake */
 	bool closed;			/* producer side: __close() called */
 
 	/* shared */
@@ -55,6 +58,7 @@ struct sprobe_stream {
 
 	uint8_t *ring;
 	size_t cap;			/* power of two */
+	size_t wake_bytes;		/* queued bytes that justify a futex wake */
 	uint64_t flush_interval_ns;
 	struct sprobe_stream_sink sink;
 	pthread_t thread;
@@ -120,6 +124,13 @@ static void commit(struct sprobe_stream *s, uint64_t new_head)
 	/* Release: pairs with the acquire load of head in writer_main(); the
 	 * entry bytes written before are visible once head covers them. */
 	atomic_store_explicit(&s->head, new_head, memory_order_release);
+	/* Wake the writer only once wake_bytes have queued up since the last
+	 * look: a wake per record would cost the probe a system call (and a
+	 * context switch) each time. Below the mark, the writer's own timer
+	 * (flush_interval_ns) picks the records up. */
+	if (new_head - s->woken_head < s->wake_bytes)
+		return;
+	s->woken_head = new_head;
 	/* seq_cst fence: pairs with the fence in writer_main() between its
 	 * store of sleeping and its re-load of head (see the top comment). */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -127,6 +138,18 @@ static void commit(struct sprobe_stream *s, uint64_t new_head)
 		atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_relaxed);
 		futex_wake(&s->wake_seq);
 	}
+}
+
+/* Payload size without a full encoding pass for the hot record type. */
+static long payload_size(const struct sprobe_df_record *rec)
+{
+	if (rec->type == SPROBE_DF_SAMPLE) {
+		if (rec->sample.nframes > SPROBE_MAX_FRAMES ||
+		    (rec->sample.nframes && !rec->sample.pcs))
+			return -EINVAL;
+		return 56 + 8 * (long)rec->sample.nframes;
+	}
+	return sprobe_df__encode(rec, NULL, 0);
 }
 
 static void count(_Atomic uint64_t *c)
@@ -147,7 +170,7 @@ int sprobe_stream__push(struct sprobe_stream *s, const struct sprobe_df_record *
 		return -EINVAL;
 	if (s->closed)
 		return -EPIPE;
-	len = sprobe_df__encode(rec, NULL, 0);
+	len = payload_size(rec);
 	if (len < 0) {
 		count(&s->invalid);
 		return (int)len;
@@ -332,6 +355,7 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 		return NULL;
 	}
 	s->cap = cap;
+	s->wake_bytes = cap / 8;
 	s->flush_interval_ns = flush_ns;
 	s->sink = *sink;
 	err = pthread_create(&s->thread, NULL, writer_main, s);

@@ -14,7 +14,10 @@
  *
  * Memory: one byte ring of capacity_bytes, allocated in __new(); a push does
  * no allocation, takes no lock and makes a system call only to wake a
- * writer thread that went to sleep on an empty queue (futex wake).
+ * sleeping writer thread once capacity/8 bytes have queued up (futex
+ * wake); otherwise the writer wakes on its own every flush_interval_ns.
+ * So records reach the sink within flush_interval_ns, and the queue should
+ * hold well over flush_interval_ns worth of records.
  *
  * Typical use (the sampler):
  *
