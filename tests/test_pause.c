@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The eBPF companion against this kernel, and the matcher on synthetic
+ * windows. The BPF tests load real programs; they skip only where the
+ * companion cannot exist (no capability, no BTF / raw tracepoints), print
+ * why, and fail if this process has CAP_BPF + CAP_PERFMON and loading still
+ * fails.
+ *
+ * Windows are driven by the test's own real-time signal handler, which
+ * records entry/exit with CLOCK_MONOTONIC exactly as the capture backend's
+ * handler does (struct sprobe_thread_sample entry_ns/exit_ns).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/capability.h>
+
+#include <bpf/bpf.h>
+
+#include <stackprobe/pause.h>
+
+#include "sprobe_test.h"
+
+#define TEST_SIGNO (SIGRTMIN + 5)
+#define NTHREADS 4
+#define NROUNDS 100
+#define DEADLINE_NS (10ull * 1000 * 1000 * 1000)
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pid_t gettid_(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* ------------------------------------------------------------------ */
+/* A worker with a self-reporting handler                              */
+
+enum handler_kind { H_QUICK, H_SPIN_UNTIL_OFFCPU, H_BLOCK_ON_PIPE };
+
+struct worker {
+	pthread_t th;
+	_Atomic pid_t tid;
+	int kind;		/* enum handler_kind */
+	int block_pipe[2];	/* worker body blocks reading [0] if >= 0 */
+	int handler_pipe[2];	/* H_BLOCK_ON_PIPE: handler reads [0] */
+	int pin_cpu;		/* -1: not pinned */
+	_Atomic int stop;
+	/* Self-reported windows; written by the handler, read by the test
+	 * after the release store of `done` it waits on. */
+	struct sprobe_pause_swindow w[NROUNDS];
+	uint64_t self_offcpu[NROUNDS];	/* wall - thread CPU inside handler */
+	_Atomic uint32_t done;		/* windows completed */
+	uint64_t sent_ns[NROUNDS];	/* written by the driver before sending */
+};
+
+static __thread struct worker *self_worker;
+
+/* ASYNC-SIGNAL-SAFE: clock_gettime, read and stores only. */
+static void handler(int sig, siginfo_t *si, void *uc)
+{
+	struct worker *w = self_worker;
+	uint64_t entry = mono_ns();
+
+	if (!w)
+		return;
+	uint32_t n = atomic_load_explicit(&w->done, memory_order_relaxed);
+	uint64_t cpu0 = 0, off = 0;
+
+	switch (w->kind) {
+	case H_SPIN_UNTIL_OFFCPU:
+		/* Spin until the thread has observably been off the CPU
+		 * (wall time grew faster than its own CPU time), so the
+		 * kernel must have switched it out inside this window. */
+		cpu0 = thread_cpu_ns();
+		for (;;) {
+			uint64_t wall = mono_ns() - entry, cpu = thread_cpu_ns() - cpu0;
+			off = wall > cpu ? wall - cpu : 0;
+			if (off >= 2000000 || wall > 2000000000ull)
+				break;
+		}
+		break;
+	case H_BLOCK_ON_PIPE: {
+		char c;
+		/* Blocks until the test writes: a voluntary switch. */
+		while (read(w->handler_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+		break;
+	}
+	default:
+		break;
+	}
+	uint64_t exit_ = mono_ns();
+	if (n < NROUNDS) {
+		w->w[n].tid = gettid_();
+		w->w[n].signal_ns = w->sent_ns[n];
+		w->w[n].entry_ns = entry;
+		w->w[n].exit_ns = exit_;
+		w->self_offcpu[n] = off;
+	}
+	/* Release: pairs with the acquire load in wait_done(). */
+	atomic_store_explicit(&w->done, n + 1, memory_order_release);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	volatile uint64_t x = 0;
+
+	self_worker = w;
+	if (w->pin_cpu >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(w->pin_cpu, &set);
+		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	/* Release: pairs with the acquire load in start_workers(). */
+	atomic_store_explicit(&w->tid, gettid_(), memory_order_release);
+	if (w->block_pipe[0] >= 0) {
+		char c;
+		/* SA_RESTART: the handler interrupts read, read resumes. */
+		while (read(w->block_pipe[0], &c, 1) < 0 && errno == EINTR)
+			;
+	} else {
+		while (!atomic_load_explicit(&w->stop, memory_order_relaxed))
+			x++;
+	}
+	return NULL;
+}
+
+static void install_handler(void)
+{
+	struct sigaction sa = { 0 };
+
+	sa.sa_sigaction = handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(TEST_SIGNO, &sa, NULL), 0);
+}
+
+static void worker_init(struct worker *w, int kind, bool blocked, int cpu)
+{
+	memset(w, 0, sizeof(*w));
+	w->kind = kind;
+	w->pin_cpu = cpu;
+	w->block_pipe[0] = w->block_pipe[1] = -1;
+	w->handler_pipe[0] = w->handler_pipe[1] = -1;
+	if (blocked)
+		assert_int_equal(pipe2(w->block_pipe, O_CLOEXEC), 0);
+	if (kind == H_BLOCK_ON_PIPE)
+		assert_int_equal(pipe2(w->handler_pipe, O_CLOEXEC), 0);
+}
+
+static void start_worker(struct worker *w)
+{
+	assert_int_equal(pthread_create(&w->th, NULL, worker_main, w), 0);
+	uint64_t deadline = mono_ns() + DEADLINE_NS;
+	while (!atomic_load_explicit(&w->tid, memory_order_acquire)) {
+		assert_true(mono_ns() < deadline);
+		sched_yield();
+	}
+}
+
+static void stop_worker(struct worker *w)
+{
+	atomic_store_explicit(&w->stop, 1, memory_order_relaxed);
+	if (w->block_pipe[1] >= 0)
+		close(w->block_pipe[1]);	/* read returns 0 */
+	pthread_join(w->th, NULL);
+	for (int i = 0; i < 2; i++) {
+		if (w->block_pipe[i] >= 0 && i == 0)
+			close(w->block_pipe[0]);
+		if (w->handler_pipe[i] >= 0)
+			close(w->handler_pipe[i]);
+	}
+}
+
+/* Send window number n to w: tgkill for even n, rt_tgsigqueueinfo (si_code
+ * SI_QUEUE) for odd n, so the test can check which generation the kernel
+ * paired with which delivery. */
+static void send_window(struct worker *w, uint32_t n)
+{
+	w->sent_ns[n] = mono_ns();
+	if (n % 2 == 0) {
+		assert_int_equal(syscall(SYS_tgkill, getpid(), w->tid, TEST_SIGNO), 0);
+	} else {
+		siginfo_t si = { 0 };
+		si.si_signo = TEST_SIGNO;
+		si.si_code = SI_QUEUE;
+		si.si_pid = getpid();
+		si.si_uid = getuid();
+		assert_int_equal(syscall(SYS_rt_tgsigqueueinfo, getpid(), w->tid,
+					 TEST_SIGNO, &si), 0);
+	}
+}
+
+static void wait_done(struct worker *w, uint32_t n)
+{
+	uint64_t deadline = mono_ns() + DEADLINE_NS;
+	/* Acquire: pairs with the release store at the end of handler(). */
+	while (atomic_load_explicit(&w->done, memory_order_acquire) < n) {
+		assert_true(mono_ns() < deadline);
+		sched_yield();
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading, or skipping where the companion cannot exist               */
+
+static bool have_bpf_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2] = { 0 };
+
+	if (syscall(SYS_capget, &hdr, d) != 0)
+		return false;
+	bool sys_admin = d[0].effective & (1u << CAP_SYS_ADMIN);
+	bool bpf = d[1].effective & (1u << (39 - 32));
+	bool perfmon = d[1].effective & (1u << (38 - 32));
+	return sys_admin || (bpf && perfmon);
+}
+
+static struct sprobe_pause *open_or_skip(uint32_t mode)
+{
+	struct sprobe_pause_opts o = {
+		.sz = sizeof(o), .tgid = getpid(), .signo = TEST_SIGNO, .mode = mode,
+		.quiet = true, .verbose = getenv("SPROBE_BPF_VERBOSE") != NULL,
+	};
+	struct sprobe_pause *p = sprobe_pause__new(&o);
+	char why[512];
+
+	if (p)
+		return p;
+	int err = errno;
+	sprobe_pause__strerror(-err, why, sizeof(why));
+	if ((err == EPERM || err == EACCES) && !have_bpf_caps())
+		SPROBE_SKIP("%s", why);
+	if (err == ENOTSUP || err == ENOSYS) {
+		sprobe_pause__probe(why, sizeof(why));
+		SPROBE_SKIP("%s", why);
+	}
+	fail_msg("loading the companion failed with privilege: %s (%s)", strerror(err), why);
+	return NULL;
+}
+
+/* Poll until the companion has delivered `want` windows (the last
+ * rt_sigreturn happens after the handler's done flag). */
+static const struct sprobe_pause_kwindow *collect(struct sprobe_pause *p, size_t want,
+						  size_t *n)
+{
+	uint64_t deadline = mono_ns() + DEADLINE_NS;
+
+	for (;;) {
+		assert_true(sprobe_pause__poll(p, 50) >= 0);
+		const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(p, n);
+		if (*n >= want || mono_ns() > deadline)
+			return kw;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* BPF tests                                                           */
+
+static void test_probe_reports_available(void **state)
+{
+	char msg[512];
+	int err = sprobe_pause__probe(msg, sizeof(msg));
+
+	if ((err == -EPERM || err == -EACCES) && !have_bpf_caps())
+		SPROBE_SKIP("%s", msg);
+	if (err == -ENOTSUP)
+		SPROBE_SKIP("%s", msg);
+	assert_int_equal(err, 0);
+}
+
+static void test_bad_options(void **state)
+{
+	struct sprobe_pause_opts o = { .sz = sizeof(o), .tgid = getpid(), .signo = TEST_SIGNO };
+
+	errno = 0;
+	assert_null(sprobe_pause__new(NULL));
+	assert_int_equal(errno, EINVAL);
+	o.tgid = 0;
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.tgid = getpid();
+	o.signo = 0;
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.signo = SIGRTMAX + 1;
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.signo = TEST_SIGNO;
+	o.ringbuf_bytes = 5000;	/* not a power of two */
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.ringbuf_bytes = 0;
+	o.mode = 7;
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.mode = 0;
+	o.sz = 4;
+	assert_null(sprobe_pause__new(&o));
+	assert_int_equal(errno, EINVAL);
+
+	sprobe_pause__free(NULL);
+	assert_int_equal(sprobe_pause__poll(NULL, 0), -EINVAL);
+	struct sprobe_pause_stats st;
+	assert_int_equal(sprobe_pause__stats(NULL, &st), -EINVAL);
+	size_t n = 1;
+	assert_non_null(sprobe_pause__windows(NULL, &n));
+	assert_int_equal(n, 0);
+}
+
+/* Every window of every thread sent the capture signal is seen by the
+ * kernel, and each self-reported window lies inside its kernel window. */
+static void test_every_window_seen(void **state)
+{
+	struct worker *w = calloc(NTHREADS, sizeof(*w));
+	struct sprobe_pause *p = open_or_skip(SPROBE_PAUSE_MODE_PROBE);
+
+	assert_non_null(w);
+	install_handler();
+	for (int t = 0; t < NTHREADS; t++) {
+		worker_init(&w[t], H_QUICK, t % 2 == 1, -1);	/* odd: blocked */
+		start_worker(&w[t]);
+	}
+	for (uint32_t r = 0; r < NROUNDS; r++) {
+		for (int t = 0; t < NTHREADS; t++)
+			send_window(&w[t], r);
+		for (int t = 0; t < NTHREADS; t++)
+			wait_done(&w[t], r + 1);
+	}
+	for (int t = 0; t < NTHREADS; t++)
+		stop_worker(&w[t]);
+
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, NTHREADS * NROUNDS, &nk);
+	struct sprobe_pause_stats st;
+	assert_int_equal(sprobe_pause__stats(p, &st), 0);
+	print_message("companion: generated %lu delivered %lu emitted %lu lost %lu received %lu\n",
+		      (unsigned long)st.generated, (unsigned long)st.delivered,
+		      (unsigned long)st.emitted, (unsigned long)st.lost,
+		      (unsigned long)st.received);
+	assert_int_equal(st.lost, 0);
+	assert_int_equal(st.no_state, 0);
+	assert_int_equal(nk, NTHREADS * NROUNDS);
+
+	struct sprobe_pause_swindow sw[NTHREADS * NROUNDS];
+	for (int t = 0; t < NTHREADS; t++)
+		memcpy(&sw[t * NROUNDS], w[t].w, sizeof(w[t].w));
+	struct sprobe_pause_merge_opts mo = { .sz = sizeof(mo), .kernel_lost = st.lost };
+	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, NTHREADS * NROUNDS, &mo);
+	assert_non_null(m);
+	size_t np, nu, nt;
+	const struct sprobe_pause_pair *pairs = sprobe_pause_merge__pairs(m, &np);
+	const struct sprobe_pause_unmatched *un = sprobe_pause_merge__unmatched(m, &nu);
+	sprobe_pause_merge__threads(m, &nt);
+	for (size_t i = 0; i < nu; i++)
+		print_message("unmatched: side %u tid %d reason %s\n", un[i].side, un[i].tid,
+			      sprobe_pause_reason__str(un[i].reason));
+	assert_int_equal(nu, 0);
+	assert_int_equal(np, NTHREADS * NROUNDS);
+	assert_int_equal(nt, NTHREADS);
+
+	for (size_t i = 0; i < np; i++) {
+		const struct sprobe_pause_kwindow *k = &kw[pairs[i].kernel_idx];
+		const struct sprobe_pause_swindow *s = &sw[pairs[i].self_idx];
+		uint32_t round = pairs[i].self_idx % NROUNDS;
+
+		assert_int_equal(k->tid, s->tid);
+		assert_int_equal(k->flags & (SPROBE_PAUSE_KW_NO_GENERATE |
+					     SPROBE_PAUSE_KW_INCOMPLETE), 0);
+		/* The full order, on one clock. */
+		assert_true(s->signal_ns <= k->generate_ns);
+		assert_true(k->generate_ns <= k->deliver_ns);
+		assert_true(k->deliver_ns <= s->entry_ns);
+		assert_true(s->exit_ns <= k->sigreturn_ns);
+		/* The generation paired with this delivery is the one this
+		 * round sent (tgkill vs sigqueue alternate). */
+		assert_int_equal(k->si_code, round % 2 ? SI_QUEUE : SI_TKILL);
+	}
+	/* Both sides' overall numbers: same window count, and the kernel's
+	 * pause bounds the self-reported one from above, per window and in
+	 * total; the difference is the kernel's share (docs/PAUSE.md). */
+	const struct sprobe_pause_summary *o = sprobe_pause_merge__overall(m);
+	assert_int_equal(o->kernel_pause.count, o->self_pause.count);
+	assert_true(o->self_pause.total <= o->kernel_pause.total);
+	assert_true(o->self_pause.max <= o->kernel_pause.max);
+	assert_true(o->self_pause.median <= o->kernel_pause.median);
+	assert_int_equal(o->kernel_pause.total - o->self_pause.total, o->difference.total);
+	sprobe_pause_merge__print(m, stdout);
+
+	sprobe_pause_merge__free(m);
+	sprobe_pause__free(p);
+	free(w);
+}
+
+/* Windows no one asked for. Another signal number opens no window. The
+ * capture signal sent from outside the process has no generation of ours
+ * (probe mode filters the sender) but still stops the thread: the kernel
+ * reports that window flagged NO_GENERATE rather than hiding it. */
+static void test_filters_other_signals(void **state)
+{
+	struct sprobe_pause *p = open_or_skip(SPROBE_PAUSE_MODE_PROBE);
+	struct worker *w = calloc(1, sizeof(*w));
+	struct sigaction sa = { 0 }, old;
+
+	assert_non_null(w);
+	install_handler();
+	sa.sa_sigaction = handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	assert_int_equal(sigaction(TEST_SIGNO + 1, &sa, &old), 0);
+	worker_init(w, H_QUICK, false, -1);
+	start_worker(w);
+
+	/* 0: a different signal number, handled by the same handler. */
+	assert_int_equal(syscall(SYS_tgkill, getpid(), w->tid, TEST_SIGNO + 1), 0);
+	wait_done(w, 1);
+	/* 1: the capture signal, from a child process (outside the target). */
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0)
+		_exit(syscall(SYS_tgkill, getppid(), w->tid, TEST_SIGNO) == 0 ? 0 : 1);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	wait_done(w, 2);
+	/* 2: the capture signal from inside. */
+	send_window(w, 2);
+	wait_done(w, 3);
+	stop_worker(w);
+	sigaction(TEST_SIGNO + 1, &old, NULL);
+
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, 2, &nk);
+	assert_int_equal(nk, 2);
+	/* No kernel window around the other signal's handler. */
+	for (size_t i = 0; i < nk; i++)
+		assert_false(kw[i].deliver_ns <= w->w[0].entry_ns &&
+			     w->w[0].exit_ns <= kw[i].sigreturn_ns);
+	assert_true(kw[0].flags & SPROBE_PAUSE_KW_NO_GENERATE);
+	assert_int_equal(kw[0].generate_ns, 0);
+	assert_true(kw[0].deliver_ns <= w->w[1].entry_ns);
+	assert_true(w->w[1].exit_ns <= kw[0].sigreturn_ns);
+	assert_int_equal(kw[1].flags & SPROBE_PAUSE_KW_NO_GENERATE, 0);
+	assert_true(w->sent_ns[2] <= kw[1].generate_ns);
+	assert_true(kw[1].deliver_ns <= w->w[2].entry_ns);
+	assert_true(w->w[2].exit_ns <= kw[1].sigreturn_ns);
+
+	struct sprobe_pause_stats st;
+	assert_int_equal(sprobe_pause__stats(p, &st), 0);
+	assert_int_equal(st.generated, 1);
+	sprobe_pause__free(p);
+	free(w);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_probe_reports_available),
+	cmocka_unit_test(test_bad_options),
+	cmocka_unit_test(test_every_window_seen),
+	cmocka_unit_test(test_filters_other_signals),
+};
+
+SPROBE_TEST_MAIN(tests)
