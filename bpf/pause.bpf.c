@@ -286,7 +286,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
  *          unsigned int prev_state). Every context switch on every CPU. */
 SEC("raw_tp/sched_switch")
 int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
-	     struct task_struct *next)
+	     struct task_struct *next, unsigned int prev_state)
 {
 	struct sprobe_pause_tid_state *st;
 	__u64 now = 0;
@@ -297,7 +297,11 @@ int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
 			now = bpf_ktime_get_ns();
 			st->offcpu_start_ns = now;
 			st->nswitches++;
-			if (preempt)
+			/* Involuntary: preempted in kernel, or switched out
+			 * still runnable (tick preemption on the way back to
+			 * user space comes through schedule() with
+			 * preempt == false but prev_state == TASK_RUNNING). */
+			if (preempt || prev_state == 0)
 				st->npreempt++;
 		}
 	}

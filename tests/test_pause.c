@@ -53,6 +53,11 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int setgroups_(size_t n)
+{
+	return (int)syscall(SYS_setgroups, n, NULL);
+}
+
 static pid_t gettid_(void)
 {
 	return (pid_t)syscall(SYS_gettid);
@@ -133,11 +138,15 @@ static void *worker_main(void *arg)
 	volatile uint64_t x = 0;
 
 	self_worker = w;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, TEST_SIGNO);
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	if (w->pin_cpu >= 0) {
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(w->pin_cpu, &set);
-		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+		cpu_set_t cpus;
+		CPU_ZERO(&cpus);
+		CPU_SET(w->pin_cpu, &cpus);
+		pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus);
 	}
 	/* Release: pairs with the acquire load in start_workers(). */
 	atomic_store_explicit(&w->tid, gettid_(), memory_order_release);
@@ -480,11 +489,254 @@ static void test_filters_other_signals(void **state)
 	free(w);
 }
 
+/* A thread pinned to one CPU with a busy thread, whose handler spins until
+ * it has observably lost the CPU: the kernel window shows off-CPU time, from
+ * involuntary switches, and at least as much as the handler itself saw. */
+static void test_offcpu_preempted(void **state)
+{
+	struct sprobe_pause *p = open_or_skip(SPROBE_PAUSE_MODE_PROBE);
+	struct worker *target = calloc(1, sizeof(*target));
+	struct worker *busy = calloc(1, sizeof(*busy));
+	const int rounds = 3;
+
+	assert_non_null(target);
+	assert_non_null(busy);
+	install_handler();
+	worker_init(busy, H_QUICK, false, 0);
+	worker_init(target, H_SPIN_UNTIL_OFFCPU, false, 0);
+	start_worker(busy);
+	start_worker(target);
+	for (int r = 0; r < rounds; r++) {
+		send_window(target, (uint32_t)r);
+		wait_done(target, (uint32_t)r + 1);
+	}
+	stop_worker(target);
+	stop_worker(busy);
+
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, rounds, &nk);
+	assert_int_equal(nk, rounds);
+	for (int r = 0; r < rounds; r++) {
+		const struct sprobe_pause_kwindow *k = &kw[r];
+		print_message("window %d: kernel pause %.3f ms, off-CPU %.3f ms in %u switches "
+			      "(%u preempted); handler saw %.3f ms off-CPU\n", r,
+			      (k->sigreturn_ns - k->deliver_ns) / 1e6, k->offcpu_ns / 1e6,
+			      k->nswitches, k->npreempt, target->self_offcpu[r] / 1e6);
+		assert_true(target->self_offcpu[r] > 0);	/* the setup worked */
+		assert_true(k->deliver_ns <= target->w[r].entry_ns);
+		assert_true(target->w[r].exit_ns <= k->sigreturn_ns);
+		assert_true(k->nswitches >= 1);
+		assert_true(k->npreempt >= 1);
+		assert_true(k->offcpu_ns > 0);
+		assert_true(k->offcpu_ns <= k->sigreturn_ns - k->deliver_ns);
+		/* The kernel window contains the handler's, so it saw at least
+		 * the handler's off-CPU time (wall - thread CPU time), give or
+		 * take CPU-time accounting of interrupts: allow half. */
+		assert_true(k->offcpu_ns * 2 >= target->self_offcpu[r]);
+	}
+	sprobe_pause__free(p);
+	free(target);
+	free(busy);
+}
+
+/* A handler that blocks (voluntary switch) shows off-CPU time too. */
+static void test_offcpu_blocked(void **state)
+{
+	struct sprobe_pause *p = open_or_skip(SPROBE_PAUSE_MODE_PROBE);
+	struct worker *w = calloc(1, sizeof(*w));
+	char path[64], buf[512];
+
+	assert_non_null(w);
+	install_handler();
+	worker_init(w, H_BLOCK_ON_PIPE, false, -1);
+	start_worker(w);
+	send_window(w, 0);
+	/* Wait until the thread sleeps (state S in /proc), i.e. inside the
+	 * handler's read, then let it go. */
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
+	uint64_t deadline = mono_ns() + DEADLINE_NS;
+	for (;;) {
+		FILE *f = fopen(path, "re");
+		assert_non_null(f);
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		const char *rp = strrchr(buf, ')');
+		assert_non_null(rp);
+		if (rp[2] == 'S')
+			break;
+		assert_true(mono_ns() < deadline);
+		sched_yield();
+	}
+	assert_int_equal(write(w->handler_pipe[1], "x", 1), 1);
+	wait_done(w, 1);
+	stop_worker(w);
+
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, 1, &nk);
+	assert_int_equal(nk, 1);
+	assert_true(kw[0].nswitches >= 1);
+	assert_true(kw[0].npreempt < kw[0].nswitches);	/* one was voluntary */
+	assert_true(kw[0].offcpu_ns > 0);
+	assert_true(kw[0].offcpu_ns <= kw[0].sigreturn_ns - kw[0].deliver_ns);
+	sprobe_pause__free(p);
+	free(w);
+}
+
+/* CPU mode: a process-directed timer signal (POSIX timer, SIGEV_SIGNAL)
+ * starts each window; the thread that takes it is known only at delivery. */
+static void test_timer_mode_group_signal(void **state)
+{
+	struct sprobe_pause *p = open_or_skip(SPROBE_PAUSE_MODE_TIMER);
+	struct worker *w = calloc(1, sizeof(*w));
+	sigset_t set, oldset;
+	timer_t timer;
+	const uint32_t want = 20;
+
+	assert_non_null(w);
+	install_handler();
+	/* Only the worker may take the signal. */
+	sigemptyset(&set);
+	sigaddset(&set, TEST_SIGNO);
+	assert_int_equal(pthread_sigmask(SIG_BLOCK, &set, &oldset), 0);
+	worker_init(w, H_QUICK, false, -1);
+	start_worker(w);	/* worker_main unblocks the signal for itself */
+	struct sigevent sev = { 0 };
+	sev.sigev_notify = SIGEV_SIGNAL;
+	sev.sigev_signo = TEST_SIGNO;
+	assert_int_equal(timer_create(CLOCK_MONOTONIC, &sev, &timer), 0);
+	struct itimerspec its = { .it_interval = { 0, 1000000 }, .it_value = { 0, 1000000 } };
+	assert_int_equal(timer_settime(timer, 0, &its, NULL), 0);
+	wait_done(w, want);
+	timer_delete(timer);
+	stop_worker(w);
+	/* A last generation may still be pending on the process; drop it. */
+	struct timespec zero = { 0, 0 };
+	while (sigtimedwait(&set, NULL, &zero) == TEST_SIGNO)
+		;
+	pthread_sigmask(SIG_SETMASK, &oldset, NULL);
+
+	uint32_t done = atomic_load_explicit(&w->done, memory_order_acquire);
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, done, &nk);
+	assert_int_equal(nk, done);
+	uint32_t nself = done < NROUNDS ? done : NROUNDS;
+	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, w->w, nself, NULL);
+	assert_non_null(m);
+	size_t np;
+	const struct sprobe_pause_pair *pairs = sprobe_pause_merge__pairs(m, &np);
+	assert_int_equal(np, nself);
+	for (size_t i = 0; i < np; i++) {
+		const struct sprobe_pause_kwindow *k = &kw[pairs[i].kernel_idx];
+		assert_true(k->flags & SPROBE_PAUSE_KW_GROUP);
+		assert_int_equal(k->si_code, SI_TIMER);
+		assert_true(k->generate_ns > 0 && k->generate_ns <= k->deliver_ns);
+	}
+	sprobe_pause_merge__free(m);
+	sprobe_pause__free(p);
+	free(w);
+}
+
+/* Without CAP_BPF / CAP_PERFMON / CAP_SYS_ADMIN (capabilities dropped, or
+ * root turned into nobody), loading gives one clear message naming what is
+ * missing and an error; the process carries on and can still produce the
+ * pause section from its own windows. Runs in forked children. */
+static void run_unprivileged(bool as_nobody)
+{
+	int errpipe[2];
+
+	assert_int_equal(pipe2(errpipe, O_CLOEXEC), 0);
+	pid_t child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		dup2(errpipe[1], 2);
+		if (as_nobody) {
+			if (setgroups_(0) || setresgid(65534, 65534, 65534) ||
+			    setresuid(65534, 65534, 65534))
+				_exit(10);
+		} else {
+			struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+			struct __user_cap_data_struct d[2] = { 0 };
+			if (syscall(SYS_capset, &hdr, d) != 0)
+				_exit(11);
+		}
+		/* The kernel itself refuses now (not just our pre-check). */
+		if (bpf_map_create(BPF_MAP_TYPE_RINGBUF, NULL, 0, 0, 4096, NULL) >= 0)
+			_exit(12);
+		struct sprobe_pause_opts o = {
+			.sz = sizeof(o), .tgid = getpid(), .signo = TEST_SIGNO,
+		};
+		errno = 0;
+		struct sprobe_pause *p = sprobe_pause__new(&o);
+		if (p)
+			_exit(13);
+		if (errno != EPERM && errno != EACCES)
+			_exit(14);
+		/* Carry on: a self-only pause section from a real window. */
+		struct worker *w = calloc(1, sizeof(*w));
+		if (!w)
+			_exit(15);
+		install_handler();
+		self_worker = w;
+		if (syscall(SYS_tgkill, getpid(), gettid_(), TEST_SIGNO) != 0 ||
+		    atomic_load(&w->done) != 1)
+			_exit(16);
+		struct sprobe_pause_merge *m = sprobe_pause_merge__new(NULL, 0, w->w, 1, NULL);
+		if (!m)
+			_exit(17);
+		size_t nu;
+		const struct sprobe_pause_unmatched *un = sprobe_pause_merge__unmatched(m, &nu);
+		if (nu != 1 || un[0].reason != SPROBE_PAUSE_R_NO_KERNEL ||
+		    sprobe_pause_merge__overall(m)->self_pause.count != 1)
+			_exit(18);
+		sprobe_pause_merge__free(m);
+		_exit(0);
+	}
+	close(errpipe[1]);
+	char msg[2048];
+	size_t len = 0;
+	ssize_t r;
+	while ((r = read(errpipe[0], msg + len, sizeof(msg) - 1 - len)) > 0)
+		len += (size_t)r;
+	msg[len] = '\0';
+	close(errpipe[0]);
+	int status;
+	assert_int_equal(waitpid(child, &status, 0), child);
+	print_message("%s: child said: %s", as_nobody ? "nobody" : "no caps", msg);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* One line, naming the capabilities and the next step. */
+	assert_non_null(strstr(msg, "CAP_BPF"));
+	assert_non_null(strstr(msg, "CAP_PERFMON"));
+	assert_non_null(strstr(msg, "setcap"));
+	assert_non_null(strchr(msg, '\n'));
+	assert_ptr_equal(strchr(msg, '\n'), msg + len - 1);
+}
+
+static void test_unprivileged_caps_dropped(void **state)
+{
+	if (!have_bpf_caps())
+		SPROBE_SKIP("already without CAP_BPF/CAP_SYS_ADMIN: nothing to drop");
+	run_unprivileged(false);
+}
+
+static void test_unprivileged_nobody(void **state)
+{
+	if (geteuid() != 0)
+		SPROBE_SKIP("not root: cannot switch to nobody");
+	run_unprivileged(true);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_probe_reports_available),
 	cmocka_unit_test(test_bad_options),
 	cmocka_unit_test(test_every_window_seen),
 	cmocka_unit_test(test_filters_other_signals),
+	cmocka_unit_test(test_offcpu_preempted),
+	cmocka_unit_test(test_offcpu_blocked),
+	cmocka_unit_test(test_timer_mode_group_signal),
+	cmocka_unit_test(test_unprivileged_caps_dropped),
+	cmocka_unit_test(test_unprivileged_nobody),
 };
 
 SPROBE_TEST_MAIN(tests)
