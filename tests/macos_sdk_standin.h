@@ -88,6 +88,7 @@ void abort(void);
 int printf(const char *fmt, ...);
 int snprintf(char *str, size_t size, const char *fmt, ...);
 pid_t getpid(void);
+int sched_yield(void);			/* <sched.h> */
 
 /* ---- <time.h> ----------------------------------------------------------- */
 struct timespec {
