@@ -18,4 +18,6 @@ struct cli_command {
 	int (*run)(int argc, char **argv);
 };
 
+int cmd_report(int argc, char **argv);
+
 #endif

@@ -15,6 +15,7 @@
 
 /* One row per command; keep in the order shown by --help. */
 static const struct cli_command commands[] = {
+	{ "report", "print a data file as text, folded stacks or JSON", cmd_report },
 	{ NULL, NULL, NULL },
 };
 
