@@ -90,7 +90,7 @@ $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 
 $(BUILD)/libstackprobe.so: $(LIB_OBJS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -o $@ $^ $(LDFLAGS) $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs -o $@ $^ $(LDFLAGS) $(LIBS)
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)

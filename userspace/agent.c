@@ -14,6 +14,7 @@
  *   STACKPROBE_MAX_STACK   bytes copied per thread (default 262144)
  *   STACKPROBE_FOLLOW_FORK=1  also sample exec'd children
  *   STACKPROBE_QUIET=1     no messages on stderr
+ *   STACKPROBE_STATUS_FD   (set by `stackprobe record`) memfd for live counters
  *
  * Never changes the program's behaviour: no output on stdout, messages on
  * stderr only on failure to start, exit status untouched. A forked child
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <stackprobe/sampler.h>
@@ -158,6 +160,21 @@ __attribute__((constructor)) static void agent_start(void)
 		if (!path)
 			return;
 		o.output = path;
+	}
+	/* Live counters for `stackprobe record` (a memfd it created). Map it
+	 * and close the descriptor so the program never sees it. */
+	const char *sfd = getenv("STACKPROBE_STATUS_FD");
+	if (sfd && *sfd) {
+		char *end;
+		long fd = strtol(sfd, &end, 10);
+		if (!*end && fd > 2 && fd < 65536) {
+			void *m = mmap(NULL, sizeof(struct sprobe_sampler_status),
+				       PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+			if (m != MAP_FAILED)
+				o.status = m;
+			close((int)fd);
+		}
+		unsetenv("STACKPROBE_STATUS_FD");
 	}
 	agent_pid = getpid();
 	agent_sampler = sprobe_sampler__start(&o);

@@ -400,7 +400,17 @@ static uint64_t thread_cpu_ns(pid_t tid)
 static void round_once(struct sprobe_sampler *s)
 {
 	uint64_t t0 = mono_ns();
-	int err = sprobe_capture_and_resolve(s->capturer, s->snap, s->unwinder);
+	int err = sprobe_capturer__capture(s->capturer, s->snap);
+	if (err >= 0) {
+		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
+		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
+		for (uint32_t i = 0; i < nt; i++) {
+			struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
+			if (ts->stage == SPROBE_STAGE_RAW)
+				sprobe_unwinder__unwind(s->unwinder, ts, NULL);
+		}
+		sprobe_snapshot__set_frames_resolved(s->snap, true);
+	}
 	if (err < 0) {
 		if (err == -ENOTSUP)
 			s->probe_error = err;
@@ -492,6 +502,18 @@ static void round_once(struct sprobe_sampler *s)
 	atomic_fetch_add_explicit(&s->st_threads_dropped, st->threads_dropped,
 				  memory_order_relaxed);
 	atomic_store_explicit(&s->st_threads, st->threads_total, memory_order_relaxed);
+	if (s->opts.status) {
+		struct sprobe_sampler_stats now;
+		sprobe_sampler__stats(s, &now);
+		struct sprobe_sampler_status *o = s->opts.status;
+		atomic_store_explicit(&o->rounds, now.rounds, memory_order_relaxed);
+		atomic_store_explicit(&o->samples, now.samples, memory_order_relaxed);
+		atomic_store_explicit(&o->threads_dropped, now.threads_dropped, memory_order_relaxed);
+		atomic_store_explicit(&o->stream_dropped, now.stream_dropped, memory_order_relaxed);
+		atomic_store_explicit(&o->window_median_ns, now.last_window_median_ns,
+				      memory_order_relaxed);
+		atomic_store_explicit(&o->threads, now.threads, memory_order_relaxed);
+	}
 }
 
 static void *probe_main(void *arg)

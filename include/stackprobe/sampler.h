@@ -26,6 +26,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +37,21 @@ extern "C" {
 enum sprobe_sampler_mode {
 	SPROBE_MODE_WALL = 0,
 	SPROBE_MODE_CPU = 1,
+};
+
+/*
+ * Live counters the sampler publishes for another process (the `record`
+ * command maps the same memory). Written by the probe thread with relaxed
+ * stores once per round; readers get each counter whole, not a consistent
+ * set (a status line needs no more).
+ */
+struct sprobe_sampler_status {
+	_Atomic uint64_t rounds;
+	_Atomic uint64_t samples;
+	_Atomic uint64_t threads_dropped;
+	_Atomic uint64_t stream_dropped;
+	_Atomic uint64_t window_median_ns;
+	_Atomic uint32_t threads;
 };
 
 struct sprobe_sampler_opts {
@@ -50,6 +68,7 @@ struct sprobe_sampler_opts {
 	int signo;		   /* 0: pick a free real-time signal */
 	double duration_s;	   /* 0: until __stop() */
 	const char *command_line;  /* recorded in the header; NULL: /proc */
+	struct sprobe_sampler_status *status; /* optional, borrowed */
 };
 
 struct sprobe_sampler_stats {
