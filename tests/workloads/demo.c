@@ -4,9 +4,9 @@
  * have a known call structure, so a report can be checked by eye (and by
  * tests/test_record.c, which runs it with --check-shares).
  *
- *   compute-N  serve_requests -> handle_request -> { parse_json (3/4 of its
- *              time), compress_reply (1/4) }: busy work, timed by the
- *              monotonic clock so the 3:1 split holds in wall time.
+ *   compute-N  serve_requests -> handle_request -> { parse_json (3 units of
+ *              work), compress_reply (1 unit) } -> churn: busy work, so
+ *              3/4 of the thread's samples are under parse_json.
  *   io         io_loop -> wait_for_input -> read() on a pipe nobody writes
  *              until shutdown: always blocked.
  *   lock-N     lock_loop -> update_shared_counter: mutex traffic + malloc.
@@ -26,42 +26,39 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NOINLINE __attribute__((noinline))
+/* noipa: no inlining, cloning or IPA changes, so every name below is a real
+ * frame with its own symbol. */
+#define NOINLINE static __attribute__((noipa))
 
 static volatile int stop_flag;
 static int io_pipe[2];
 static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t shared_counter;
 
-static uint64_t now_ns(void)
+/* Busy work: n rounds of an LCG. The asm barrier keeps the loop (and so
+ * the frame) in this function. The split between the two callers is by
+ * work, not by clock, so it holds whatever else the CPUs are doing. */
+NOINLINE uint64_t churn(uint64_t n, uint64_t x)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Busy work until the monotonic clock passes `until`. The asm barrier keeps
- * the loop (and so the frame) in this function. */
-static NOINLINE uint64_t spin_until(uint64_t until, uint64_t x)
-{
-	while (now_ns() < until) {
-		for (int i = 0; i < 256; i++)
-			x = x * 6364136223846793005ull + 1442695040888963407ull;
+	for (uint64_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		__asm__ volatile("" : "+r"(x));
 	}
 	return x;
 }
 
+#define WORK_UNIT 100000ull
+
 NOINLINE uint64_t parse_json(uint64_t x)
 {
-	x = spin_until(now_ns() + 3000000, x); /* 3 ms */
+	x = churn(3 * WORK_UNIT, x); /* 3 units */
 	__asm__ volatile("" : "+r"(x));
 	return x;
 }
 
 NOINLINE uint64_t compress_reply(uint64_t x)
 {
-	x = spin_until(now_ns() + 1000000, x); /* 1 ms */
+	x = churn(WORK_UNIT, x); /* 1 unit */
 	__asm__ volatile("" : "+r"(x));
 	return x;
 }
@@ -120,8 +117,7 @@ NOINLINE void *lock_loop(void *arg)
 	uint64_t n = 0;
 	while (!stop_flag) {
 		update_shared_counter();
-		if (++n % 1024 == 0)
-			sched_yield();
+		n++;
 	}
 	return (void *)(uintptr_t)n;
 }

@@ -91,7 +91,7 @@ int cmd_dump(int argc, char **argv)
 	int c;
 	pid_t pid;
 
-	while ((c = getopt_long(argc, argv, "+t:rh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:rh", opts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			table_path = optarg;

@@ -29,6 +29,7 @@
 
 #include <stackprobe/report.h>
 #include <stackprobe/sampler.h>
+#include <stackprobe/table.h>
 
 #include "cli.h"
 
@@ -284,6 +285,16 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGQUIT, &old_quit, NULL);
+
+	/* A command killed by a signal ran no exit handler: remove the node
+	 * table its agent left (only a file of ours naming that pid). */
+	struct sprobe_table *left = sprobe_table__open_pid(pid, NULL);
+	if (left) {
+		char tpath[64];
+		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.table", (int)pid);
+		sprobe_table__close(left);
+		unlink(tpath);
+	}
 
 	int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
 	if (!quiet) {

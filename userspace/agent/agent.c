@@ -23,9 +23,14 @@
  * image starts again only in the same process (the pid the agent started
  * in, kept in STACKPROBE_AGENT_PID) or when STACKPROBE_FOLLOW_FORK=1;
  * its data file gets a ".N" suffix (N = exec count) so nothing is
- * overwritten.
+ * overwritten. The agent wraps the exec family so the old image stops its
+ * sampler (drains the queue, writes the trailer) before the kernel
+ * replaces it: both files end complete. If the exec fails, sampling stays
+ * stopped for the rest of that image (a restart would truncate its file).
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +38,7 @@
 #include <unistd.h>
 
 #include <stackprobe/sampler.h>
+#include <stackprobe/table.h>
 
 /* The agent's state: one sampler per process image. */
 static struct sprobe_sampler *agent_sampler;
@@ -146,13 +152,18 @@ __attribute__((constructor)) static void agent_start(void)
 		o.no_table = true;
 	else if (table && *table)
 		o.table_path = table;
-	/* After an exec the old image's table file is still there (no exit
-	 * handler ran): the new image publishes under a fresh name. */
-	char tpath[96];
-	if (!o.no_table && !o.table_path && exec_count) {
-		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.%u.table",
-			 (int)getpid(), exec_count);
-		o.table_path = tpath;
+	/* A table already named after our pid is stale: left by our previous
+	 * image (exec runs no exit handler) or by a dead process whose pid we
+	 * reuse (killed: no exit handler either). open_pid() only succeeds
+	 * on a regular file of ours whose header names our pid: remove it. */
+	if (!o.no_table && !o.table_path) {
+		char tpath[64];
+		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.table", (int)getpid());
+		struct sprobe_table *old = sprobe_table__open_pid(getpid(), NULL);
+		if (old) {
+			sprobe_table__close(old);
+			unlink(tpath);
+		}
 	}
 	char *path = NULL;
 	if (out && *out) {
@@ -184,6 +195,105 @@ __attribute__((constructor)) static void agent_start(void)
 	else
 		atexit(agent_stop);
 	free(path);
+}
+
+/* ---- exec wrappers --------------------------------------------------- */
+/*
+ * glibc's exec functions call the internal __execve, so each public entry
+ * point is wrapped; the wrappers stop sampling in the agent's own process
+ * (not in a forked or vforked child: agent_stop() checks the pid) and
+ * forward to the next definition. They allocate nothing before the call
+ * except the exec[lp] argument vectors, built on the stack.
+ */
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+static void *next_fn(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}
+
+#define EXEC_PREPARE() agent_stop()
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	execve_fn f = (execve_fn)next_fn("execve");
+	EXEC_PREPARE();
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(path, argv, envp);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	execvpe_fn f = (execvpe_fn)next_fn("execvpe");
+	EXEC_PREPARE();
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(file, argv, envp);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	fexecve_fn f = (fexecve_fn)next_fn("fexecve");
+	EXEC_PREPARE();
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(fd, argv, envp);
+}
+
+int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* Collect a NULL-terminated variadic list into a stack vector. */
+#define EXECL_ARGV(first, ap, argv, extra)                                        \
+	size_t n_ = 1;                                                            \
+	va_start(ap, first);                                                      \
+	while (va_arg(ap, char *))                                                \
+		n_++;                                                             \
+	va_end(ap);                                                               \
+	char *argv[n_ + 1];                                                       \
+	argv[0] = (char *)(first);                                                \
+	va_start(ap, first);                                                      \
+	for (size_t i_ = 1; i_ <= n_; i_++)                                       \
+		argv[i_] = va_arg(ap, char *);                                    \
+	extra;                                                                    \
+	va_end(ap)
+
+int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	EXECL_ARGV(arg, ap, argv, (void)0);
+	return execve(path, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	EXECL_ARGV(arg, ap, argv, (void)0);
+	return execvpe(file, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **envp;
+	EXECL_ARGV(arg, ap, argv, envp = va_arg(ap, char **));
+	return execve(path, argv, envp);
 }
 
 __attribute__((destructor)) static void agent_fini(void)
