@@ -194,6 +194,9 @@ int sprobe_table__remove(struct sprobe_table *t, uint32_t index);
  * Close a table. For the writer: mark it closed in the header, unlink the
  * file (only if the path still names the file this table created), unmap.
  * For a reader: unmap. Frees t. Accepts NULL.
+ * After fork(), the child's copy of a writer handle is not the writer: the
+ * child must not insert, update or remove (it would corrupt the parent's
+ * table); closing it there only unmaps and frees (no unlink, no mark).
  * Writer thread only for a writer; not async-signal-safe.
  */
 void sprobe_table__close(struct sprobe_table *t);
