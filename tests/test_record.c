@@ -6,10 +6,12 @@
  *
  * Shares are statistical: the demo's compute threads do 3 units of work in
  * parse_json for 1 in compress_reply, so 3/4 of their samples should be
- * under parse_json. The test accepts [0.60, 0.90] with >= 100 samples: at
- * p = 0.75 and n = 100 the binomial standard deviation is 0.043, so the
- * band is over 3.5 sigma wide on each side, and still excludes the 0.5 that
- * a unwinder confusing the two siblings would give.
+ * under parse_json. The test accepts [0.58, 0.92] with >= 60 samples (a
+ * loaded 2-CPU machine completes fewer captures than asked: each waits for
+ * CPU slots): at p = 0.75 and n = 60 the binomial standard deviation is
+ * 0.056, so the band is 3 sigma wide on each side (more with more
+ * samples), and still excludes the 0.5 that an unwinder confusing the two
+ * siblings would give.
  */
 #include <errno.h>
 #include <signal.h>
@@ -89,7 +91,7 @@ static int setup_dir(void **state)
 static void test_record_wall_shares(void **state)
 {
 	char *out;
-	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 3", &out);
+	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 4", &out);
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, "demo: "));
 	free(out);
@@ -105,14 +107,14 @@ static void test_record_wall_shares(void **state)
 		      parse, compress, compute_all, io_read, io_all);
 	/* The chain only comes out through DWARF (demo has no frame pointers). */
 	assert_true(folded_count(out, "compute-", "serve_requests;handle_request;", NULL) > 0);
-	assert_true(parse + compress >= 100);
+	assert_true(parse + compress >= 60);
 	double share = (double)parse / (double)(parse + compress);
-	assert_true(share >= 0.60 && share <= 0.90);
+	assert_true(share >= 0.58 && share <= 0.92);
 	/* Nearly all compute samples are in one of the two (the rest: the
 	 * loop between them). */
 	assert_true(parse + compress >= compute_all * 9 / 10);
 	/* The io thread is always blocked in wait_for_input -> read. */
-	assert_true(io_all >= 50);
+	assert_true(io_all >= 30);
 	assert_true(io_read >= io_all * 95 / 100);
 	free(out);
 }
