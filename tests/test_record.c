@@ -268,7 +268,89 @@ static void test_agent_is_transparent(void **state)
 	free(ls);
 }
 
+/* Value of a top-level integer member of the JSON report, -1 if absent. */
+static long json_int(const char *json, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	const char *p = strstr(json, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* record loads the eBPF companion (root with CAP_BPF here: CI must not
+ * skip) and writes a kernel window for nearly every self-reported one. */
+static void test_record_kernel_windows(void **state)
+{
+	char *out;
+	int rc = run(CLI " record --bpf -q -F 99 -o " OUT "/bpf.data -- build/demo 1 2>&1", &out);
+	if (rc == 1 && (strstr(out, "CAP_BPF") || strstr(out, "not supported"))) {
+		print_message("%s", out);
+		free(out);
+		SPROBE_SKIP("the kernel refused the eBPF companion (see above)");
+	}
+	assert_int_equal(rc, 0);
+	free(out);
+	assert_int_equal(run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
+	long samples = json_int(out, "samples"), kw = json_int(out, "kernel_windows");
+	print_message("samples %ld, kernel windows %ld\n", samples, kw);
+	assert_true(samples > 0);
+	/* Every signalled thread's window is seen by the kernel; a few may be
+	 * lost (ring buffer) or belong to captures the probe dropped. */
+	assert_true(kw >= samples * 9 / 10);
+	free(out);
+
+	/* --no-bpf: none. */
+	assert_int_equal(run(CLI " record --no-bpf -q -F 99 -o " OUT "/nobpf.data -- build/demo 0.5", NULL), 0);
+	assert_int_equal(run(CLI " report -i " OUT "/nobpf.data --format json", &out), 0);
+	assert_int_equal(json_int(out, "kernel_windows"), 0);
+	assert_true(json_int(out, "samples") > 0);
+	free(out);
+}
+
+/* `stackprobe pause PID` finds the agent's signal and sees its windows. */
+static void test_pause_command(void **state)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("STACKPROBE_AGENT", "1", 1);
+		setenv("STACKPROBE_FREQ", "99", 1);
+		setenv("LD_PRELOAD", "build/libstackprobe.so", 1);
+		execl("build/demo", "demo", "60", (char *)NULL);
+		_exit(127);
+	}
+	char cmd[256], *out;
+	snprintf(cmd, sizeof(cmd), CLI " pause %d -d 1 2>&1", pid);
+	int rc = run(cmd, &out);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	unlink(cmd);
+	print_message("%.400s\n", out);
+	assert_int_equal(rc, 0);
+	char *p = strstr(out, "capture windows in");
+	assert_non_null(p);
+	/* "pid N: K capture windows in ...": walk back over K. */
+	while (p > out && p[-1] == ' ')
+		p--;
+	while (p > out && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	assert_true(strtol(p, NULL, 10) > 0);
+	free(out);
+	/* Usage and runtime errors. */
+	assert_int_equal(run(CLI " pause 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " pause 1 -d x 2>/dev/null", NULL), 2);
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), CLI " pause %d 2>/dev/null", pid);
+	assert_int_equal(run(cmd, NULL), 1);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
+	cmocka_unit_test_setup(test_pause_command, setup_dir),
 	cmocka_unit_test_setup(test_record_wall_shares, setup_dir),
 	cmocka_unit_test_setup(test_record_passes_exit_code_and_output, setup_dir),
 	cmocka_unit_test_setup(test_dump_live_process, setup_dir),
