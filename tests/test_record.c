@@ -320,6 +320,14 @@ static void test_pause_command(void **state)
 		_exit(127);
 	}
 	char cmd[256], *out;
+	/* Wait (bounded poll) until the agent runs: its table appears after
+	 * its capture handler is installed. */
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	for (int i = 0; i < 3000 && access(cmd, F_OK) != 0; i++) {
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL); /* poll interval, not synchronisation */
+	}
+	assert_int_equal(access(cmd, F_OK), 0);
 	snprintf(cmd, sizeof(cmd), CLI " pause %d -d 1 2>&1", pid);
 	int rc = run(cmd, &out);
 	kill(pid, SIGTERM);
