@@ -946,6 +946,26 @@ static int cmp_tid(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* In place (glibc's qsort may malloc a merge buffer: a warm capture must
+ * not allocate). Shell sort, Ciura's gaps. */
+static void sort_tids(pid_t *v, uint32_t n)
+{
+	static const uint32_t gaps[] = { 701, 301, 132, 57, 23, 10, 4, 1 };
+
+	for (size_t k = 0; k < sizeof(gaps) / sizeof(gaps[0]); k++) {
+		uint32_t gap = gaps[k];
+
+		for (uint32_t i = gap; i < n; i++) {
+			pid_t x = v[i];
+			uint32_t j = i;
+
+			for (; j >= gap && v[j - gap] > x; j -= gap)
+				v[j] = v[j - gap];
+			v[j] = x;
+		}
+	}
+}
+
 /*
  * Did a thread appear since the maps were last read? Only new threads can
  * run on stacks the range array does not know; exits make no range wrong
@@ -961,7 +981,7 @@ static bool new_threads(struct sprobe_capturer *c)
 	if (c->ntids)
 		memcpy(c->prev_tids, c->tids, c->ntids * sizeof(pid_t));
 	c->nprev = c->ntids;
-	qsort(c->prev_tids, c->nprev, sizeof(pid_t), cmp_tid);
+	sort_tids(c->prev_tids, c->nprev);
 	return fresh;
 }
 

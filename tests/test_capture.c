@@ -886,6 +886,44 @@ static void test_no_alloc_in_window(void **state)
 	untrack(c);
 }
 
+/* Many threads (sorting and range tables beyond small-buffer sizes):
+ * still no allocation once warm. */
+static void test_warm_capture_many_threads(void **state)
+{
+	enum { N = 300 };
+	struct worker *w;
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	unsigned captured = 0;
+
+	if (under_qemu())
+		SPROBE_SKIP("300 threads under qemu-user: native lane only");
+	w = calloc(N, sizeof(*w));
+	c = new_capturer(0, 0);
+	s = sprobe_snapshot__new(N + 16, 16384);
+	assert_non_null(w);
+	assert_non_null(c);
+	assert_non_null(s);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	atomic_store(&g_alloc_mine, 0);
+	t_count_mine = 1;
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		captured += sprobe_snapshot__stats(s)->threads_captured;
+		assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	}
+	t_count_mine = 0;
+	assert_int_equal(atomic_load(&g_alloc_mine), 0);
+	assert_true(captured >= 3 * N);
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	free(w);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* VM_READV method (the seed's strategy)                               */
 /* ------------------------------------------------------------------ */
@@ -1111,6 +1149,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_sigaltstack, teardown),
 	cmocka_unit_test_teardown(test_foreign_signals_ignored, teardown),
 	cmocka_unit_test_teardown(test_no_alloc_in_window, teardown),
+	cmocka_unit_test_teardown(test_warm_capture_many_threads, teardown),
 	cmocka_unit_test_teardown(test_vm_readv_method, teardown),
 	cmocka_unit_test_teardown(test_unwind_fp_hostile, teardown),
 	cmocka_unit_test_teardown(test_snapshot_reuse, teardown),
