@@ -354,7 +354,17 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	if (has_symbols(obj.elf, SHT_SYMTAB)) {
+	if (obj.fd >= 0 && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
+		/* The file at that path is not the object that was mapped
+		 * (upgraded since, or a stale module record): its symbols
+		 * would be wrong names. Only a debug file with the right
+		 * build-id will do. */
+		if (open_debug_by_build_id(m, &mod->pub, &dbg) != 0)
+			return -ESTALE;
+		st->files[st->nfiles++] = dbg;
+		st->source = "debug-build-id";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
+	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
 		st->source = obj.fd < 0 ? "memory" : "symtab";
 		ret = collect(st, obj.elf, SHT_SYMTAB, &cap);
 	} else if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0 ||
