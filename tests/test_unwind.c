@@ -885,6 +885,15 @@ static void test_bad_input(void **state)
 		assert_int_equal(errno, EINVAL);
 		sprobe_modules__free(other);
 	}
+	/* Nor can an offline one (module records from a data file). */
+	struct sprobe_modules_opts eo = { .sz = sizeof(eo), .empty = true };
+	struct sprobe_modules *offline = sprobe_modules__new(&eo);
+	struct sprobe_unwinder_opts uo2 = { .sz = sizeof(uo2), .modules = offline };
+
+	assert_non_null(offline);
+	assert_null(sprobe_unwinder__new(&uo2));
+	assert_int_equal(errno, EINVAL);
+	sprobe_modules__free(offline);
 	sprobe_unwinder__free(u);
 	sprobe_unwinder__free(NULL);
 }

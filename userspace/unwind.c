@@ -228,7 +228,10 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		errno = EINVAL;
 		return NULL;
 	}
-	if (opts && opts->sz >= sizeof(*opts) && opts->modules && opts->modules->pid != 0) {
+	/* Live reads go to the inventory's segments: they must be this
+	 * process's, not another's or a data file's. */
+	if (opts && opts->sz >= sizeof(*opts) && opts->modules &&
+	    (opts->modules->pid != 0 || opts->modules->empty_mode)) {
 		errno = EINVAL;
 		return NULL;
 	}
