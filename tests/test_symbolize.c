@@ -375,6 +375,61 @@ static void test_other_process_symbols(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* A library deleted from disk after it was loaded: still symbolized, from
+ * the kernel's handle on the mapped file (/proc/PID/map_files). */
+static void test_other_process_deleted_library(void **state)
+{
+	char src[PATH_MAX], dir[] = "/tmp/sprobe-symtest-XXXXXX", dst[PATH_MAX + 32], cmd[3 * PATH_MAX];
+	int up[2], down[2], st;
+	struct child_report r;
+	pid_t pid;
+
+	lib_path(src, sizeof(src), "libsprobe_testlib.so");
+	assert_non_null(mkdtemp(dir));
+	snprintf(dst, sizeof(dst), "%s/libsprobe_deleted.so", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", src, dst);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char c;
+		void *h = dlopen(dst, RTLD_NOW | RTLD_LOCAL);
+
+		close(up[0]);
+		close(down[1]);
+		if (!h)
+			_exit(3);
+		r.alpha = (uint64_t)(uintptr_t)dlsym(h, "sprobe_testlib_alpha");
+		if (write(up[1], &r, sizeof(r)) != sizeof(r))
+			_exit(4);
+		while (read(down[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	assert_int_equal(read(up[0], &r, sizeof(r)), sizeof(r));
+	assert_int_equal(unlink(dst), 0);
+	assert_int_equal(rmdir(dir), 0);
+
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = pid };
+	struct sprobe_modules *m = sprobe_modules__new(&o);
+	const struct sprobe_module *mod;
+
+	assert_non_null(m);
+	mod = sprobe_modules__find(m, r.alpha);
+	assert_non_null(mod);
+	assert_non_null(strstr(mod->path, "(deleted)"));
+	expect_name(m, r.alpha + 1, "sprobe_testlib_alpha", NULL);
+	sprobe_modules__free(m);
+	close(down[1]);
+	close(up[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 static void test_bad_input(void **state)
 {
 	struct sprobe_modules_opts o = { .sz = sizeof(o) };
@@ -442,6 +497,17 @@ static void test_offline_inventory(void **state)
 	assert_int_equal(sprobe_modules__add(m, &bad), -EINVAL);
 	assert_int_equal(sprobe_modules__refresh(m), 0);
 	sprobe_modules__free(m);
+
+	/* A record whose build-id does not match the file at its path (the
+	 * binary was rebuilt since): module+offset, not the new file's names. */
+	m = sprobe_modules__new(&o);
+	assert_non_null(m);
+	bad = *exe;
+	assert_true(bad.build_id_len > 0);
+	bad.build_id[0] ^= 0xff;
+	assert_int_equal(sprobe_modules__add(m, &bad), 0);
+	expect_name(m, (uint64_t)(uintptr_t)symtest_exe_function, NULL, NULL);
+	sprobe_modules__free(m);
 	sprobe_modules__free(self);
 }
 
@@ -456,6 +522,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_debug_file_by_debuglink),
 	cmocka_unit_test(test_refresh_sees_dlclose),
 	cmocka_unit_test(test_other_process_symbols),
+	cmocka_unit_test(test_other_process_deleted_library),
 	cmocka_unit_test(test_bad_input),
 	cmocka_unit_test(test_offline_inventory),
 };

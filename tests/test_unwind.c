@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ enum park {
 	PARK_LIB,	/* spin in a callback called from the test library */
 	PARK_NOCFI,	/* spin under an assembly trampoline without CFI */
 	PARK_DEEP,	/* spin under `depth` recursive frames */
+	PARK_SIGNAL,	/* spin in a signal handler that interrupted a loop */
 };
 
 struct parked {
@@ -68,6 +70,11 @@ int unw_blocked_read(struct parked *p);
 int unw_blocked_futex(struct parked *p);
 int unw_blocked_sleep(struct parked *p);
 int unw_nocfi_trampoline(struct parked *p, void (*fn)(struct parked *));
+void unw_sig_victim(struct parked *p);
+void unw_sig_handler(int sig);
+
+/* The worker a SIGUSR2 handler parks (one at a time: a test global). */
+static struct parked *sig_parked;
 
 __attribute__((noinline)) void unw_marker(struct parked *p)
 {
@@ -180,6 +187,20 @@ __attribute__((noinline)) int unw_blocked_sleep(struct parked *p)
 	return unw_sink;
 }
 
+__attribute__((noinline)) void unw_sig_handler(int sig)
+{
+	unw_marker(sig_parked);
+	unw_sink += sig;
+}
+
+/* Loops until its own signal handler has run to completion. */
+__attribute__((noinline)) void unw_sig_victim(struct parked *p)
+{
+	atomic_store(&p->ready, 2);
+	while (!atomic_load_explicit(&p->stop, memory_order_relaxed))
+		unw_sink++;
+}
+
 static void *park_main(void *arg)
 {
 	struct parked *p = arg;
@@ -193,6 +214,7 @@ static void *park_main(void *arg)
 	case PARK_LIB: p->lib_call(unw_lib_callback, p); break;
 	case PARK_NOCFI: unw_nocfi_caller(p); break;
 	case PARK_DEEP: unw_recurse(p, p->depth); break;
+	case PARK_SIGNAL: unw_sig_victim(p); break;
 	}
 	return NULL;
 }
@@ -256,6 +278,16 @@ static void park_go(struct parked *p)
 		if (now_ns() > end)
 			fail_msg("worker never got ready");
 		sched_yield();
+	}
+	if (p->mode == PARK_SIGNAL) {
+		/* ready == 2: in the loop. The handler's marker sets 1. */
+		atomic_store(&p->ready, 0);
+		assert_int_equal(pthread_kill(p->th, SIGUSR2), 0);
+		while (atomic_load_explicit(&p->ready, memory_order_acquire) != 1) {
+			if (now_ns() > end)
+				fail_msg("signal handler never ran");
+			sched_yield();
+		}
 	}
 	if (p->mode == PARK_READ || p->mode == PARK_FUTEX || p->mode == PARK_SLEEP)
 		wait_sleeping(atomic_load(&p->tid));
@@ -569,6 +601,47 @@ static void test_fp_fallback_without_cfi(void **state)
 	env_close(&e);
 }
 
+/* Through a signal frame: the handler, libc's sigreturn trampoline, then
+ * the interrupted function, whose pc is exact (not a return address). */
+static void test_through_signal_handler(void **state)
+{
+	struct env e;
+	struct parked p;
+	struct sprobe_thread_sample *t;
+	enum sprobe_unwind_stop why;
+	struct sigaction sa, old;
+	int h, v;
+	const char *qemu = getenv("SPROBE_TEST_QEMU");
+
+	if (qemu && *qemu == '1')
+		SPROBE_SKIP("qemu-user's sigreturn trampoline lives in a page of its own "
+			    "with no CFI (a real kernel's vDSO has it)");
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = unw_sig_handler;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+	env_open(&e, 0);
+	park_start(&p, PARK_SIGNAL);
+	sig_parked = &p;
+	park_go(&p);
+	t = capture_tid(&e, p.tid);
+	assert_true(sprobe_unwinder__unwind(e.u, t, &why) > 0);
+	print_stack(e.mods, t, why);
+	assert_int_equal(frame_named(e.mods, t, 0, "unw_marker"), 0);
+	h = frame_named(e.mods, t, 1, "unw_sig_handler");
+	assert_int_equal(h, 1);
+	/* h + 1 is the trampoline in libc; then the interrupted loop. */
+	v = frame_named(e.mods, t, 2, "unw_sig_victim");
+	assert_int_equal(v, h + 2);
+	assert_non_null(strstr(frame_module(e.mods, &t->frames[h + 1]), "libc.so"));
+	assert_int_equal(frame_named(e.mods, t, (uint32_t)v, "park_main"), v + 1);
+	assert_int_equal(why, SPROBE_UNWIND_END);
+	park_stop(&p);
+	sig_parked = NULL;
+	sigaction(SIGUSR2, &old, NULL);
+	env_close(&e);
+}
+
 /* A copy cut short by the capture cap: partial frames, flag kept, and the
  * frames found agree with those of a full copy. */
 static void test_truncated_copy(void **state)
@@ -816,6 +889,15 @@ static void test_bad_input(void **state)
 		assert_int_equal(errno, EINVAL);
 		sprobe_modules__free(other);
 	}
+	/* Nor can an offline one (module records from a data file). */
+	struct sprobe_modules_opts eo = { .sz = sizeof(eo), .empty = true };
+	struct sprobe_modules *offline = sprobe_modules__new(&eo);
+	struct sprobe_unwinder_opts uo2 = { .sz = sizeof(uo2), .modules = offline };
+
+	assert_non_null(offline);
+	assert_null(sprobe_unwinder__new(&uo2));
+	assert_int_equal(errno, EINVAL);
+	sprobe_modules__free(offline);
 	sprobe_unwinder__free(u);
 	sprobe_unwinder__free(NULL);
 }
@@ -827,6 +909,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_in_libc_nanosleep),
 	cmocka_unit_test(test_stack_through_dlopened_library),
 	cmocka_unit_test(test_fp_fallback_without_cfi),
+	cmocka_unit_test(test_through_signal_handler),
 	cmocka_unit_test(test_truncated_copy),
 	cmocka_unit_test(test_random_bytes_terminate),
 	cmocka_unit_test(test_frame_limit),

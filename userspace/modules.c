@@ -522,8 +522,17 @@ static int refresh_pid(struct sprobe_modules *m)
 		} else {
 			char open_path[PATH_MAX + 64];
 
-			snprintf(open_path, sizeof(open_path), "/proc/%d/root%s", (int)m->pid,
-				 mp->path);
+			size_t plen = strlen(mp->path);
+
+			if (plen > 10 && strcmp(mp->path + plen - 10, " (deleted)") == 0)
+				/* Unlinked since it was mapped: the kernel still
+				 * has it (needs ptrace access to the process). */
+				snprintf(open_path, sizeof(open_path), "/proc/%d/map_files/%llx-%llx",
+					 (int)m->pid, (unsigned long long)mp->start,
+					 (unsigned long long)mp->end);
+			else
+				snprintf(open_path, sizeof(open_path), "/proc/%d/root%s",
+					 (int)m->pid, mp->path);
 			mod = module_from_file(open_path, mp->start, &err);
 			if (!mod) {
 				if (err == -ENOMEM) {

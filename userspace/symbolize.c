@@ -125,14 +125,37 @@ static uint32_t elf_build_id(Elf *elf, uint8_t *out)
 	return 0;
 }
 
-/* Rank for choosing among symbols at one address: lower is better. */
-static int sym_rank(const struct sym *s)
+static int leading_underscores(const char *n)
 {
-	int r = s->size ? 0 : 8;
+	int k = 0;
 
-	r += s->bind == STB_GLOBAL ? 0 : s->bind == STB_WEAK ? 2 : 4;
-	r += s->name[0] == '_' ? 1 : 0;
-	return r;
+	while (n[k] == '_')
+		k++;
+	return k;
+}
+
+/*
+ * Order for choosing among aliases at one address, best first (perf's
+ * choose_best_symbol, plus: glibc's internal "__GI_" hidden aliases last):
+ * sized, not weak, global, not __GI_, fewer leading underscores, unversioned.
+ */
+static int alias_cmp(const struct sym *x, const struct sym *y)
+{
+	int d;
+
+	if ((d = (x->size == 0) - (y->size == 0)))
+		return d;
+	if ((d = (x->bind == STB_WEAK) - (y->bind == STB_WEAK)))
+		return d;
+	if ((d = (x->bind != STB_GLOBAL) - (y->bind != STB_GLOBAL)))
+		return d;
+	if ((d = (strncmp(x->name, "__GI_", 5) == 0) - (strncmp(y->name, "__GI_", 5) == 0)))
+		return d;
+	if ((d = leading_underscores(x->name) - leading_underscores(y->name)))
+		return d;
+	if ((d = (strchr(x->name, '@') != NULL) - (strchr(y->name, '@') != NULL)))
+		return d;
+	return strcmp(x->name, y->name); /* deterministic */
 }
 
 static int cmp_sym(const void *a, const void *b)
@@ -141,7 +164,7 @@ static int cmp_sym(const void *a, const void *b)
 
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	return sym_rank(x) - sym_rank(y);
+	return alias_cmp(x, y);
 }
 
 /* Append the function symbols of every section of type type in elf. */
@@ -354,7 +377,17 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	if (has_symbols(obj.elf, SHT_SYMTAB)) {
+	if (obj.fd >= 0 && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
+		/* The file at that path is not the object that was mapped
+		 * (upgraded since, or a stale module record): its symbols
+		 * would be wrong names. Only a debug file with the right
+		 * build-id will do. */
+		if (open_debug_by_build_id(m, &mod->pub, &dbg) != 0)
+			return -ESTALE;
+		st->files[st->nfiles++] = dbg;
+		st->source = "debug-build-id";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
+	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
 		st->source = obj.fd < 0 ? "memory" : "symtab";
 		ret = collect(st, obj.elf, SHT_SYMTAB, &cap);
 	} else if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0 ||

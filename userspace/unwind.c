@@ -135,6 +135,10 @@ static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void
 	return -UNW_ENOINFO; /* no JIT registration (_U_dyn_register) support */
 }
 
+/* Reads foreign memory on purpose (another thread's stack copy, other
+ * modules' read-only segments), each checked against known bounds first:
+ * not for AddressSanitizer's instrumentation. */
+__attribute__((no_sanitize_address))
 static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
 {
 	struct walk *w = arg;
@@ -154,7 +158,11 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 	for (uint32_t i = 0; mod && i < mod->pub.nsegs; i++) {
 		const struct sprobe_segment *sg = &mod->pub.segs[i];
 
-		if (!(sg->prot & (SPROBE_SEG_R | SPROBE_SEG_X)) || addr < sg->start ||
+		/* Code and unwind tables live in read-only segments; data
+		 * segments are never needed, and another thread may be
+		 * writing them. */
+		if (!(sg->prot & (SPROBE_SEG_R | SPROBE_SEG_X)) || (sg->prot & SPROBE_SEG_W) ||
+		    addr < sg->start ||
 		    addr >= sg->end || sg->end - addr < sizeof(*val))
 			continue;
 		w->seg_lo = sg->start;
@@ -220,7 +228,10 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		errno = EINVAL;
 		return NULL;
 	}
-	if (opts && opts->sz >= sizeof(*opts) && opts->modules && opts->modules->pid != 0) {
+	/* Live reads go to the inventory's segments: they must be this
+	 * process's, not another's or a data file's. */
+	if (opts && opts->sz >= sizeof(*opts) && opts->modules &&
+	    (opts->modules->pid != 0 || opts->modules->empty_mode)) {
 		errno = EINVAL;
 		return NULL;
 	}

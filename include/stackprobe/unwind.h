@@ -28,6 +28,11 @@
  * frame, which costs more than the unwinding itself.) Rows leave with their
  * module when a refresh sees it unloaded.
  *
+ * Known limit: code is read live, so a library that another thread
+ * dlclose()s after the refresh and while the unwind runs can fault it. The
+ * window is the unwind itself (microseconds); the sampler refreshes right
+ * before each snapshot is unwound.
+ *
  * Async-signal-safety: NONE of these functions is async-signal-safe, and
  * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
  * captures first (the capture backend's window code is the only
@@ -88,7 +93,9 @@ struct sprobe_unwinder;
 /*
  * Make an unwinder for samples of THIS process. Returns an object the
  * caller frees with sprobe_unwinder__free(), or NULL with errno: EINVAL
- * (bad opts, or opts.modules is not an inventory of this process), ENOMEM.
+ * (bad opts, or opts.modules is not a live inventory of this process: an
+ * other-process or offline one would send live reads to addresses this
+ * process does not map), ENOMEM.
  */
 struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts);
 
