@@ -426,6 +426,12 @@ static void test_cli_exit_codes(void **state)
 	snprintf(args, sizeof(args), "report -i %s --format folded --tid 103", path);
 	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
 	assert_string_equal(out, "blocked-103;thread_start;0xdead0 10\n");
+	/* Folded has no room for drops: they go to stderr. */
+	assert_non_null(strstr(err, "5 records lost in the stream (queue full), 3 thread-captures dropped"));
+	/* Standard input. */
+	snprintf(args, sizeof(args), "report -i - --format folded --tid 102 < %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "worker-102;thread_start;demo+0x5abc;__futex_wait 20\n");
 
 	/* Missing file: 1 and a one-line reason. */
 	assert_int_equal(run_cli("report -i /nonexistent/x.data", out, sizeof(out), err,

@@ -854,6 +854,16 @@ static uint64_t lost_total(const struct sprobe_report *r)
 	return n;
 }
 
+uint64_t sprobe_report__lost(const struct sprobe_report *r)
+{
+	return r ? lost_total(r) : 0;
+}
+
+uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r)
+{
+	return r ? r->cap_dropped : 0;
+}
+
 static const char *status_name(int st)
 {
 	switch (st) {
