@@ -229,7 +229,8 @@ static void test_text_shares(void **state)
 	line_with(out, "Threads", "blocked", line, sizeof(line));
 	assert_non_null(strstr(line, "zero-pause=10"));
 	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */
-	assert_non_null(strstr(out, "overall: 70 windows"));
+	assert_non_null(strstr(out, "overall: 70 windows, median 9.0 us, p99 30.0 us, max 30.0 us"));
+	assert_non_null(strstr(out, "capture, probe side (all threads of one capture): median 20.0 us"));
 	assert_non_null(strstr(out, "total pause 0.785 ms = 0.0785% of 1.000 s wall time"));
 	assert_non_null(strstr(out, "capture methods: signal 60 (85.7%) zero-pause 10 (14.3%)"));
 	/* Drops. */

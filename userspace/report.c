@@ -945,6 +945,21 @@ static double us(uint64_t ns)
 	return (double)ns / 1000.0;
 }
 
+/* A duration for prose lines: "850 ns", "12.3 us", "4.56 ms", "1.234 s".
+ * buf must hold 32 bytes; returns buf. */
+static const char *dur(char *buf, uint64_t ns)
+{
+	if (ns < 1000)
+		snprintf(buf, 32, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, 32, "%.1f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, 32, "%.2f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
+	return buf;
+}
+
 static void print_cmdline(FILE *o, const struct sprobe_report *r)
 {
 	for (uint32_t i = 0; i < r->header.cmdline_len; i++) {
@@ -1101,15 +1116,18 @@ static int write_text(struct sprobe_report *r, FILE *o)
 	if (r->all_win.n) {
 		uint64_t total = sum(&r->all_win);
 
-		fprintf(o, "  overall: %zu windows, median %.1f us, p99 %.1f us, max %.1f us\n",
-			r->all_win.n, us(pct(&r->all_win, 50)), us(pct(&r->all_win, 99)),
-			us(pct(&r->all_win, 100)));
-		fprintf(o, "  total pause %.3f ms = %.4f%% of %.3f s wall time", (double)total / 1e6,
+		char b1[32], b2[32], b3[32];
+
+		fprintf(o, "  overall: %zu windows, median %s, p99 %s, max %s\n", r->all_win.n,
+			dur(b1, pct(&r->all_win, 50)), dur(b2, pct(&r->all_win, 99)),
+			dur(b3, pct(&r->all_win, 100)));
+		fprintf(o, "  total pause %.3f ms = %.4f%% of %.3f s wall time\n", (double)total / 1e6,
 			pcnt(total, wall), (double)wall / 1e9);
 		if (r->captures && !r->filter_tid)
-			fprintf(o, "; capture (probe side) median %.1f us, max %.1f us",
-				us(pct(&r->capture_ns, 50)), us(pct(&r->capture_ns, 100)));
-		fputc('\n', o);
+			fprintf(o, "  capture, probe side (all threads of one capture): median %s, "
+				   "p99 %s, max %s\n",
+				dur(b1, pct(&r->capture_ns, 50)), dur(b2, pct(&r->capture_ns, 99)),
+				dur(b3, pct(&r->capture_ns, 100)));
 	} else {
 		fprintf(o, "  (no windows recorded)\n");
 	}
