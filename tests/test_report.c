@@ -458,6 +458,18 @@ static void test_cli_exit_codes(void **state)
 	assert_string_equal(out, "");
 	unlink(path);
 
+	/* Empty (cut short before the header): nothing to report, 1. */
+	assert_int_equal(df_write_tmp("", 0, path, sizeof(path)), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "file is empty"));
+	assert_non_null(strstr(err, "nothing to report"));
+	unlink(path);
+
+	/* A directory. */
+	assert_int_equal(run_cli("report -i /tmp", out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "Is a directory"));
+
 	/* Not a data file. */
 	assert_int_equal(df_write_tmp("garbage!", 8, path, sizeof(path)), 0);
 	snprintf(args, sizeof(args), "report -i %s", path);

@@ -854,6 +854,11 @@ static uint64_t lost_total(const struct sprobe_report *r)
 	return n;
 }
 
+uint64_t sprobe_report__records(const struct sprobe_report *r)
+{
+	return r ? r->records : 0;
+}
+
 uint64_t sprobe_report__lost(const struct sprobe_report *r)
 {
 	return r ? lost_total(r) : 0;
