@@ -377,10 +377,13 @@ static void test_cut_short_is_reported(void **state)
 	assert_int_equal(st, SPROBE_DF_CUT_SHORT);
 	assert_non_null(strstr(out, "file:     CUT SHORT: file cut short"));
 	assert_non_null(strstr(out, "samples:  70 in 3 captures"));
+	/* No trailer, but the stream's lost record still carries the drops. */
+	assert_non_null(strstr(out, "records lost in the stream (queue full): 5 (sample 5)"));
 	free(out);
 	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
 	assert_non_null(strstr(out, "\"status\": \"cut_short\""));
 	assert_non_null(strstr(out, "\"trailer\": null"));
+	assert_non_null(strstr(out, "\"sample\": 5,"));
 	free(out);
 	df_buf_close(&b);
 }
