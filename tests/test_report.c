@@ -226,6 +226,14 @@ static void test_text_shares(void **state)
 	 * max = 30 us. */
 	line_with(out, "Threads", "main", line, sizeof(line));
 	assert_non_null(strstr(line, "     101  main                   40  57.14%    10.0us    30.0us    30.0us"));
+	/* Ordered by samples: 101 (40), 102 (20), 103 (10), 104 (0). */
+	{
+		const char *th = strstr(out, "Threads (by samples)");
+		const char *a = strstr(th, "     101  main"), *b2 = strstr(th, "     102  worker");
+		const char *c = strstr(th, "     103  blocked"), *d = strstr(th, "     104  ?");
+
+		assert_true(a && b2 && c && d && a < b2 && b2 < c && c < d);
+	}
 	line_with(out, "Threads", "blocked", line, sizeof(line));
 	assert_non_null(strstr(line, "zero-pause=10"));
 	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */

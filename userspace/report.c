@@ -1036,6 +1036,18 @@ static void text_drops(FILE *o, const struct sprobe_report *r)
 	}
 }
 
+/* Threads by samples, most first; ties by tid. */
+static int cmp_thread(const void *a, const void *b, void *arg)
+{
+	const struct sprobe_report *r = arg;
+	const struct thread *x = &r->threads.v[*(const uint32_t *)a];
+	const struct thread *y = &r->threads.v[*(const uint32_t *)b];
+
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
 static int write_text(struct sprobe_report *r, FILE *o)
 {
 	uint64_t wall = wall_ns(r);
@@ -1088,11 +1100,19 @@ static int write_text(struct sprobe_report *r, FILE *o)
 		free(ids);
 	}
 
-	fprintf(o, "\nThreads\n");
+	fprintf(o, "\nThreads (by samples)\n");
 	fprintf(o, "  %8s  %-16s %8s %7s %9s %9s %9s %7s %10s %s\n", "tid", "name", "samples",
 		"share", "win-p50", "win-p99", "win-max", "pause%", "stack-max", "methods");
-	for (size_t i = 0; i < r->threads.n; i++) {
-		const struct thread *t = &r->threads.v[i];
+	uint32_t *order = malloc((r->threads.n ? r->threads.n : 1) * sizeof(uint32_t));
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->threads.n; i++)
+		order[i] = (uint32_t)i;
+	if (r->threads.n > 1)
+		qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
+	for (size_t oi = 0; oi < r->threads.n; oi++) {
+		const struct thread *t = &r->threads.v[order[oi]];
 
 		if (!selected(r, t->tid))
 			continue;
@@ -1116,6 +1136,7 @@ static int write_text(struct sprobe_report *r, FILE *o)
 			fprintf(o, " truncated=%" PRIu64, t->truncated);
 		fputc('\n', o);
 	}
+	free(order);
 
 	fprintf(o, "\nPause (capture window: handler entry -> exit, per sampled thread)\n");
 	if (r->all_win.n) {
