@@ -748,7 +748,7 @@ static int aggregate(struct sprobe_report *r)
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
-		const uint64_t *pcs = r->pcs.v + s->pc_off;
+		const uint64_t *pcs = s->nframes ? r->pcs.v + s->pc_off : NULL;
 		long fid, sid;
 
 		if (!selected(r, t->tid))
