@@ -372,6 +372,26 @@ static void test_names_are_escaped(void **state)
 	df_buf_close(&b);
 }
 
+/* A sample with no frames (an unwalkable stack) still counts, under its
+ * thread alone. */
+static void test_sample_without_frames(void **state)
+{
+	struct df_buf b;
+
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = { .tid = 9 } });
+	assert_int_equal(df_buf_take(&b), 0);
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	assert_string_equal(out, "thread-9 1\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	assert_non_null(strstr(out, "samples:  1 in 0 captures"));
+	free(out);
+	df_buf_close(&b);
+}
+
 /* A report of a file without a trailer says so, in every format, and still
  * shows what it holds. */
 static void test_cut_short_is_reported(void **state)
@@ -532,6 +552,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
 	cmocka_unit_test(test_names_are_escaped),
+	cmocka_unit_test(test_sample_without_frames),
 	cmocka_unit_test(test_cut_short_is_reported),
 	cmocka_unit_test(test_cli_exit_codes),
 	cmocka_unit_test(test_cli_output_file),

@@ -1213,9 +1213,10 @@ static int write_folded(struct sprobe_report *r, FILE *o)
 		size_t n = r->stackmap.keys.v[st->key].len / sizeof(uint32_t) - 1;
 		char label[64];
 
-		/* The thread is the root frame: "name-tid". */
+		/* The thread is the root frame: "name-tid" ("thread-tid" when
+		 * the file has no name for it). */
 		snprintf(label, sizeof(label), "-%u", t->tid);
-		folded_frame(o, thread_label(t));
+		folded_frame(o, t->name && *t->name ? t->name : "thread");
 		fputs(label, o);
 		for (size_t k = 0; k < n; k++) {
 			uint32_t fid;
