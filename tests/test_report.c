@@ -226,10 +226,19 @@ static void test_text_shares(void **state)
 	 * max = 30 us. */
 	line_with(out, "Threads", "main", line, sizeof(line));
 	assert_non_null(strstr(line, "     101  main                   40  57.14%    10.0us    30.0us    30.0us"));
+	/* Ordered by samples: 101 (40), 102 (20), 103 (10), 104 (0). */
+	{
+		const char *th = strstr(out, "Threads (by samples)");
+		const char *a = strstr(th, "     101  main"), *b2 = strstr(th, "     102  worker");
+		const char *c = strstr(th, "     103  blocked"), *d = strstr(th, "     104  ?");
+
+		assert_true(a && b2 && c && d && a < b2 && b2 < c && c < d);
+	}
 	line_with(out, "Threads", "blocked", line, sizeof(line));
 	assert_non_null(strstr(line, "zero-pause=10"));
 	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */
-	assert_non_null(strstr(out, "overall: 70 windows"));
+	assert_non_null(strstr(out, "overall: 70 windows, median 9.0 us, p99 30.0 us, max 30.0 us"));
+	assert_non_null(strstr(out, "capture, probe side (all threads of one capture): median 20.0 us"));
 	assert_non_null(strstr(out, "total pause 0.785 ms = 0.0785% of 1.000 s wall time"));
 	assert_non_null(strstr(out, "capture methods: signal 60 (85.7%) zero-pause 10 (14.3%)"));
 	/* Drops. */
@@ -320,6 +329,69 @@ static void test_json_content(void **state)
 	df_buf_close(&b);
 }
 
+/* Hostile names: JSON stays valid (UTF-8 kept, bad bytes -> U+FFFD, quotes
+ * and newlines escaped); folded frames lose ';' and newlines. */
+static void test_names_are_escaped(void **state)
+{
+	static const char tname[] = "w\xc3\xb6rk\xff\"x\ny";	/* wörk, bad byte, quote, NL */
+	static const char sname[] = "ns;fn\nx";
+	static const uint64_t pcs[] = { 0x1000 };
+	struct df_buf b;
+	char path[64], cmd[512], res[256];
+
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD, .thread = {
+		.tid = 5, .name = tname, .name_len = sizeof(tname) - 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+		.tid = 5, .pcs = pcs, .nframes = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = 0x1000, .module = SPROBE_DF_NO_MODULE, .name = sname,
+		.name_len = sizeof(sname) - 1 } });
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, NULL), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	assert_string_equal(out, "w\xc3\xb6rk\xff\"x y-5;ns:fn x 1\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding=\"utf-8\")); "
+		 "print(ascii(d[\"threads\"][0][\"name\"]), ascii(d[\"functions\"][0][\"name\"]))' %s",
+		 path);
+	FILE *p = popen(cmd, "r");
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	assert_string_equal(res, "'w\\xf6rk\\ufffd\"x\\ny' 'ns;fn\\nx'\n");
+	unlink(path);
+	free(out);
+	df_buf_close(&b);
+}
+
+/* A sample with no frames (an unwalkable stack) still counts, under its
+ * thread alone. */
+static void test_sample_without_frames(void **state)
+{
+	struct df_buf b;
+
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = { .tid = 9 } });
+	assert_int_equal(df_buf_take(&b), 0);
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	assert_string_equal(out, "thread-9 1\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	assert_non_null(strstr(out, "samples:  1 in 0 captures"));
+	free(out);
+	df_buf_close(&b);
+}
+
 /* A report of a file without a trailer says so, in every format, and still
  * shows what it holds. */
 static void test_cut_short_is_reported(void **state)
@@ -333,10 +405,13 @@ static void test_cut_short_is_reported(void **state)
 	assert_int_equal(st, SPROBE_DF_CUT_SHORT);
 	assert_non_null(strstr(out, "file:     CUT SHORT: file cut short"));
 	assert_non_null(strstr(out, "samples:  70 in 3 captures"));
+	/* No trailer, but the stream's lost record still carries the drops. */
+	assert_non_null(strstr(out, "records lost in the stream (queue full): 5 (sample 5)"));
 	free(out);
 	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
 	assert_non_null(strstr(out, "\"status\": \"cut_short\""));
 	assert_non_null(strstr(out, "\"trailer\": null"));
+	assert_non_null(strstr(out, "\"sample\": 5,"));
 	free(out);
 	df_buf_close(&b);
 }
@@ -383,6 +458,12 @@ static void test_cli_exit_codes(void **state)
 	snprintf(args, sizeof(args), "report -i %s --format folded --tid 103", path);
 	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
 	assert_string_equal(out, "blocked-103;thread_start;0xdead0 10\n");
+	/* Folded has no room for drops: they go to stderr. */
+	assert_non_null(strstr(err, "5 records lost in the stream (queue full), 3 thread-captures dropped"));
+	/* Standard input. */
+	snprintf(args, sizeof(args), "report -i - --format folded --tid 102 < %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "worker-102;thread_start;demo+0x5abc;__futex_wait 20\n");
 
 	/* Missing file: 1 and a one-line reason. */
 	assert_int_equal(run_cli("report -i /nonexistent/x.data", out, sizeof(out), err,
@@ -407,6 +488,18 @@ static void test_cli_exit_codes(void **state)
 	assert_non_null(strstr(err, "at offset"));
 	assert_string_equal(out, "");
 	unlink(path);
+
+	/* Empty (cut short before the header): nothing to report, 1. */
+	assert_int_equal(df_write_tmp("", 0, path, sizeof(path)), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "file is empty"));
+	assert_non_null(strstr(err, "nothing to report"));
+	unlink(path);
+
+	/* A directory. */
+	assert_int_equal(run_cli("report -i /tmp", out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "Is a directory"));
 
 	/* Not a data file. */
 	assert_int_equal(df_write_tmp("garbage!", 8, path, sizeof(path)), 0);
@@ -458,6 +551,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_text_shares),
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
+	cmocka_unit_test(test_names_are_escaped),
+	cmocka_unit_test(test_sample_without_frames),
 	cmocka_unit_test(test_cut_short_is_reported),
 	cmocka_unit_test(test_cli_exit_codes),
 	cmocka_unit_test(test_cli_output_file),
