@@ -21,10 +21,15 @@ MACOS_STANDIN_HDRS := errno.h pthread.h sched.h setjmp.h stdio.h stdlib.h string
 	unistd.h sys/types.h mach/mach.h mach/mach_time.h mach/mach_vm.h mach-o/dyld.h
 # The macOS sources, plus the portable ones every platform builds (present
 # once the capture part has landed them).
-# backends/macos.c joins once backends/backend.h has landed from the capture
-# part.
-MACOS_CHECK_SRCS := userspace/modules_macos.c
-MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -nostdlibinc \
+# The macOS sources and their test, plus the portable capture sources that
+# a macOS build compiles too (backends/unsupported.c compiles to nothing on
+# macOS, which is what the check confirms there).
+MACOS_CHECK_SRCS := backends/macos.c userspace/modules_macos.c tests/macos/test_capture.c \
+	backends/snapshot.c backends/unsupported.c backends/linux.c userspace/unwind_fp.c \
+	userspace/version.c
+# The real build's defines too (ALL_CFLAGS), quoted so they survive both a
+# recipe line and run-tests.sh's word splitting.
+MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -D_GNU_SOURCE -DSPROBE_VERSION=\"$(VERSION)\" -nostdlibinc \
 	-isystem $(MACOS_STANDIN_DIR) -Iinclude -Ibackends -Iuserspace -Itests
 
 $(MACOS_STANDIN_DIR)/.stamp: $(MACOS_STANDIN) mk/macos.mk
