@@ -15,6 +15,9 @@
 
 /* One row per command; keep in the order shown by --help. */
 static const struct cli_command commands[] = {
+	{ "record", "run a command with the agent and record every thread", cmd_record },
+	{ "report", "print a data file as text, folded stacks or JSON", cmd_report },
+	{ "dump", "print the live stacks of an agent-enabled process", cmd_dump },
 	{ NULL, NULL, NULL },
 };
 
