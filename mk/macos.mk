@@ -17,7 +17,7 @@ MACOS_TARGETS := arm64-apple-macos11 x86_64-apple-macos11
 MACOS_STANDIN := tests/macos_sdk_standin.h
 MACOS_STANDIN_DIR := $(BUILD)/macos-standin
 # Every system header a checked source includes (one forwarding file each).
-MACOS_STANDIN_HDRS := errno.h pthread.h sched.h setjmp.h stdio.h stdlib.h string.h time.h \
+MACOS_STANDIN_HDRS := dlfcn.h errno.h pthread.h sched.h setjmp.h stdio.h stdlib.h string.h time.h \
 	unistd.h sys/types.h mach/mach.h mach/mach_time.h mach/mach_vm.h mach-o/dyld.h
 # The macOS sources and their tests, plus the sources every platform builds
 # (backends/unsupported.c and linux.c must compile to nothing on macOS,

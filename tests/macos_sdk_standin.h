@@ -250,6 +250,15 @@ void *pthread_get_stackaddr_np(pthread_t thread);
 size_t pthread_get_stacksize_np(pthread_t thread);
 int pthread_threadid_np(pthread_t thread, uint64_t *thread_id);
 
+/* ---- <dlfcn.h> ------------------------------------------------------------ */
+typedef struct dl_info {
+	const char *dli_fname;
+	void *dli_fbase;
+	const char *dli_sname;
+	void *dli_saddr;
+} Dl_info;
+int dladdr(const void *addr, Dl_info *info);
+
 /* ---- <mach-o/loader.h>, <mach-o/dyld.h> --------------------------------- */
 struct mach_header {
 	uint32_t magic;

@@ -314,6 +314,38 @@ static int build_index(struct sprobe_macho_image *img)
 	return build_fstarts(img);
 }
 
+/* Index of the first function start above addr (unslid); 0..nstarts. */
+static uint32_t starts_above(const struct sprobe_macho_image *img, uint64_t addr)
+{
+	uint32_t a = 0, b = img->nstarts;
+
+	while (a < b) {
+		uint32_t mid = a + (b - a) / 2;
+
+		if (img->starts[mid] <= addr)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a;
+}
+
+int sprobe_macho_image__unnamed_between(struct sprobe_macho_image *img, uint64_t sym,
+					uint64_t pc)
+{
+	uint32_t a;
+	int err;
+
+	if (!img || sym > pc)
+		return -EINVAL;
+	if (!img->sorted && img->nsyms && (err = build_index(img)) < 0)
+		return err;
+	if (!img->starts && img->fstarts && (err = build_fstarts(img)) < 0)
+		return err;
+	a = starts_above(img, pc - (uint64_t)img->slide);
+	return a > 0 && img->starts[a - 1] > sym - (uint64_t)img->slide;
+}
+
 int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
 				  const char **name, uint64_t *offset)
 {
@@ -345,16 +377,8 @@ int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
 	 * a function that has no name here (stripped): say so, do not lend it
 	 * the previous function's name. */
 	if (img->nstarts > 0) {
-		uint32_t a = 0, b = img->nstarts;
+		uint32_t a = starts_above(img, addr);
 
-		while (a < b) {
-			uint32_t mid = a + (b - a) / 2;
-
-			if (img->starts[mid] <= addr)
-				a = mid + 1;
-			else
-				b = mid;
-		}
 		if (a > 0 && img->starts[a - 1] > img->sorted[lo - 1].addr)
 			return -ENOENT;
 	}
@@ -375,11 +399,12 @@ int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
  *   - a module's span is its __TEXT segment (shared cache images have their
  *     other segments elsewhere, among other images' segments);
  *   - build_id holds the 16-byte LC_UUID;
- *   - names come from LC_SYMTAB (local symbols of shared cache images are
- *     not in memory: system libraries give exported names only); modules
+ *   - names come from LC_SYMTAB, then dladdr() for exported names (local
+ *     symbols of shared cache images are not in memory); modules
  *     added with sprobe_modules__add() get module+offset only;
  *   - C++ names are returned mangled (no demangler is bound here yet).
  */
+#include <dlfcn.h>
 #include <unistd.h>
 #include <mach-o/dyld.h>
 
@@ -458,9 +483,10 @@ static int load_dyld(struct sprobe_modules *m, uint32_t count)
 						     (int64_t)slide, &mm->img) < 0)
 			continue;
 		if (fill_module(mm, _dyld_get_image_name(i)) < 0) {
-			m->mods = mods;
-			m->n = n;
-			drop_all(m);
+			/* Keep the previous inventory usable: free only ours. */
+			for (size_t k = 0; k < n; k++)
+				free(mods[k].path);
+			free(mods);
 			free(headers);
 			return -ENOMEM;
 		}
@@ -633,6 +659,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	struct mac_module *mm;
 	const char *name;
 	uint64_t off;
+	Dl_info info;
 
 	if (!m || !out)
 		return -EINVAL;
@@ -643,11 +670,28 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 		return -ENOENT;
 	out->module = &mm->pub;
 	out->module_offset = pc - mm->pub.bias;
-	if (mm->img.header_addr && sprobe_macho_image__symbolize(&mm->img, pc, &name, &off) == 0) {
+	if (!mm->img.header_addr)
+		return 0;	/* offline module: module + offset */
+	if (sprobe_macho_image__symbolize(&mm->img, pc, &name, &off) == 0) {
 		out->name = name;
 		out->sym_start = pc - off;
 		out->sym_offset = off;
 		out->source = "symtab";
+		return 0;
+	}
+	/* Shared cache images may keep few names in LC_SYMTAB; dyld's export
+	 * trie still names exported functions. Accept dladdr's answer only for
+	 * this image, and not when a function starts between its symbol and pc
+	 * (that function's own name is gone: module + offset, not a wrong one). */
+	if (dladdr((const void *)(uintptr_t)pc, &info) && info.dli_sname && info.dli_saddr &&
+	    (uint64_t)(uintptr_t)info.dli_fbase == mm->img.header_addr &&
+	    (uint64_t)(uintptr_t)info.dli_saddr <= pc &&
+	    sprobe_macho_image__unnamed_between(&mm->img, (uint64_t)(uintptr_t)info.dli_saddr,
+						pc) == 0) {
+		out->name = info.dli_sname;
+		out->sym_start = (uint64_t)(uintptr_t)info.dli_saddr;
+		out->sym_offset = pc - out->sym_start;
+		out->source = "dladdr";
 	}
 	return 0;
 }

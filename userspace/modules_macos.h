@@ -96,4 +96,13 @@ int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
 				  const char **name, uint64_t *offset);
 
 
+/*
+ * 1 when LC_FUNCTION_STARTS shows a function starting after @sym and at or
+ * before @pc (runtime addresses, sym <= pc): a name found for @sym elsewhere
+ * would belong to the wrong function. 0 when not (or no function starts are
+ * known), -EINVAL (sym > pc), -ENOMEM. Same thread-safety as __symbolize.
+ */
+int sprobe_macho_image__unnamed_between(struct sprobe_macho_image *img, uint64_t sym,
+					uint64_t pc);
+
 #endif /* SPROBE_MODULES_MACOS_H */
