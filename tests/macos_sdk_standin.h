@@ -88,6 +88,7 @@ void free(void *ptr);
 void qsort(void *base, size_t nel, size_t width, int (*compar)(const void *, const void *));
 char *getenv(const char *name);
 void abort(void);
+typedef struct __sFILE FILE;		/* <stdio.h>: opaque here */
 int printf(const char *fmt, ...);
 int snprintf(char *str, size_t size, const char *fmt, ...);
 pid_t getpid(void);
