@@ -60,6 +60,16 @@ int main(int argc, char **argv)
 		return 42;
 	}
 	setvbuf(stdout, NULL, _IONBF, 0);
+	/* For the test only: where to find our pid (not printed: the output
+	 * must not depend on it). */
+	const char *pidfile = getenv("VICTIM_PIDFILE");
+	if (pidfile) {
+		FILE *f = fopen(pidfile, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
 
 	/* 1. Own handlers, for a signal the agent must not take. */
 	struct sigaction sa = { .sa_handler = on_usr1 };
