@@ -17,14 +17,18 @@ MACOS_TARGETS := arm64-apple-macos11 x86_64-apple-macos11
 MACOS_STANDIN := tests/macos_sdk_standin.h
 MACOS_STANDIN_DIR := $(BUILD)/macos-standin
 # Every system header a checked source includes (one forwarding file each).
-MACOS_STANDIN_HDRS := errno.h pthread.h sched.h setjmp.h stdio.h stdlib.h string.h time.h \
+MACOS_STANDIN_HDRS := dlfcn.h errno.h pthread.h sched.h setjmp.h stdio.h stdlib.h string.h time.h \
 	unistd.h sys/types.h mach/mach.h mach/mach_time.h mach/mach_vm.h mach-o/dyld.h
-# The macOS sources, plus the portable ones every platform builds (present
-# once the capture part has landed them).
-# backends/macos.c joins once backends/backend.h has landed from the capture
-# part.
-MACOS_CHECK_SRCS := userspace/modules_macos.c
-MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -nostdlibinc \
+# The macOS sources and their tests, plus the sources every platform builds
+# (backends/unsupported.c and linux.c must compile to nothing on macOS,
+# which is what the check confirms for them).
+MACOS_CHECK_SRCS := backends/macos.c userspace/modules_macos.c tests/macos/test_capture.c \
+	tests/macos/test_modules.c \
+	backends/snapshot.c backends/unsupported.c backends/linux.c userspace/unwind_fp.c \
+	userspace/version.c
+# The real build's defines too (ALL_CFLAGS), quoted so they survive both a
+# recipe line and run-tests.sh's word splitting.
+MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -D_GNU_SOURCE -DSPROBE_VERSION=\"$(VERSION)\" -nostdlibinc \
 	-isystem $(MACOS_STANDIN_DIR) -Iinclude -Ibackends -Iuserspace -Itests
 
 $(MACOS_STANDIN_DIR)/.stamp: $(MACOS_STANDIN) mk/macos.mk
@@ -108,7 +112,8 @@ CMOCKA_PREFIX ?= $(shell brew --prefix cmocka 2>/dev/null || echo /usr/local)
 LIBS := -lpthread -lm
 EXTRA_CFLAGS += -I$(CMOCKA_PREFIX)/include
 LDFLAGS += -L$(CMOCKA_PREFIX)/lib
-MACOS_TESTS := $(BUILD)/macos-tests/standin_vs_sdk $(BUILD)/macos-tests/test_capture
+MACOS_TESTS := $(BUILD)/macos-tests/standin_vs_sdk $(BUILD)/macos-tests/test_capture \
+	$(BUILD)/macos-tests/test_modules
 # Generated BPF skeletons cannot be built on macOS (no bpftool); nothing
 # compiled there includes them.
 GEN_HDRS :=
@@ -119,7 +124,7 @@ $(BUILD)/macos-tests/standin_vs_sdk: tests/macos/standin_vs_sdk.c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -o $@ $<
 
-$(BUILD)/macos-tests/test_capture: tests/macos/test_capture.c $(BUILD)/libstackprobe.a $(HDRS)
+$(BUILD)/macos-tests/test_%: tests/macos/test_%.c $(BUILD)/libstackprobe.a $(HDRS)
 	$(call msg,TEST-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -O1 -fno-omit-frame-pointer -Itests -Ibackends -Iuserspace \

@@ -77,6 +77,9 @@ void *memchr(const void *s, int c, size_t n);
 int strcmp(const char *a, const char *b);
 int strncmp(const char *a, const char *b, size_t n);
 size_t strlen(const char *s);
+char *strdup(const char *s);
+char *strrchr(const char *s, int c);
+char *strstr(const char *big, const char *little);
 char *strerror(int errnum);
 void *malloc(size_t size);
 void *calloc(size_t count, size_t size);
@@ -85,6 +88,7 @@ void free(void *ptr);
 void qsort(void *base, size_t nel, size_t width, int (*compar)(const void *, const void *));
 char *getenv(const char *name);
 void abort(void);
+typedef struct __sFILE FILE;		/* <stdio.h>: opaque here */
 int printf(const char *fmt, ...);
 int snprintf(char *str, size_t size, const char *fmt, ...);
 pid_t getpid(void);
@@ -246,6 +250,15 @@ mach_port_t pthread_mach_thread_np(pthread_t thread);
 void *pthread_get_stackaddr_np(pthread_t thread);
 size_t pthread_get_stacksize_np(pthread_t thread);
 int pthread_threadid_np(pthread_t thread, uint64_t *thread_id);
+
+/* ---- <dlfcn.h> ------------------------------------------------------------ */
+typedef struct dl_info {
+	const char *dli_fname;
+	void *dli_fbase;
+	const char *dli_sname;
+	void *dli_saddr;
+} Dl_info;
+int dladdr(const void *addr, Dl_info *info);
 
 /* ---- <mach-o/loader.h>, <mach-o/dyld.h> --------------------------------- */
 struct mach_header {

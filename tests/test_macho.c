@@ -267,6 +267,16 @@ static void test_stripped_local_is_unnamed_not_misnamed(void **state)
 			}
 		}
 		assert_int_equal(locals, 1);	/* fixture_local */
+		/* What the dladdr fallback on macOS relies on: a function start
+		 * between a symbol and the pc means the name is not the pc's. */
+		for (int i = 1; i < full.nsyms; i++) {
+			uint64_t prev = full.syms[i - 1].addr + (uint64_t)l.slide;
+			uint64_t pc = full.syms[i].addr + (uint64_t)l.slide + 2;
+
+			assert_int_equal(sprobe_macho_image__unnamed_between(&img, prev, pc), 1);
+			assert_int_equal(sprobe_macho_image__unnamed_between(&img, pc - 2, pc), 0);
+			assert_int_equal(sprobe_macho_image__unnamed_between(&img, pc, prev), -EINVAL);
+		}
 		sprobe_macho_image__clear(&img);
 		free(l.mem);
 		free(full.mem);

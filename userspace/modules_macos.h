@@ -8,8 +8,9 @@
  *    Portable C over bytes: it builds and is tested on Linux against dylibs
  *    linked here with ld64.lld (tests/test_macho.c), because no macOS host
  *    exists on the build machines.
- *  - sprobe_macos_modules__*: the inventory of the images dyld has loaded
- *    into this process (_dyld_image_count and friends). macOS only.
+ *  - on macOS, modules_macos.c also implements the public module API of
+ *    <stackprobe/symbolize.h> (sprobe_modules__*) over dyld's image list
+ *    (_dyld_image_count and friends), with this parser underneath.
  *
  * Nothing here may run inside a suspend window: dyld's image list and the
  * allocator are both guarded by locks a suspended thread may hold.
@@ -94,28 +95,14 @@ bool sprobe_macho_image__contains(const struct sprobe_macho_image *img, uint64_t
 int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
 				  const char **name, uint64_t *offset);
 
-#ifdef __APPLE__
-struct sprobe_macos_modules;
 
 /*
- * Take the inventory of every image dyld has loaded into this process.
- * Returns a new inventory owned by the caller (free with
- * sprobe_macos_modules__free), or NULL with errno ENOMEM. Images dyld
- * reports without a header (unloaded meanwhile) or that do not parse are
- * skipped and counted in sprobe_macos_modules__skipped().
- * Thread-safe; never call it inside a suspend window (dyld and malloc locks).
+ * 1 when LC_FUNCTION_STARTS shows a function starting after @sym and at or
+ * before @pc (runtime addresses, sym <= pc): a name found for @sym elsewhere
+ * would belong to the wrong function. 0 when not (or no function starts are
+ * known), -EINVAL (sym > pc), -ENOMEM. Same thread-safety as __symbolize.
  */
-struct sprobe_macos_modules *sprobe_macos_modules__new(void);
-void sprobe_macos_modules__free(struct sprobe_macos_modules *m);
-uint32_t sprobe_macos_modules__count(const struct sprobe_macos_modules *m);
-uint32_t sprobe_macos_modules__skipped(const struct sprobe_macos_modules *m);
-/* Image @i (< count), owned by @m; NULL with errno EINVAL when out of range. */
-struct sprobe_macho_image *sprobe_macos_modules__image(struct sprobe_macos_modules *m,
-						       uint32_t i);
-/* Attribution: the image whose __TEXT contains @pc, owned by @m, or NULL with
- * errno ENOENT. */
-struct sprobe_macho_image *sprobe_macos_modules__find(struct sprobe_macos_modules *m,
-						      uint64_t pc);
-#endif /* __APPLE__ */
+int sprobe_macho_image__unnamed_between(struct sprobe_macho_image *img, uint64_t sym,
+					uint64_t pc);
 
 #endif /* SPROBE_MODULES_MACOS_H */

@@ -6,6 +6,7 @@
  * _Static_assert below names a claim the stand-in makes. When one fails,
  * fix the stand-in (the SDK is right).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -56,7 +57,9 @@ SAME(sizeof(arm_thread_state64_t), 29 * 8 + 4 * 8 + 8);
 SAME(ARM_THREAD_STATE64_COUNT, 68);
 #endif
 
-/* timebase, pthread, dyld. */
+/* dladdr, timebase, pthread, dyld. */
+SAME(sizeof(Dl_info), 32);
+SAME(offsetof(Dl_info, dli_saddr), 24);
 SAME(sizeof(mach_timebase_info_data_t), 8);
 SAME(sizeof(pthread_mutex_t), 64);
 SAME(sizeof(struct mach_header), 28);
