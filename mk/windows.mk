@@ -108,8 +108,15 @@ $(WINEPFX)/system.reg:
 	$(Q)$(WIN_ENV) wineserver -w
 	$(Q)test -f $@ || { echo "wine: prefix $(WINEPFX) not created"; cat $(WIN)/wineboot.log; exit 1; }
 
+# The capture test checks the PDB GUID/age it reads from its own image in
+# memory against what objdump reads from the file.
+WIN_OBJDUMP ?= x86_64-w64-mingw32-objdump
 test-windows: $(WIN_TEST_BINS) $(WINEPFX)/system.reg
-	$(Q)$(WIN_ENV) tools/run-tests.sh $(BUILD)/test-results/windows.res \
+	$(Q)rsds=$$($(WIN_OBJDUMP) -p $(WIN)/tests/test_windows_capture.exe | \
+		sed -n 's/.*RSDS signature \([0-9a-f]*\) age \([0-9]*\).*/\1 \2/p'); \
+	set -- $$rsds; \
+	SPROBE_TEST_SELF_PDB_GUID=$${1:-} SPROBE_TEST_SELF_PDB_AGE=$${2:-} \
+	$(WIN_ENV) tools/run-tests.sh $(BUILD)/test-results/windows.res \
 		$(foreach t,$(WIN_TEST_BINS),"$(WINE) $(t)") </dev/null
 
 # Windows aarch64: no toolchain to link or run here, so the check is that

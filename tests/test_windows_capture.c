@@ -192,10 +192,19 @@ static void known_stack(int use_asm_leaf)
 	assert_non_null(t);
 	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
 
-	int n = sprobe_unwind_pe(t);
+	/* The whole-snapshot form: every captured sample unwound, flag set. */
+	assert_false(sprobe_snapshot__frames_resolved(s));
+	assert_int_equal(sprobe_snapshot__unwind_pe(s), 0);
+	assert_true(sprobe_snapshot__frames_resolved(s));
+	for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++) {
+		struct sprobe_thread_sample *x = sprobe_snapshot__thread(s, i);
+		assert_true(x->stage != SPROBE_STAGE_RAW);
+		if (x->stage == SPROBE_STAGE_UNWOUND)
+			assert_true(x->nframes >= 1);
+	}
+	int n = (int)t->nframes;
 	assert_true(n >= 3);
 	assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
-	assert_int_equal((int)t->nframes, n);
 
 	uint64_t leaf_b, leaf_e, mid_b, mid_e, out_b, out_e;
 	if (use_asm_leaf) {
@@ -687,14 +696,23 @@ static void test_module_inventory(void **state)
 	assert_int_equal(self->base, (uint64_t)(uintptr_t)GetModuleHandleW(NULL));
 	assert_non_null(strstr(self->path, "test_windows_capture.exe"));
 	assert_true(self->has_pdb);
-	/* mk/windows.mk passes the GUID objdump reads from the file, as 32
-	 * hex digits in the on-disk byte order: an independent oracle. */
+	/* mk/windows.mk passes the GUID and age objdump reads from the file:
+	 * an independent oracle. objdump prints the GUID in canonical form
+	 * (Data1, Data2, Data3 as little-endian integers, then 8 bytes); we
+	 * keep the 16 bytes as stored. */
 	const char *want = getenv("SPROBE_TEST_SELF_PDB_GUID");
+	const char *want_age = getenv("SPROBE_TEST_SELF_PDB_AGE");
 	if (want && strlen(want) == 32) {
+		static const int stored_from_canonical[16] = { 3, 2, 1, 0, 5, 4, 7, 6,
+							       8, 9, 10, 11, 12, 13, 14, 15 };
 		for (int i = 0; i < 16; i++) {
-			int b = hexval(want[2 * i]) * 16 + hexval(want[2 * i + 1]);
+			int c = stored_from_canonical[i];
+			int b = hexval(want[2 * c]) * 16 + hexval(want[2 * c + 1]);
 			assert_int_equal(self->pdb_guid[i], b);
 		}
+		assert_non_null(want_age);
+		assert_int_equal(self->pdb_age, strtoul(want_age, NULL, 10));
+		print_message("PDB GUID %s age %u checked against objdump\n", want, self->pdb_age);
 	} else {
 		int nonzero = 0;
 		for (int i = 0; i < 16; i++)
@@ -762,6 +780,7 @@ static void test_bad_input(void **state)
 	assert_int_equal(sprobe_capturer__capture(NULL, s), -EINVAL);
 
 	assert_int_equal(sprobe_unwind_pe(NULL), -EINVAL);
+	assert_int_equal(sprobe_snapshot__unwind_pe(NULL), -EINVAL);
 	struct sprobe_thread_sample empty;
 	memset(&empty, 0, sizeof(empty));
 	assert_int_equal(sprobe_unwind_pe(&empty), -EINVAL);

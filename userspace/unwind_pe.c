@@ -297,4 +297,18 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s)
 	return (int)s->nframes;
 }
 
+int sprobe_snapshot__unwind_pe(struct sprobe_snapshot *snap)
+{
+	if (!snap)
+		return -EINVAL;
+	uint32_t n = sprobe_snapshot__nthreads(snap);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
+		if (t && t->stage == SPROBE_STAGE_RAW)
+			sprobe_unwind_pe(t);
+	}
+	sprobe_snapshot__set_frames_resolved(snap, true);
+	return 0;
+}
+
 #endif /* _WIN32 */

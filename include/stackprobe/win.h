@@ -116,6 +116,14 @@ int sprobe_win_modules__symbolize(const struct sprobe_win_modules *mods, uint64_
  */
 int sprobe_unwind_pe(struct sprobe_thread_sample *s);
 
+/*
+ * sprobe_unwind_pe() on every captured (RAW) sample of snap, then
+ * sprobe_snapshot__set_frames_resolved(snap, true). Dropped samples are left
+ * alone. Returns 0 or -EINVAL for NULL. Not thread-safe against a capture
+ * into the same snapshot; NOT async-signal-safe.
+ */
+int sprobe_snapshot__unwind_pe(struct sprobe_snapshot *snap);
+
 #endif /* _WIN32 */
 
 #ifdef __cplusplus
