@@ -254,8 +254,10 @@ int sprobe_table__iter_begin(struct sprobe_table *t);
 /*
  * Copy the next node into *out.
  * Returns 1 when a node was copied, 0 at the end, -ELOOP when a stable list
- * has a cycle, -EBADMSG when a stable list holds an index out of range; the
- * iteration is over after 0 or an error. Never returns a torn node.
+ * has a cycle, -EBADMSG when a stable list holds an index out of range,
+ * -EINVAL without iter_begin; the iteration is over after 0 or an error
+ * (the nodes returned before an error are good). Never returns a torn
+ * node. No allocation, locks or system calls.
  */
 int sprobe_table__iter_next(struct sprobe_table *t,
 			    struct sprobe_table_node *out);

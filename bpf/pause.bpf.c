@@ -1,0 +1,339 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0
+/*
+ * stackprobe eBPF companion: the kernel's view of every suspend window.
+ *
+ * The capture backend measures a window from inside its own signal handler
+ * (entry .. exit). That misses what the kernel does around it: queueing and
+ * delivering the signal, building the signal frame, rt_sigreturn, and any
+ * time the thread is switched out in the middle. These programs timestamp
+ * those steps for one target process and one signal number:
+ *
+ *   raw_tp/signal_generate  signal queued for a thread      -> generate
+ *   raw_tp/signal_deliver   thread dequeues it for a handler -> deliver
+ *   raw_tp/sys_enter        id == rt_sigreturn: handler done -> sigreturn
+ *   raw_tp/sched_switch     switched out/in inside a window  -> offcpu
+ *   raw_tp/sched_process_exit  thread gone: flush, forget its state
+ *
+ * Only raw tracepoints: they need no tracefs, and fentry/kprobes are not
+ * available on the kernels we target (docs/PAUSE.md). raw_tp arguments are
+ * untyped, so pointers are read with BPF_CORE_READ (bpf_probe_read_kernel
+ * with CO-RE relocations against the running kernel's BTF).
+ *
+ * Ownership of the per-tid state (struct sprobe_pause_tid_state in
+ * bpf/pause.h): the generation ring is shared by signal_generate and
+ * signal_deliver, which both run under the target's sighand->siglock; the
+ * window fields are touched only on behalf of the thread itself. No BPF lock
+ * is needed (and tracing programs cannot take bpf_spin_lock).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "pause.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the loader before load (rodata: the verifier sees constants). */
+const volatile __u32 targ_tgid = 0;
+const volatile __s32 targ_signo = 0;
+const volatile __u32 targ_mode = SPROBE_PAUSE_BPF_MODE_PROBE;
+/* __NR_rt_sigreturn of the running kernel: 15 on x86_64, 139 on aarch64.
+ * The loader sets it from its own <asm/unistd.h>, so one object serves
+ * both architectures. */
+const volatile __s64 nr_rt_sigreturn = 15;
+
+/* Statistics, read by the loader through the skeleton's bss. Only ever
+ * incremented with atomic adds; readers tolerate torn snapshots across
+ * counters (each counter on its own is exact). */
+__u64 counters[SPROBE_PAUSE_C__COUNT] = {};
+
+/* Process-directed generations (timer mode). Same siglock as the per-tid
+ * ring: one process, one sighand. */
+struct sprobe_pause_gen_ring group_gen = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);	/* loader may resize before load */
+	__type(key, __u32);
+	__type(value, struct sprobe_pause_tid_state);
+} tids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);	/* loader may resize before load */
+} events SEC(".maps");
+
+/* trace_signal_generate's result codes (include/trace/events/signal.h;
+ * an anonymous enum, so not in vmlinux.h). */
+#define TRACE_SIGNAL_DELIVERED 0
+#define TRACE_SIGNAL_LOSE_INFO 4
+
+#define SIG_IGN_VAL 1UL		/* sa_handler values that run no handler */
+
+static __always_inline void count(enum sprobe_pause_counter c)
+{
+	__sync_fetch_and_add(&counters[c], 1);
+}
+
+static __always_inline void gen_push(struct sprobe_pause_gen_ring *r, __u64 ns,
+				     __s32 code)
+{
+	if (r->head - r->tail >= SPROBE_PAUSE_GEN_RING) {
+		/* Oldest waiting generation is overwritten: the window that
+		 * eventually takes it would get a wrong start. Drop the new
+		 * one instead and say so. */
+		count(SPROBE_PAUSE_C_GEN_RING_FULL);
+		return;
+	}
+	__u32 i = r->head & (SPROBE_PAUSE_GEN_RING - 1);
+	r->ns[i] = ns;
+	r->si_code[i] = code;
+	r->head++;
+}
+
+static __always_inline bool gen_pop(struct sprobe_pause_gen_ring *r, __u64 *ns,
+				    __s32 *code)
+{
+	if (r->head == r->tail)
+		return false;
+	__u32 i = r->tail & (SPROBE_PAUSE_GEN_RING - 1);
+	*ns = r->ns[i];
+	*code = r->si_code[i];
+	r->tail++;
+	return true;
+}
+
+static __always_inline struct sprobe_pause_tid_state *state_get(__u32 tid, bool create)
+{
+	struct sprobe_pause_tid_state *st = bpf_map_lookup_elem(&tids, &tid);
+
+	if (st || !create)
+		return st;
+	struct sprobe_pause_tid_state zero = {};
+	/* NOEXIST: if another CPU created it meanwhile, keep theirs (the
+	 * update then fails with EEXIST and the lookup finds theirs). */
+	bpf_map_update_elem(&tids, &tid, &zero, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&tids, &tid);
+	if (!st)
+		count(SPROBE_PAUSE_C_NO_STATE);
+	return st;
+}
+
+/* Emit the window in st and reset the window fields (not the gen ring). */
+static __always_inline void window_close(struct sprobe_pause_tid_state *st,
+					 __u32 tid, __u64 sigreturn_ns, __u32 extra_flags)
+{
+	struct sprobe_pause_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(SPROBE_PAUSE_C_LOST);
+	} else {
+		e->tid = tid;
+		e->tgid = targ_tgid;
+		e->signo = targ_signo;
+		e->si_code = st->si_code;
+		e->generate_ns = st->generate_ns;
+		e->deliver_ns = st->deliver_ns;
+		e->sigreturn_ns = sigreturn_ns;
+		e->offcpu_ns = st->offcpu_ns;
+		e->nswitches = st->nswitches;
+		e->npreempt = st->npreempt;
+		e->flags = st->flags | extra_flags;
+		e->_pad = 0;
+		/* Wake the reader only when the buffer is half full: a wakeup
+		 * per event would add an irq_work to every window we measure.
+		 * The loader drains on a timer as well. */
+		__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+		__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+		bpf_ringbuf_submit(e, avail > size / 2 ? BPF_RB_FORCE_WAKEUP
+						       : BPF_RB_NO_WAKEUP);
+		count(SPROBE_PAUSE_C_EMITTED);
+	}
+	st->state = SPROBE_PAUSE_T_IDLE;
+	st->flags = 0;
+	st->si_code = 0;
+	st->nest = 0;
+	st->generate_ns = 0;
+	st->deliver_ns = 0;
+	st->offcpu_start_ns = 0;
+	st->offcpu_ns = 0;
+	st->nswitches = 0;
+	st->npreempt = 0;
+}
+
+/* TP_PROTO(int sig, struct kernel_siginfo *info, struct task_struct *task,
+ *          int group, int result). Runs in the sender's context with
+ * task->sighand->siglock held, after the signal is queued. */
+SEC("raw_tp/signal_generate")
+int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info,
+	     struct task_struct *task, int group, int result)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (sig != targ_signo || BPF_CORE_READ(task, tgid) != targ_tgid)
+		return 0;
+	if (targ_mode == SPROBE_PAUSE_BPF_MODE_PROBE &&
+	    (group || (bpf_get_current_pid_tgid() >> 32) != targ_tgid))
+		return 0;
+	if (result != TRACE_SIGNAL_DELIVERED && result != TRACE_SIGNAL_LOSE_INFO) {
+		/* Ignored, already pending or queue overflow: no handler
+		 * will run for this generation. */
+		count(SPROBE_PAUSE_C_NOT_QUEUED);
+		return 0;
+	}
+	count(SPROBE_PAUSE_C_GENERATED);
+
+	/* SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers. */
+	__s32 code = (unsigned long)info > 1 ? BPF_CORE_READ(info, si_code) : 0;
+
+	if (group) {
+		gen_push(&group_gen, now, code);
+		return 0;
+	}
+	struct sprobe_pause_tid_state *st = state_get(BPF_CORE_READ(task, pid), true);
+	if (st)
+		gen_push(&st->gen, now, code);
+	return 0;
+}
+
+/* TP_PROTO(int sig, struct kernel_siginfo *info, struct k_sigaction *ka).
+ * Runs in the receiving thread, in get_signal() with siglock held, when a
+ * signal has been dequeued and before the signal frame is built. */
+SEC("raw_tp/signal_deliver")
+int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info,
+	     struct k_sigaction *ka)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u64 now;
+
+	if ((id >> 32) != targ_tgid)
+		return 0;
+	now = bpf_ktime_get_ns();
+	unsigned long handler = (unsigned long)BPF_CORE_READ(ka, sa.sa_handler);
+	bool runs_handler = handler > SIG_IGN_VAL;
+
+	if (sig != targ_signo) {
+		/* Another handler inside our window: its rt_sigreturn must not
+		 * close our window. */
+		struct sprobe_pause_tid_state *st = state_get(tid, false);
+		if (st && runs_handler && st->state == SPROBE_PAUSE_T_IN_WINDOW) {
+			st->nest++;
+			st->flags |= SPROBE_PAUSE_F_NESTED;
+			count(SPROBE_PAUSE_C_NESTED);
+		}
+		return 0;
+	}
+
+	struct sprobe_pause_tid_state *st = state_get(tid, true);
+	if (!st)
+		return 0;
+	__u64 gen_ns = 0;
+	__s32 code = 0;
+	__u32 flags = 0;
+	if (!gen_pop(&st->gen, &gen_ns, &code)) {
+		if (gen_pop(&group_gen, &gen_ns, &code))
+			flags |= SPROBE_PAUSE_F_GROUP;
+		else
+			flags |= SPROBE_PAUSE_F_NO_GENERATE;
+	}
+	if (!runs_handler)
+		return 0;	/* generation consumed, no window */
+	count(SPROBE_PAUSE_C_DELIVERED);
+	if (st->state == SPROBE_PAUSE_T_IN_WINDOW) {
+		/* Our signal is blocked inside its own handler, so the last
+		 * window never reached rt_sigreturn (siglongjmp, or
+		 * SA_NODEFER). Report it as incomplete. */
+		count(SPROBE_PAUSE_C_ABANDONED);
+		window_close(st, tid, 0, SPROBE_PAUSE_F_INCOMPLETE);
+	}
+	if (st->gen.head != st->gen.tail)
+		flags |= SPROBE_PAUSE_F_QUEUED;
+	st->state = SPROBE_PAUSE_T_IN_WINDOW;
+	st->flags = flags;
+	st->si_code = code;
+	st->generate_ns = gen_ns;
+	st->deliver_ns = now;
+	return 0;
+}
+
+/* TP_PROTO(struct pt_regs *regs, long id): every syscall of every task, so
+ * the cheapest test comes first. */
+SEC("raw_tp/sys_enter")
+int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
+{
+	if (nr != nr_rt_sigreturn)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	if ((id >> 32) != targ_tgid)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = (__u32)id;
+	struct sprobe_pause_tid_state *st = state_get(tid, false);
+	if (!st || st->state != SPROBE_PAUSE_T_IN_WINDOW)
+		return 0;
+	if (st->nest) {
+		st->nest--;	/* a nested handler returned, not ours */
+		return 0;
+	}
+	window_close(st, tid, now, 0);
+	return 0;
+}
+
+/* TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
+ *          unsigned int prev_state). Every context switch on every CPU. */
+SEC("raw_tp/sched_switch")
+int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	struct sprobe_pause_tid_state *st;
+	__u64 now = 0;
+
+	if (BPF_CORE_READ(prev, tgid) == targ_tgid) {
+		st = state_get(BPF_CORE_READ(prev, pid), false);
+		if (st && st->state == SPROBE_PAUSE_T_IN_WINDOW) {
+			now = bpf_ktime_get_ns();
+			st->offcpu_start_ns = now;
+			st->nswitches++;
+			/* Involuntary: preempted in kernel, or switched out
+			 * still runnable (tick preemption on the way back to
+			 * user space comes through schedule() with
+			 * preempt == false but prev_state == TASK_RUNNING). */
+			if (preempt || prev_state == 0)
+				st->npreempt++;
+		}
+	}
+	if (BPF_CORE_READ(next, tgid) == targ_tgid) {
+		st = state_get(BPF_CORE_READ(next, pid), false);
+		if (st && st->offcpu_start_ns) {
+			if (!now)
+				now = bpf_ktime_get_ns();
+			st->offcpu_ns += now - st->offcpu_start_ns;
+			st->offcpu_start_ns = 0;
+		}
+	}
+	return 0;
+}
+
+/* TP_PROTO(struct task_struct *p, bool group_dead): the exiting thread
+ * itself. A window still open will never see rt_sigreturn. */
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(handle_exit, struct task_struct *p)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+
+	if ((id >> 32) != targ_tgid)
+		return 0;
+	struct sprobe_pause_tid_state *st = state_get(tid, false);
+	if (!st)
+		return 0;
+	if (st->state == SPROBE_PAUSE_T_IN_WINDOW) {
+		count(SPROBE_PAUSE_C_ABANDONED);
+		window_close(st, tid, 0, SPROBE_PAUSE_F_INCOMPLETE);
+	}
+	bpf_map_delete_elem(&tids, &tid);
+	return 0;
+}
