@@ -320,6 +320,49 @@ static void test_json_content(void **state)
 	df_buf_close(&b);
 }
 
+/* Hostile names: JSON stays valid (UTF-8 kept, bad bytes -> U+FFFD, quotes
+ * and newlines escaped); folded frames lose ';' and newlines. */
+static void test_names_are_escaped(void **state)
+{
+	static const char tname[] = "w\xc3\xb6rk\xff\"x\ny";	/* wörk, bad byte, quote, NL */
+	static const char sname[] = "ns;fn\nx";
+	static const uint64_t pcs[] = { 0x1000 };
+	struct df_buf b;
+	char path[64], cmd[512], res[256];
+
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD, .thread = {
+		.tid = 5, .name = tname, .name_len = sizeof(tname) - 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+		.tid = 5, .pcs = pcs, .nframes = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = 0x1000, .module = SPROBE_DF_NO_MODULE, .name = sname,
+		.name_len = sizeof(sname) - 1 } });
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, NULL), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	assert_string_equal(out, "w\xc3\xb6rk\xff\"x y-5;ns:fn x 1\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import json,sys; d=json.load(open(sys.argv[1], encoding=\"utf-8\")); "
+		 "print(ascii(d[\"threads\"][0][\"name\"]), ascii(d[\"functions\"][0][\"name\"]))' %s",
+		 path);
+	FILE *p = popen(cmd, "r");
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	assert_string_equal(res, "'w\\xf6rk\\ufffd\"x\\ny' 'ns;fn\\nx'\n");
+	unlink(path);
+	free(out);
+	df_buf_close(&b);
+}
+
 /* A report of a file without a trailer says so, in every format, and still
  * shows what it holds. */
 static void test_cut_short_is_reported(void **state)
@@ -383,6 +426,12 @@ static void test_cli_exit_codes(void **state)
 	snprintf(args, sizeof(args), "report -i %s --format folded --tid 103", path);
 	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
 	assert_string_equal(out, "blocked-103;thread_start;0xdead0 10\n");
+	/* Folded has no room for drops: they go to stderr. */
+	assert_non_null(strstr(err, "5 records lost in the stream (queue full), 3 thread-captures dropped"));
+	/* Standard input. */
+	snprintf(args, sizeof(args), "report -i - --format folded --tid 102 < %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "worker-102;thread_start;demo+0x5abc;__futex_wait 20\n");
 
 	/* Missing file: 1 and a one-line reason. */
 	assert_int_equal(run_cli("report -i /nonexistent/x.data", out, sizeof(out), err,
@@ -458,6 +507,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_text_shares),
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
+	cmocka_unit_test(test_names_are_escaped),
 	cmocka_unit_test(test_cut_short_is_reported),
 	cmocka_unit_test(test_cli_exit_codes),
 	cmocka_unit_test(test_cli_output_file),

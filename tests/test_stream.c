@@ -10,8 +10,10 @@
  * timeout would fail it).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include <stackprobe/stream.h>
 
@@ -420,7 +422,91 @@ static void test_thread_sample_to_datafile(void **state)
 	df_buf_close(&b);
 }
 
+/* What the writer thread looks like from inside, seen by its sink. */
+struct probe_sink {
+	pid_t tid;
+	bool sigint_blocked, sigterm_blocked;
+	char comm[32];
+};
+
+static int probe_write(void *ctx, uint32_t type, const void *p, uint32_t len)
+{
+	struct probe_sink *ps = ctx;
+	sigset_t cur;
+	char path[64];
+
+	ps->tid = (pid_t)syscall(SYS_gettid);
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	ps->sigint_blocked = sigismember(&cur, SIGINT) == 1;
+	ps->sigterm_blocked = sigismember(&cur, SIGTERM) == 1;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", ps->tid);
+	FILE *f = fopen(path, "r");
+
+	if (f) {
+		if (!fgets(ps->comm, sizeof(ps->comm), f))
+			ps->comm[0] = '\0';
+		fclose(f);
+	}
+	return 0;
+}
+
+static void test_writer_thread_identity_and_signals(void **state)
+{
+	struct probe_sink ps = { 0 };
+	struct sprobe_stream_sink sink = { .write = probe_write, .ctx = &ps };
+	struct sprobe_stream *s = sprobe_stream__new(&sink, NULL);
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD, .thread = { .tid = 1 } };
+
+	assert_non_null(s);
+	assert_int_equal(sprobe_stream__push(s, &rec), 0);
+	assert_int_equal(sprobe_stream__close(s), 0);	/* joins: ps is complete */
+	assert_true(ps.tid > 0);
+	assert_int_equal(ps.tid, sprobe_stream__writer_tid(s));
+	assert_true(ps.tid != (pid_t)syscall(SYS_gettid));
+	assert_true(ps.sigint_blocked);
+	assert_true(ps.sigterm_blocked);
+	assert_string_equal(ps.comm, "sprobe-writer\n");
+	/* The caller's own mask is untouched. */
+	sigset_t cur;
+
+	pthread_sigmask(SIG_SETMASK, NULL, &cur);
+	assert_int_equal(sigismember(&cur, SIGINT), 0);
+	sprobe_stream__free(s);
+}
+
+static void test_capture_stats_record(void **state)
+{
+	struct test_sink ts;
+	struct sprobe_snapshot_stats st = { .threads_total = 5, .threads_captured = 3,
+					    .threads_dropped = 2, .pause_ns = 10, .capture_ns = 20 };
+	static const struct sprobe_df_dropped dropped[] = {
+		{ 7, SPROBE_DROP_EXITED }, { 8, SPROBE_DROP_TIMEOUT },
+	};
+
+	st.dropped[SPROBE_DROP_EXITED] = 1;
+	st.dropped[SPROBE_DROP_TIMEOUT] = 1;
+	ts_init(&ts);
+	struct sprobe_stream_sink sink = ts_sink(&ts);
+	struct sprobe_stream *s = sprobe_stream__new(&sink, NULL);
+
+	assert_int_equal(sprobe_stream__push_capture_stats(s, &st, 999, dropped, 2), 0);
+	assert_int_equal(sprobe_stream__push_capture_stats(s, &st, 999, NULL, 1), -EINVAL);
+	assert_int_equal(sprobe_stream__close(s), 0);
+	assert_int_equal(ts.n, 1);
+	struct sprobe_df_record want = { .type = SPROBE_DF_CAPTURE, .capture = {
+		.time_ns = 999, .threads_total = 5, .threads_captured = 3, .threads_dropped = 2,
+		.pause_ns = 10, .capture_ns = 20, .dropped_tids = dropped, .ndropped_tids = 2 } };
+
+	want.capture.dropped[SPROBE_DROP_EXITED] = 1;
+	want.capture.dropped[SPROBE_DROP_TIMEOUT] = 1;
+	assert_payload(&ts.recs[0], &want);
+	sprobe_stream__free(s);
+	ts_fini(&ts);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_writer_thread_identity_and_signals),
+	cmocka_unit_test(test_capture_stats_record),
 	cmocka_unit_test(test_all_records_arrive_in_order),
 	cmocka_unit_test(test_stalled_sink_drops_and_counts_never_blocks),
 	cmocka_unit_test(test_wraparound_with_mixed_sizes),

@@ -854,6 +854,16 @@ static uint64_t lost_total(const struct sprobe_report *r)
 	return n;
 }
 
+uint64_t sprobe_report__lost(const struct sprobe_report *r)
+{
+	return r ? lost_total(r) : 0;
+}
+
+uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r)
+{
+	return r ? r->cap_dropped : 0;
+}
+
 static const char *status_name(int st)
 {
 	switch (st) {
@@ -1177,11 +1187,44 @@ static int write_folded(struct sprobe_report *r, FILE *o)
 
 /* ---- json --------------------------------------------------------------- */
 
-static void jstr(FILE *o, const char *s)
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static int utf8_len(const unsigned char *s)
 {
+	unsigned char c = s[0];
+	int n;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (int i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)	/* also stops at the NUL */
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* A JSON string: valid UTF-8 passes through, invalid bytes become U+FFFD,
+ * so the output is valid JSON whatever bytes a name holds. */
+static void jstr(FILE *o, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+
 	fputc('"', o);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	while (*s) {
+		unsigned char c = *s;
+		int n;
 
 		if (c == '"' || c == '\\')
 			fprintf(o, "\\%c", c);
@@ -1191,12 +1234,15 @@ static void jstr(FILE *o, const char *s)
 			fputs("\\t", o);
 		else if (c < 0x20 || c == 0x7f)
 			fprintf(o, "\\u%04x", c);
-		else if (c >= 0x80)
-			/* Not validated as UTF-8: escape as U+00xx so the
-			 * output is always valid JSON. */
-			fprintf(o, "\\u%04x", c);
-		else
+		else if (c < 0x80)
 			fputc(c, o);
+		else if ((n = utf8_len(s)) > 0) {
+			fwrite(s, 1, (size_t)n, o);
+			s += n;
+			continue;
+		} else
+			fputs("\\ufffd", o);
+		s++;
 	}
 	fputc('"', o);
 }

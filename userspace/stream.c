@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ struct sprobe_stream {
 	_Atomic uint64_t dropped[SPROBE_DF__TYPE_COUNT];
 	_Atomic uint64_t written, sink_errors, lost_written;
 	_Atomic int last_sink_error;
+	_Atomic pid_t writer_tid;	/* set once by the writer thread */
 
 	uint8_t *ring;
 	size_t cap;			/* power of two */
@@ -222,6 +224,37 @@ int sprobe_stream__push_thread_sample(struct sprobe_stream *s,
 	return sprobe_stream__push(s, &rec);
 }
 
+int sprobe_stream__push_capture_stats(struct sprobe_stream *s,
+				      const struct sprobe_snapshot_stats *st, uint64_t time_ns,
+				      const struct sprobe_df_dropped *dropped, uint32_t ndropped)
+{
+	struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE };
+
+	if (!s || !st || (ndropped && !dropped))
+		return -EINVAL;
+	rec.capture = (struct sprobe_df_capture){
+		.time_ns = time_ns,
+		.threads_total = st->threads_total,
+		.threads_captured = st->threads_captured,
+		.threads_dropped = st->threads_dropped,
+		.pause_ns = st->pause_ns,
+		.capture_ns = st->capture_ns,
+		.dropped_tids = dropped,
+		.ndropped_tids = ndropped < SPROBE_DF_MAX_DROPPED_TIDS ? ndropped
+								: SPROBE_DF_MAX_DROPPED_TIDS,
+	};
+	memcpy(rec.capture.dropped, st->dropped, sizeof(rec.capture.dropped));
+	return sprobe_stream__push(s, &rec);
+}
+
+pid_t sprobe_stream__writer_tid(const struct sprobe_stream *s)
+{
+	/* const-cast: C11 atomic loads take a non-const pointer. */
+	return s ? atomic_load_explicit(&((struct sprobe_stream *)s)->writer_tid,
+					memory_order_relaxed)
+		 : 0;
+}
+
 /* ---- writer thread ---------------------------------------------------- */
 
 static void sink_result(struct sprobe_stream *s, int err)
@@ -268,6 +301,9 @@ static void *writer_main(void *arg)
 	struct sprobe_stream *s = arg;
 	uint64_t tail = 0, last_lost = 0;
 	bool dirty = false;
+
+	pthread_setname_np(pthread_self(), "sprobe-writer");
+	atomic_store_explicit(&s->writer_tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
 
 	for (;;) {
 		/* Acquire: pairs with the release store in __close(); after it,
@@ -358,7 +394,14 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 	s->wake_bytes = cap / 8;
 	s->flush_interval_ns = flush_ns;
 	s->sink = *sink;
+	/* The writer inherits a full signal mask: the program's process-wide
+	 * signals must not land on a thread the program does not know. */
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	err = pthread_create(&s->thread, NULL, writer_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		free(s->ring);
 		free(s);

@@ -67,6 +67,13 @@ const char *sprobe_report__message(const struct sprobe_report *r);
 /* Samples loaded that pass the tid filter. */
 uint64_t sprobe_report__samples(const struct sprobe_report *r);
 
+/* Records the stream lost (queue full), all types, from the file's lost
+ * records and trailer; and thread-captures the sampler dropped (all
+ * reasons, whole process). For callers that must surface drops next to a
+ * format that has no room for them (folded). */
+uint64_t sprobe_report__lost(const struct sprobe_report *r);
+uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r);
+
 /* Write the report in FMT to OUT. Returns 0, -EINVAL, -ENOMEM, or -EIO if
  * writing failed. May be called several times (with different formats). */
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);

@@ -38,6 +38,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <stackprobe/capture.h>
 #include <stackprobe/datafile.h>
@@ -115,6 +116,20 @@ int sprobe_stream__push(struct sprobe_stream *s, const struct sprobe_df_record *
  * stack_top - sp) taken at TIME_NS. Same returns and rules as __push(). */
 int sprobe_stream__push_thread_sample(struct sprobe_stream *s,
 				      const struct sprobe_thread_sample *ts, uint64_t time_ns);
+
+/* Producer side: queue a SPROBE_DF_CAPTURE made from the capture backend's
+ * per-capture statistics, taken at TIME_NS, with the dropped threads (may
+ * be NULL/0; more than SPROBE_DF_MAX_DROPPED_TIDS are cut to that many,
+ * the per-reason counts stay exact). Same returns and rules as __push(). */
+int sprobe_stream__push_capture_stats(struct sprobe_stream *s,
+				      const struct sprobe_snapshot_stats *st, uint64_t time_ns,
+				      const struct sprobe_df_dropped *dropped, uint32_t ndropped);
+
+/* Thread id of the stream's writer thread (so a sampler can leave it out of
+ * its captures), or 0 before it has started. The writer thread is named
+ * "sprobe-writer" and blocks every signal it can, so process-directed
+ * signals are delivered to the program's own threads. Thread-safe. */
+pid_t sprobe_stream__writer_tid(const struct sprobe_stream *s);
 
 /*
  * Drain what is queued to the sink, emit a final SPROBE_DF_LOST record if

@@ -25,7 +25,7 @@ static void usage(FILE *f)
 	      "Summarise a data file written by 'stackprobe record' or the agent.\n"
 	      "\n"
 	      "Options:\n"
-	      "  -i, --input FILE     data file to read (default: " DEFAULT_INPUT ")\n"
+	      "  -i, --input FILE     data file to read, - for stdin (default: " DEFAULT_INPUT ")\n"
 	      "  -f, --format FMT     text (default): top functions, threads, pauses, drops\n"
 	      "                       folded: one 'thread;frame;...;frame count' line per stack\n"
 	      "                               (flamegraph.pl, inferno, speedscope)\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f)
 	      "  stackprobe report -i server.data --format folded | flamegraph.pl > fg.svg\n"
 	      "  stackprobe report -i server.data --format json -o server.json\n"
 	      "  stackprobe report -i server.data --tid 4242\n"
+	      "  ssh host cat /tmp/app.data | stackprobe report -i -\n"
 	      "\n"
 	      "Exit status: 0 ok (a file cut short still reports and says so), 1 error\n"
 	      "(missing or corrupt file), 2 usage error.\n", f);
@@ -128,7 +129,14 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "stackprobe report: %s\n", strerror(errno));
 		return CLI_EXIT_ERROR;
 	}
-	err = sprobe_report__load_file(r, input);
+	if (strcmp(input, "-") == 0) {
+		struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_stdio(stdin);
+
+		err = rd ? sprobe_report__load(r, rd) : -errno;
+		sprobe_datafile_reader__free(rd);
+	} else {
+		err = sprobe_report__load_file(r, input);
+	}
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -EPERM) {
 		fprintf(stderr, "stackprobe report: cannot open %s: %s%s\n", input, strerror(-err),
 			err == -ENOENT ? " (record one with 'stackprobe record -o FILE -- CMD')" : "");
@@ -153,6 +161,14 @@ int cmd_report(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 	}
+	/* Text and JSON carry the drops; folded has no room for them, so they
+	 * go to stderr: drops appear with every report. */
+	if (fmt == SPROBE_REPORT_FOLDED &&
+	    (sprobe_report__lost(r) || sprobe_report__threads_dropped(r)))
+		fprintf(stderr, "stackprobe report: note: %llu records lost in the stream (queue full), "
+				"%llu thread-captures dropped; see the text report\n",
+			(unsigned long long)sprobe_report__lost(r),
+			(unsigned long long)sprobe_report__threads_dropped(r));
 	err = sprobe_report__write(r, out, (enum sprobe_report_format)fmt);
 	if (output && fclose(out) != 0 && !err)
 		err = -EIO;
