@@ -225,7 +225,9 @@ int main(int argc, char **argv)
 	struct sprobe_pause_stats st;
 	sprobe_pause__stats(p, &st);
 	const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(p, &nk);
-	struct sprobe_pause_merge_opts mo = { .sz = sizeof(mo), .kernel_lost = st.lost };
+	struct sprobe_pause_merge_opts mo = {
+		.sz = sizeof(mo), .kernel_lost = st.lost + st.no_state + st.missed,
+	};
 	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, n, &mo);
 	sprobe_pause__free(p);
 	free(sw);

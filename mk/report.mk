@@ -4,7 +4,9 @@
 #
 # Extra lane: test-fuzz-datafile, a bounded libFuzzer run of the reader and
 # the reports (ASan + UBSan), seeded from tests/corpus/datafile. New inputs
-# go to build/fuzz/corpus-datafile, never into the source tree.
+# go to build/fuzz/corpus-datafile, never into the source tree. The per-input
+# timeout is generous (60 s; a real input takes milliseconds) because on a
+# loaded shared VM the ASan allocator can stall for seconds returning memory.
 #   make test-fuzz-datafile FUZZ_SECONDS=600   (a longer run by hand)
 
 FUZZ_CC      ?= clang
@@ -24,6 +26,25 @@ $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
 test-fuzz-datafile: $(FUZZ_DATAFILE)
 	$(Q)rm -rf $(BUILD)/fuzz/corpus-datafile && mkdir -p $(BUILD)/fuzz/corpus-datafile
 	$(Q)tools/run-tests.sh $(BUILD)/test-results/fuzz-datafile.res \
-		"$(FUZZ_DATAFILE) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-datafile tests/corpus/datafile"
+		"$(FUZZ_DATAFILE) -max_total_time=$(FUZZ_SECONDS) -timeout=60 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-datafile tests/corpus/datafile"
 
 TEST_LANES += test-fuzz-datafile
+
+# Extra lane: test-tsan-stream, the stream's tests under ThreadSanitizer
+# (the queue's acquire/release pairs and the futex handshake, checked).
+TSAN_STREAM := $(BUILD)/tsan/test_stream
+TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c
+
+$(TSAN_STREAM): $(TSAN_STREAM_SRCS) include/stackprobe/stream.h include/stackprobe/datafile.h \
+		include/stackprobe/capture.h tests/datafile_fixture.h tests/sprobe_test.h
+	$(call msg,TSAN-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
+		-Iinclude -Itests -fsanitize=thread $(TSAN_STREAM_SRCS) -lcmocka -lpthread -o $@
+
+.PHONY: test-tsan-stream
+test-tsan-stream: $(TSAN_STREAM)
+	$(Q)TSAN_OPTIONS=halt_on_error=1:exitcode=66 tools/run-tests.sh \
+		$(BUILD)/test-results/tsan-stream.res $(TSAN_STREAM)
+
+TEST_LANES += test-tsan-stream

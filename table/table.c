@@ -485,15 +485,21 @@ int sprobe_table__remove(struct sprobe_table *t, uint32_t index)
 
 void sprobe_table__close(struct sprobe_table *t)
 {
+	bool owner;
+
 	if (!t)
 		return;
-	if (t->writer && t->base)
+	/* A forked child holds a copy of the writer handle over the parent's
+	 * live mapping: it may release its copy but must neither mark the
+	 * parent's table closed nor unlink its file. */
+	owner = t->writer && t->writer_pid == sprobe_table_os__getpid();
+	if (owner && t->base)
 		/* Release; advisory for readers (sprobe_table__info). */
 		atomic_store_explicit(&hdr(t)->writer_state, WRITER_CLOSED,
 				      memory_order_release);
 	if (t->has_os)
 		sprobe_table_os__close(&t->os, t->base, t->size,
-				       t->writer ? t->path : NULL);
+				       owner ? t->path : NULL);
 	free(t->visited);
 	free(t->w);
 	free(t->path);

@@ -386,7 +386,9 @@ static void test_every_window_seen(void **state)
 	struct sprobe_pause_swindow sw[NTHREADS * NROUNDS];
 	for (int t = 0; t < NTHREADS; t++)
 		memcpy(&sw[t * NROUNDS], w[t].w, sizeof(w[t].w));
-	struct sprobe_pause_merge_opts mo = { .sz = sizeof(mo), .kernel_lost = st.lost };
+	struct sprobe_pause_merge_opts mo = {
+		.sz = sizeof(mo), .kernel_lost = st.lost + st.no_state + st.missed,
+	};
 	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, NTHREADS * NROUNDS, &mo);
 	assert_non_null(m);
 	size_t np, nu, nt;
@@ -641,6 +643,7 @@ static void test_timer_mode_group_signal(void **state)
 	uint32_t done = atomic_load_explicit(&w->done, memory_order_acquire);
 	size_t nk;
 	const struct sprobe_pause_kwindow *kw = collect(p, done, &nk);
+
 	assert_int_equal(nk, done);
 	uint32_t nself = done < NROUNDS ? done : NROUNDS;
 	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, w->w, nself, NULL);
@@ -648,12 +651,26 @@ static void test_timer_mode_group_signal(void **state)
 	size_t np;
 	const struct sprobe_pause_pair *pairs = sprobe_pause_merge__pairs(m, &np);
 	assert_int_equal(np, nself);
+	size_t nogen = 0;
 	for (size_t i = 0; i < np; i++) {
 		const struct sprobe_pause_kwindow *k = &kw[pairs[i].kernel_idx];
+		if (k->flags & SPROBE_PAUSE_KW_NO_GENERATE) {
+			/* Seen on 6.18 about once in 70 runs, after the VM
+			 * stalled the timer for ~20 ms: the timer signal was
+			 * queued with no signal_generate event at all (no
+			 * recursion miss either; see docs/PAUSE.md). The
+			 * window itself is still measured and matched. */
+			nogen++;
+			continue;
+		}
 		assert_true(k->flags & SPROBE_PAUSE_KW_GROUP);
 		assert_int_equal(k->si_code, SI_TIMER);
 		assert_true(k->generate_ns > 0 && k->generate_ns <= k->deliver_ns);
 	}
+	if (nogen)
+		print_message("%zu of %zu window(s) without a traced generation\n", nogen, np);
+	/* The timer's generation starts (nearly) every window. */
+	assert_true(nogen * 2 < np);
 	sprobe_pause_merge__free(m);
 	sprobe_pause__free(p);
 	free(w);
@@ -908,15 +925,16 @@ static void test_merge_unmatched_reasons(void **state)
 		swin(5, 0, 6010, 6090),		/* 5: matched */
 		swin(6, 0, 7000, 7100),		/* 6: other thread, no kernel */
 		swin(5, 0, 9000, 9100),		/* 7: last self window */
+		swin(5, 1950, 0, 0),		/* 8: capturer gave up on it */
 	};
-	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, 7, sw, 8, NULL);
+	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, 7, sw, 9, NULL);
 	size_t np, nu;
 
 	assert_non_null(m);
 	sprobe_pause_merge__pairs(m, &np);
 	sprobe_pause_merge__unmatched(m, &nu);
 	assert_int_equal(np, 2);
-	assert_int_equal(nu, 7 + 8 - 2 * 2 + 0);
+	assert_int_equal(nu, 7 + 9 - 2 * 2);
 	struct { uint32_t side, idx, reason; } want[] = {
 		{ SPROBE_PAUSE_KERNEL, 0, SPROBE_PAUSE_R_NO_SELF },
 		{ SPROBE_PAUSE_KERNEL, 2, SPROBE_PAUSE_R_NO_SELF },
@@ -929,6 +947,7 @@ static void test_merge_unmatched_reasons(void **state)
 		{ SPROBE_PAUSE_SELF, 4, SPROBE_PAUSE_R_NO_KERNEL },
 		{ SPROBE_PAUSE_SELF, 6, SPROBE_PAUSE_R_NO_KERNEL },
 		{ SPROBE_PAUSE_SELF, 7, SPROBE_PAUSE_R_NO_KERNEL },
+		{ SPROBE_PAUSE_SELF, 8, SPROBE_PAUSE_R_SELF_DROPPED },
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		const struct sprobe_pause_unmatched *u = find_unmatched(m, want[i].side, want[i].idx);
@@ -942,7 +961,7 @@ static void test_merge_unmatched_reasons(void **state)
 
 	/* With events lost by the companion, "no kernel window" says so. */
 	struct sprobe_pause_merge_opts o = { .sz = sizeof(o), .kernel_lost = 3 };
-	m = sprobe_pause_merge__new(kw, 7, sw, 8, &o);
+	m = sprobe_pause_merge__new(kw, 7, sw, 9, &o);
 	assert_non_null(m);
 	assert_int_equal(find_unmatched(m, SPROBE_PAUSE_SELF, 4)->reason,
 			 SPROBE_PAUSE_R_KERNEL_LOST);
@@ -974,6 +993,33 @@ static void test_merge_slack(void **state)
 	/* self 110 > kernel 100: the difference is clamped at 0. */
 	assert_int_equal(sprobe_pause_merge__overall(m)->difference.max, 0);
 	sprobe_pause_merge__free(m);
+}
+
+/* From the capture backend's sample to a self window. */
+static void test_swindow_from_sample(void **state)
+{
+	struct sprobe_thread_sample *smp = calloc(1, sizeof(*smp));
+	struct sprobe_pause_swindow w;
+
+	assert_non_null(smp);
+	smp->tid = 77;
+	assert_int_equal(sprobe_pause_swindow__from_sample(&w, smp), -ENOENT);
+	smp->signal_ns = 10;
+	smp->entry_ns = 20;
+	smp->exit_ns = 30;
+	assert_int_equal(sprobe_pause_swindow__from_sample(&w, smp), 0);
+	assert_int_equal(w.tid, 77);
+	assert_int_equal(w.signal_ns, 10);
+	assert_int_equal(w.entry_ns, 20);
+	assert_int_equal(w.exit_ns, 30);
+	/* Dropped after the signal was sent: kept, so the reason shows. */
+	smp->entry_ns = 0;
+	smp->drop_reason = SPROBE_DROP_TIMEOUT;
+	assert_int_equal(sprobe_pause_swindow__from_sample(&w, smp), 0);
+	assert_int_equal(w.entry_ns, 0);
+	assert_int_equal(w.exit_ns, 0);
+	assert_int_equal(sprobe_pause_swindow__from_sample(NULL, smp), -EINVAL);
+	free(smp);
 }
 
 static void test_merge_bad_input(void **state)
@@ -1107,6 +1153,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_merge_unmatched_reasons),
 	cmocka_unit_test(test_merge_slack),
 	cmocka_unit_test(test_merge_bad_input),
+	cmocka_unit_test(test_swindow_from_sample),
 	cmocka_unit_test(test_trace_json_synthetic),
 };
 

@@ -6,10 +6,12 @@
  *
  * Shares are statistical: the demo's compute threads do 3 units of work in
  * parse_json for 1 in compress_reply, so 3/4 of their samples should be
- * under parse_json. The test accepts [0.60, 0.90] with >= 100 samples: at
- * p = 0.75 and n = 100 the binomial standard deviation is 0.043, so the
- * band is over 3.5 sigma wide on each side, and still excludes the 0.5 that
- * a unwinder confusing the two siblings would give.
+ * under parse_json. The test accepts [0.58, 0.92] with >= 60 samples (a
+ * loaded 2-CPU machine completes fewer captures than asked: each waits for
+ * CPU slots): at p = 0.75 and n = 60 the binomial standard deviation is
+ * 0.056, so the band is 3 sigma wide on each side (more with more
+ * samples), and still excludes the 0.5 that an unwinder confusing the two
+ * siblings would give.
  */
 #include <errno.h>
 #include <signal.h>
@@ -89,7 +91,7 @@ static int setup_dir(void **state)
 static void test_record_wall_shares(void **state)
 {
 	char *out;
-	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 3", &out);
+	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 4", &out);
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, "demo: "));
 	free(out);
@@ -105,14 +107,14 @@ static void test_record_wall_shares(void **state)
 		      parse, compress, compute_all, io_read, io_all);
 	/* The chain only comes out through DWARF (demo has no frame pointers). */
 	assert_true(folded_count(out, "compute-", "serve_requests;handle_request;", NULL) > 0);
-	assert_true(parse + compress >= 100);
+	assert_true(parse + compress >= 60);
 	double share = (double)parse / (double)(parse + compress);
-	assert_true(share >= 0.60 && share <= 0.90);
+	assert_true(share >= 0.58 && share <= 0.92);
 	/* Nearly all compute samples are in one of the two (the rest: the
 	 * loop between them). */
 	assert_true(parse + compress >= compute_all * 9 / 10);
 	/* The io thread is always blocked in wait_for_input -> read. */
-	assert_true(io_all >= 50);
+	assert_true(io_all >= 30);
 	assert_true(io_read >= io_all * 95 / 100);
 	free(out);
 }
@@ -266,7 +268,97 @@ static void test_agent_is_transparent(void **state)
 	free(ls);
 }
 
+/* Value of a top-level integer member of the JSON report, -1 if absent. */
+static long json_int(const char *json, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	const char *p = strstr(json, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* record loads the eBPF companion (root with CAP_BPF here: CI must not
+ * skip) and writes a kernel window for nearly every self-reported one. */
+static void test_record_kernel_windows(void **state)
+{
+	char *out;
+	int rc = run(CLI " record --bpf -q -F 99 -o " OUT "/bpf.data -- build/demo 1 2>&1", &out);
+	if (rc == 1 && (strstr(out, "CAP_BPF") || strstr(out, "not supported"))) {
+		print_message("%s", out);
+		free(out);
+		SPROBE_SKIP("the kernel refused the eBPF companion (see above)");
+	}
+	assert_int_equal(rc, 0);
+	free(out);
+	assert_int_equal(run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
+	long samples = json_int(out, "samples"), kw = json_int(out, "kernel_windows");
+	print_message("samples %ld, kernel windows %ld\n", samples, kw);
+	assert_true(samples > 0);
+	/* Every signalled thread's window is seen by the kernel; a few may be
+	 * lost (ring buffer) or belong to captures the probe dropped. */
+	assert_true(kw >= samples * 9 / 10);
+	free(out);
+
+	/* --no-bpf: none. */
+	assert_int_equal(run(CLI " record --no-bpf -q -F 99 -o " OUT "/nobpf.data -- build/demo 0.5", NULL), 0);
+	assert_int_equal(run(CLI " report -i " OUT "/nobpf.data --format json", &out), 0);
+	assert_int_equal(json_int(out, "kernel_windows"), 0);
+	assert_true(json_int(out, "samples") > 0);
+	free(out);
+}
+
+/* `stackprobe pause PID` finds the agent's signal and sees its windows. */
+static void test_pause_command(void **state)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("STACKPROBE_AGENT", "1", 1);
+		setenv("STACKPROBE_FREQ", "99", 1);
+		setenv("LD_PRELOAD", "build/libstackprobe.so", 1);
+		execl("build/demo", "demo", "60", (char *)NULL);
+		_exit(127);
+	}
+	char cmd[256], *out;
+	/* Wait (bounded poll) until the agent runs: its table appears after
+	 * its capture handler is installed. */
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	for (int i = 0; i < 3000 && access(cmd, F_OK) != 0; i++) {
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL); /* poll interval, not synchronisation */
+	}
+	assert_int_equal(access(cmd, F_OK), 0);
+	snprintf(cmd, sizeof(cmd), CLI " pause %d -d 1 2>&1", pid);
+	int rc = run(cmd, &out);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	unlink(cmd);
+	print_message("%.400s\n", out);
+	assert_int_equal(rc, 0);
+	char *p = strstr(out, "capture windows in");
+	assert_non_null(p);
+	/* "pid N: K capture windows in ...": walk back over K. */
+	while (p > out && p[-1] == ' ')
+		p--;
+	while (p > out && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	assert_true(strtol(p, NULL, 10) > 0);
+	free(out);
+	/* Usage and runtime errors. */
+	assert_int_equal(run(CLI " pause 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " pause 1 -d x 2>/dev/null", NULL), 2);
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), CLI " pause %d 2>/dev/null", pid);
+	assert_int_equal(run(cmd, NULL), 1);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
+	cmocka_unit_test_setup(test_pause_command, setup_dir),
 	cmocka_unit_test_setup(test_record_wall_shares, setup_dir),
 	cmocka_unit_test_setup(test_record_passes_exit_code_and_output, setup_dir),
 	cmocka_unit_test_setup(test_dump_live_process, setup_dir),

@@ -226,10 +226,19 @@ static void test_text_shares(void **state)
 	 * max = 30 us. */
 	line_with(out, "Threads", "main", line, sizeof(line));
 	assert_non_null(strstr(line, "     101  main                   40  57.14%    10.0us    30.0us    30.0us"));
+	/* Ordered by samples: 101 (40), 102 (20), 103 (10), 104 (0). */
+	{
+		const char *th = strstr(out, "Threads (by samples)");
+		const char *a = strstr(th, "     101  main"), *b2 = strstr(th, "     102  worker");
+		const char *c = strstr(th, "     103  blocked"), *d = strstr(th, "     104  ?");
+
+		assert_true(a && b2 && c && d && a < b2 && b2 < c && c < d);
+	}
 	line_with(out, "Threads", "blocked", line, sizeof(line));
 	assert_non_null(strstr(line, "zero-pause=10"));
 	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */
-	assert_non_null(strstr(out, "overall: 70 windows"));
+	assert_non_null(strstr(out, "overall: 70 windows, median 9.0 us, p99 30.0 us, max 30.0 us"));
+	assert_non_null(strstr(out, "capture, probe side (all threads of one capture): median 20.0 us"));
 	assert_non_null(strstr(out, "total pause 0.785 ms = 0.0785% of 1.000 s wall time"));
 	assert_non_null(strstr(out, "capture methods: signal 60 (85.7%) zero-pause 10 (14.3%)"));
 	/* Drops. */
@@ -363,6 +372,26 @@ static void test_names_are_escaped(void **state)
 	df_buf_close(&b);
 }
 
+/* A sample with no frames (an unwalkable stack) still counts, under its
+ * thread alone. */
+static void test_sample_without_frames(void **state)
+{
+	struct df_buf b;
+
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = { .tid = 9 } });
+	assert_int_equal(df_buf_take(&b), 0);
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	assert_string_equal(out, "thread-9 1\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	assert_non_null(strstr(out, "samples:  1 in 0 captures"));
+	free(out);
+	df_buf_close(&b);
+}
+
 /* A report of a file without a trailer says so, in every format, and still
  * shows what it holds. */
 static void test_cut_short_is_reported(void **state)
@@ -376,10 +405,13 @@ static void test_cut_short_is_reported(void **state)
 	assert_int_equal(st, SPROBE_DF_CUT_SHORT);
 	assert_non_null(strstr(out, "file:     CUT SHORT: file cut short"));
 	assert_non_null(strstr(out, "samples:  70 in 3 captures"));
+	/* No trailer, but the stream's lost record still carries the drops. */
+	assert_non_null(strstr(out, "records lost in the stream (queue full): 5 (sample 5)"));
 	free(out);
 	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
 	assert_non_null(strstr(out, "\"status\": \"cut_short\""));
 	assert_non_null(strstr(out, "\"trailer\": null"));
+	assert_non_null(strstr(out, "\"sample\": 5,"));
 	free(out);
 	df_buf_close(&b);
 }
@@ -457,6 +489,18 @@ static void test_cli_exit_codes(void **state)
 	assert_string_equal(out, "");
 	unlink(path);
 
+	/* Empty (cut short before the header): nothing to report, 1. */
+	assert_int_equal(df_write_tmp("", 0, path, sizeof(path)), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "file is empty"));
+	assert_non_null(strstr(err, "nothing to report"));
+	unlink(path);
+
+	/* A directory. */
+	assert_int_equal(run_cli("report -i /tmp", out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "Is a directory"));
+
 	/* Not a data file. */
 	assert_int_equal(df_write_tmp("garbage!", 8, path, sizeof(path)), 0);
 	snprintf(args, sizeof(args), "report -i %s", path);
@@ -508,6 +552,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
 	cmocka_unit_test(test_names_are_escaped),
+	cmocka_unit_test(test_sample_without_frames),
 	cmocka_unit_test(test_cut_short_is_reported),
 	cmocka_unit_test(test_cli_exit_codes),
 	cmocka_unit_test(test_cli_output_file),

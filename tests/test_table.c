@@ -472,6 +472,32 @@ static void test_interleaved_update_keeps_list_stable(void **state)
 	sprobe_table__close(w);
 }
 
+/* A forked child that closes its inherited copy of the writer handle must
+ * not unlink the parent's table or mark it closed. */
+static void test_close_in_forked_child_keeps_table(void **state)
+{
+	char path[128];
+	struct sprobe_table *w = new_writer(4, path, sizeof(path));
+	struct sprobe_table_info info;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(insert_simple(w, 9, 1, 2), 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		sprobe_table__close(w);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(sprobe_table__info(w, &info), 0);
+	assert_false(info.writer_closed);
+	sprobe_table__close(w);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 static void test_stale_tables(void **state)
 {
 	char path[128];
@@ -952,6 +978,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_interleaved_reuse_under_reader),
 	cmocka_unit_test(test_interleaved_remove_current),
 	cmocka_unit_test(test_interleaved_update_keeps_list_stable),
+	cmocka_unit_test(test_close_in_forked_child_keeps_table),
 	cmocka_unit_test(test_stale_tables),
 	cmocka_unit_test(test_existing_file_refused),
 	cmocka_unit_test(test_symlink_refused),

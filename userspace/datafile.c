@@ -645,9 +645,10 @@ static long src_read(struct sprobe_datafile_reader *r, void *buf, size_t n)
 			memcpy(buf, r->mem + r->mem_pos, got);
 		r->mem_pos += got;
 	} else {
+		errno = 0;
 		got = fread(buf, 1, n, r->f);
 		if (got < n && ferror(r->f))
-			return -EIO;
+			return errno ? -errno : -EIO;	/* e.g. EISDIR for a directory */
 	}
 	r->pos += got;
 	return (long)got;

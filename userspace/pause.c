@@ -500,6 +500,12 @@ int sprobe_pause__stats(const struct sprobe_pause *p, struct sprobe_pause_stats 
 	out->nested = LD(SPROBE_PAUSE_C_NESTED);
 	out->abandoned = LD(SPROBE_PAUSE_C_ABANDONED);
 #undef LD
+	struct sprobe_pause_prog_stats ps[SPROBE_PAUSE_NPROGS];
+	int n = sprobe_pause__prog_stats(p, ps, SPROBE_PAUSE_NPROGS);
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++)
+		out->missed += ps[i].missed;
 #endif
 	out->received = p->received;
 	return 0;
@@ -530,6 +536,7 @@ int sprobe_pause__prog_stats(const struct sprobe_pause *p,
 		out[i].name = tracepoints[i];
 		out[i].run_cnt = info.run_cnt;
 		out[i].run_time_ns = info.run_time_ns;
+		out[i].missed = info.recursion_misses;
 	}
 	return (int)i;
 #endif

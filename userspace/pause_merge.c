@@ -38,7 +38,24 @@ static const char *const reason_names[SPROBE_PAUSE_R__COUNT] = {
 	[SPROBE_PAUSE_R_OUTSIDE_KERNEL] = "outside-kernel-trace",
 	[SPROBE_PAUSE_R_NOT_CONTAINED] = "not-contained",
 	[SPROBE_PAUSE_R_BAD] = "bad-timestamps",
+	[SPROBE_PAUSE_R_SELF_DROPPED] = "dropped-by-capturer",
 };
+
+int sprobe_pause_swindow__from_sample(struct sprobe_pause_swindow *out,
+				      const struct sprobe_thread_sample *s)
+{
+	if (!out || !s)
+		return -EINVAL;
+	if (!s->entry_ns && !s->signal_ns)
+		return -ENOENT;
+	*out = (struct sprobe_pause_swindow){
+		.tid = s->tid,
+		.signal_ns = s->signal_ns,
+		.entry_ns = s->entry_ns,
+		.exit_ns = s->entry_ns ? s->exit_ns : 0,
+	};
+	return 0;
+}
 
 const char *sprobe_pause_reason__str(enum sprobe_pause_reason r)
 {
@@ -299,7 +316,9 @@ struct sprobe_pause_merge *sprobe_pause_merge__new(const struct sprobe_pause_kwi
 			}
 			if (s && !s_valid(s)) {
 				add_unmatched(m, t, SPROBE_PAUSE_SELF, sidx[j++], tid,
-					      SPROBE_PAUSE_R_BAD);
+					      !s->entry_ns && s->signal_ns
+						      ? SPROBE_PAUSE_R_SELF_DROPPED
+						      : SPROBE_PAUSE_R_BAD);
 				continue;
 			}
 			if (k && s && k->deliver_ns <= s->entry_ns + slack &&

@@ -753,7 +753,7 @@ static int aggregate(struct sprobe_report *r)
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
-		const uint64_t *pcs = r->pcs.v + s->pc_off;
+		const uint64_t *pcs = s->nframes ? r->pcs.v + s->pc_off : NULL;
 		long fid, sid;
 
 		if (!selected(r, t->tid))
@@ -859,6 +859,11 @@ static uint64_t lost_total(const struct sprobe_report *r)
 	return n;
 }
 
+uint64_t sprobe_report__records(const struct sprobe_report *r)
+{
+	return r ? r->records : 0;
+}
+
 uint64_t sprobe_report__lost(const struct sprobe_report *r)
 {
 	return r ? lost_total(r) : 0;
@@ -950,6 +955,21 @@ static double us(uint64_t ns)
 	return (double)ns / 1000.0;
 }
 
+/* A duration for prose lines: "850 ns", "12.3 us", "4.56 ms", "1.234 s".
+ * buf must hold 32 bytes; returns buf. */
+static const char *dur(char *buf, uint64_t ns)
+{
+	if (ns < 1000)
+		snprintf(buf, 32, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, 32, "%.1f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, 32, "%.2f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
+	return buf;
+}
+
 static void print_cmdline(FILE *o, const struct sprobe_report *r)
 {
 	for (uint32_t i = 0; i < r->header.cmdline_len; i++) {
@@ -1021,6 +1041,18 @@ static void text_drops(FILE *o, const struct sprobe_report *r)
 	}
 }
 
+/* Threads by samples, most first; ties by tid. */
+static int cmp_thread(const void *a, const void *b, void *arg)
+{
+	const struct sprobe_report *r = arg;
+	const struct thread *x = &r->threads.v[*(const uint32_t *)a];
+	const struct thread *y = &r->threads.v[*(const uint32_t *)b];
+
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
 static int write_text(struct sprobe_report *r, FILE *o)
 {
 	uint64_t wall = wall_ns(r);
@@ -1073,11 +1105,19 @@ static int write_text(struct sprobe_report *r, FILE *o)
 		free(ids);
 	}
 
-	fprintf(o, "\nThreads\n");
+	fprintf(o, "\nThreads (by samples)\n");
 	fprintf(o, "  %8s  %-16s %8s %7s %9s %9s %9s %7s %10s %s\n", "tid", "name", "samples",
 		"share", "win-p50", "win-p99", "win-max", "pause%", "stack-max", "methods");
-	for (size_t i = 0; i < r->threads.n; i++) {
-		const struct thread *t = &r->threads.v[i];
+	uint32_t *order = malloc((r->threads.n ? r->threads.n : 1) * sizeof(uint32_t));
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->threads.n; i++)
+		order[i] = (uint32_t)i;
+	if (r->threads.n > 1)
+		qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
+	for (size_t oi = 0; oi < r->threads.n; oi++) {
+		const struct thread *t = &r->threads.v[order[oi]];
 
 		if (!selected(r, t->tid))
 			continue;
@@ -1101,20 +1141,24 @@ static int write_text(struct sprobe_report *r, FILE *o)
 			fprintf(o, " truncated=%" PRIu64, t->truncated);
 		fputc('\n', o);
 	}
+	free(order);
 
 	fprintf(o, "\nPause (capture window: handler entry -> exit, per sampled thread)\n");
 	if (r->all_win.n) {
 		uint64_t total = sum(&r->all_win);
 
-		fprintf(o, "  overall: %zu windows, median %.1f us, p99 %.1f us, max %.1f us\n",
-			r->all_win.n, us(pct(&r->all_win, 50)), us(pct(&r->all_win, 99)),
-			us(pct(&r->all_win, 100)));
-		fprintf(o, "  total pause %.3f ms = %.4f%% of %.3f s wall time", (double)total / 1e6,
+		char b1[32], b2[32], b3[32];
+
+		fprintf(o, "  overall: %zu windows, median %s, p99 %s, max %s\n", r->all_win.n,
+			dur(b1, pct(&r->all_win, 50)), dur(b2, pct(&r->all_win, 99)),
+			dur(b3, pct(&r->all_win, 100)));
+		fprintf(o, "  total pause %.3f ms = %.4f%% of %.3f s wall time\n", (double)total / 1e6,
 			pcnt(total, wall), (double)wall / 1e9);
 		if (r->captures && !r->filter_tid)
-			fprintf(o, "; capture (probe side) median %.1f us, max %.1f us",
-				us(pct(&r->capture_ns, 50)), us(pct(&r->capture_ns, 100)));
-		fputc('\n', o);
+			fprintf(o, "  capture, probe side (all threads of one capture): median %s, "
+				   "p99 %s, max %s\n",
+				dur(b1, pct(&r->capture_ns, 50)), dur(b2, pct(&r->capture_ns, 99)),
+				dur(b3, pct(&r->capture_ns, 100)));
 	} else {
 		fprintf(o, "  (no windows recorded)\n");
 	}
@@ -1174,9 +1218,10 @@ static int write_folded(struct sprobe_report *r, FILE *o)
 		size_t n = r->stackmap.keys.v[st->key].len / sizeof(uint32_t) - 1;
 		char label[64];
 
-		/* The thread is the root frame: "name-tid". */
+		/* The thread is the root frame: "name-tid" ("thread-tid" when
+		 * the file has no name for it). */
 		snprintf(label, sizeof(label), "-%u", t->tid);
-		folded_frame(o, thread_label(t));
+		folded_frame(o, t->name && *t->name ? t->name : "thread");
 		fputs(label, o);
 		for (size_t k = 0; k < n; k++) {
 			uint32_t fid;

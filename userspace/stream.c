@@ -394,12 +394,24 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 	s->wake_bytes = cap / 8;
 	s->flush_interval_ns = flush_ns;
 	s->sink = *sink;
-	/* The writer inherits a full signal mask: the program's process-wide
-	 * signals must not land on a thread the program does not know. */
-	sigset_t all, old;
+	/* The writer inherits a mask with the standard asynchronous signals
+	 * blocked: the program's process-directed signals (SIGINT, SIGTERM,
+	 * SIGCHLD, SIGALRM, SIGUSR1, ...) must not land on a thread the
+	 * program does not know. Synchronous signals (a fault in this thread)
+	 * and real-time signals stay as the caller has them, so a capture
+	 * backend that samples with a real-time signal can still sample the
+	 * writer instead of reporting it as blocked. */
+	static const int async_sigs[] = {
+		SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+		SIGCHLD, SIGCONT, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGXCPU, SIGXFSZ,
+		SIGVTALRM, SIGPROF, SIGWINCH, SIGIO, SIGPWR,
+	};
+	sigset_t block, old;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof(async_sigs) / sizeof(async_sigs[0]); i++)
+		sigaddset(&block, async_sigs[i]);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
 	err = pthread_create(&s->thread, NULL, writer_main, s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {

@@ -33,6 +33,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <stackprobe/capture.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -71,6 +73,17 @@ struct sprobe_pause_swindow {
 	uint64_t exit_ns;
 };
 
+/*
+ * Fill *out from one captured thread's sample (its signal_ns, entry_ns,
+ * exit_ns). A sample the capturer dropped after sending the signal becomes
+ * a window with entry_ns = exit_ns = 0, which the matcher reports as
+ * SPROBE_PAUSE_R_SELF_DROPPED. Returns 0, -EINVAL (NULL), or -ENOENT when
+ * the sample has no window at all (never signalled: no timestamps, e.g. a
+ * thread read without a signal). Pure; thread-safe; async-signal-safe.
+ */
+int sprobe_pause_swindow__from_sample(struct sprobe_pause_swindow *out,
+				      const struct sprobe_thread_sample *s);
+
 /* ------------------------------------------------------------------ */
 /* Loader                                                              */
 
@@ -106,6 +119,12 @@ struct sprobe_pause_stats {
 	uint64_t nested;	 /* other handlers run inside a window */
 	uint64_t abandoned;	 /* windows without rt_sigreturn */
 	uint64_t received;	 /* windows read by the loader */
+	/* Program runs the kernel skipped because a program was already
+	 * running on that CPU (bpf_prog_info.recursion_misses, summed; e.g. a
+	 * timer interrupt generating our signal while signal_generate ran for
+	 * another process). A missed generate/deliver/sigreturn can leave a
+	 * window without a start or an end. */
+	uint64_t missed;
 };
 
 /* Per-program cost, from the kernel's BPF run-time statistics (only counted
@@ -114,6 +133,7 @@ struct sprobe_pause_prog_stats {
 	const char *name;	/* static string, e.g. "sys_enter" */
 	uint64_t run_cnt;	/* invocations, matching or not */
 	uint64_t run_time_ns;	/* total time spent in the program */
+	uint64_t missed;	/* runs skipped: recursion on that CPU */
 };
 #define SPROBE_PAUSE_NPROGS 5
 
@@ -165,7 +185,8 @@ const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pau
 /* Forget the collected windows (counters are kept). */
 void sprobe_pause__clear(struct sprobe_pause *p);
 
-/* Copy the counters into *out. Returns 0 or -EINVAL. Thread-safe. */
+/* Copy the counters into *out (missed is read from the kernel's program
+ * info). Returns 0, -EINVAL, or -errno from the kernel. Thread-safe. */
 int sprobe_pause__stats(const struct sprobe_pause *p, struct sprobe_pause_stats *out);
 
 /* Fill out[0..SPROBE_PAUSE_NPROGS) with each program's run count and run
@@ -200,6 +221,10 @@ enum sprobe_pause_reason {
 	SPROBE_PAUSE_R_NOT_CONTAINED,  /* a kernel window overlaps it but does
 					* not contain it: clocks disagree */
 	SPROBE_PAUSE_R_BAD,	       /* entry > exit or zero timestamps */
+	SPROBE_PAUSE_R_SELF_DROPPED,   /* the probe sent the signal but the
+					* handler reported no window (capture
+					* timed out, thread exited): entry 0,
+					* signal_ns set */
 	SPROBE_PAUSE_R__COUNT
 };
 
@@ -256,7 +281,7 @@ struct sprobe_pause_merge_opts {
 	uint64_t slack_ns;
 	/* Wall time of the recording, for pause_share; 0: not computed. */
 	uint64_t wall_ns;
-	/* The companion's lost + no_state counters: non-zero turns
+	/* The companion's lost + no_state + missed counters: non-zero turns
 	 * NO_KERNEL into KERNEL_LOST. */
 	uint64_t kernel_lost;
 };

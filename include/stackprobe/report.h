@@ -70,6 +70,9 @@ int sprobe_report__load_file(struct sprobe_report *r, const char *path);
 int sprobe_report__status(const struct sprobe_report *r);
 const char *sprobe_report__message(const struct sprobe_report *r);
 
+/* Records loaded (0: the file held nothing, not even a header). */
+uint64_t sprobe_report__records(const struct sprobe_report *r);
+
 /* Samples loaded that pass the tid filter. */
 uint64_t sprobe_report__samples(const struct sprobe_report *r);
 

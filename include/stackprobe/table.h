@@ -194,6 +194,9 @@ int sprobe_table__remove(struct sprobe_table *t, uint32_t index);
  * Close a table. For the writer: mark it closed in the header, unlink the
  * file (only if the path still names the file this table created), unmap.
  * For a reader: unmap. Frees t. Accepts NULL.
+ * After fork(), the child's copy of a writer handle is not the writer: the
+ * child must not insert, update or remove (it would corrupt the parent's
+ * table); closing it there only unmaps and frees (no unlink, no mark).
  * Writer thread only for a writer; not async-signal-safe.
  */
 void sprobe_table__close(struct sprobe_table *t);
@@ -251,8 +254,10 @@ int sprobe_table__iter_begin(struct sprobe_table *t);
 /*
  * Copy the next node into *out.
  * Returns 1 when a node was copied, 0 at the end, -ELOOP when a stable list
- * has a cycle, -EBADMSG when a stable list holds an index out of range; the
- * iteration is over after 0 or an error. Never returns a torn node.
+ * has a cycle, -EBADMSG when a stable list holds an index out of range,
+ * -EINVAL without iter_begin; the iteration is over after 0 or an error
+ * (the nodes returned before an error are good). Never returns a torn
+ * node. No allocation, locks or system calls.
  */
 int sprobe_table__iter_next(struct sprobe_table *t,
 			    struct sprobe_table_node *out);

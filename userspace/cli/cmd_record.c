@@ -10,6 +10,12 @@
  * Live status: the agent shares its counters through a memfd created here
  * and inherited by the child (STACKPROBE_STATUS_FD); the agent maps it and
  * closes the descriptor in its constructor, before main() runs.
+ *
+ * Kernel timestamps (the eBPF companion): the child is forked first and
+ * waits on a pipe; the companion is loaded for its pid and the capture
+ * signal chosen here (passed as STACKPROBE_SIGNAL), then the child execs.
+ * So no window of the command escapes it. Its windows are written into the
+ * data file, before the trailer, when the command has ended.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stackprobe/datafile.h>
+#include <stackprobe/pause.h>
 #include <stackprobe/report.h>
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
@@ -38,7 +46,8 @@
 static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
-	      "                         [--no-report] -- COMMAND [ARGS...]\n"
+	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
+	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread is sampled\n"
 	      "from inside the process, each capture's pause is measured, and the\n"
@@ -50,6 +59,11 @@ static void usage(FILE *f)
 	      "                       cpu: each thread weighted by its own CPU time\n"
 	      "  -o, --output FILE    data file (default " DEFAULT_OUTPUT ")\n"
 	      "  -q, --quiet          no status line, no report\n"
+	      "      --bpf            insist on kernel timestamps of every capture window\n"
+	      "                       (eBPF companion): fail if they cannot be had\n"
+	      "      --no-bpf         do not load the eBPF companion (default: load it\n"
+	      "                       when privileges allow, else say why and go on)\n"
+	      "      --signal N       real-time signal for captures (default SIGRTMAX-2)\n"
 	      "      --no-report      no report at the end\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
@@ -139,6 +153,87 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 		(double)med / 1e3);
 }
 
+/*
+ * Rewrite the data file at PATH with the kernel windows inserted before its
+ * trailer (or appended, for a file cut short, which stays cut short). The
+ * new file replaces the old one with rename(2), so a failure loses nothing.
+ */
+static int add_kernel_windows(const char *path, const struct sprobe_pause_kwindow *kw, size_t nk)
+{
+	char tmp[PATH_MAX];
+	int err = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	if (!rd)
+		return -errno;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		err = -errno;
+		sprobe_datafile_reader__free(rd);
+		return err;
+	}
+	struct sprobe_datafile_writer_opts wo = { .sz = sizeof(wo) };
+	struct sprobe_datafile_writer *w = sprobe_datafile_writer__new(fd, &wo);
+	if (!w) {
+		err = -errno;
+		goto out;
+	}
+	struct sprobe_df_record rec;
+	bool added = false;
+	int r;
+	while ((r = sprobe_datafile_reader__next(rd, &rec)) > 0) {
+		if (rec.type == SPROBE_DF_TRAILER && !added) {
+			for (size_t i = 0; i < nk && !err; i++) {
+				struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
+				k.kwindow.tid = (uint32_t)kw[i].tid;
+				k.kwindow.generate_ns = kw[i].generate_ns;
+				k.kwindow.deliver_ns = kw[i].deliver_ns;
+				k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
+				k.kwindow.offcpu_ns = kw[i].offcpu_ns;
+				err = sprobe_datafile_writer__write(w, &k);
+			}
+			added = true;
+		}
+		if (!err && rec.type == SPROBE_DF_TRAILER) {
+			/* __finish() writes the trailer (and counts records). */
+			err = sprobe_datafile_writer__finish(w, &rec.trailer);
+			break;
+		}
+		if (!err)
+			err = sprobe_datafile_writer__write(w, &rec);
+		if (err)
+			break;
+	}
+	if (r < 0 && !err && sprobe_datafile_reader__status(rd) != SPROBE_DF_CUT_SHORT)
+		err = r;
+	if (!err && !added) {
+		/* Cut short: keep it so, with the windows at the end. */
+		for (size_t i = 0; i < nk && !err; i++) {
+			struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
+			k.kwindow.tid = (uint32_t)kw[i].tid;
+			k.kwindow.generate_ns = kw[i].generate_ns;
+			k.kwindow.deliver_ns = kw[i].deliver_ns;
+			k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
+			k.kwindow.offcpu_ns = kw[i].offcpu_ns;
+			err = sprobe_datafile_writer__write(w, &k);
+		}
+		if (!err)
+			err = sprobe_datafile_writer__flush(w);
+	}
+out:
+	sprobe_datafile_writer__free(w);
+	if (close(fd) < 0 && !err)
+		err = -errno;
+	sprobe_datafile_reader__free(rd);
+	if (!err && rename(tmp, path) < 0)
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -147,12 +242,17 @@ int cmd_record(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "no-report", no_argument, NULL, 'R' },
+		{ "bpf", no_argument, NULL, 'B' },
+		{ "no-bpf", no_argument, NULL, 'N' },
+		{ "signal", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *output = DEFAULT_OUTPUT, *mode = "wall";
 	double freq = 99;
 	bool quiet = false, report = true;
+	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
+	int signo = SIGRTMAX - 2;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "+F:m:o:qh", opts, NULL)) != -1) {
@@ -180,6 +280,23 @@ int cmd_record(int argc, char **argv)
 		case 'R':
 			report = false;
 			break;
+		case 'B':
+			bpf = 2;
+			break;
+		case 'N':
+			bpf = 0;
+			break;
+		case 'S': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (!*optarg || *end || v < SIGRTMIN || v > SIGRTMAX) {
+				fprintf(stderr, "stackprobe record: --signal %s: expected a real-time signal "
+						"number in %d..%d\n", optarg, SIGRTMIN, SIGRTMAX);
+				return CLI_EXIT_USAGE;
+			}
+			signo = (int)v;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return CLI_EXIT_OK;
@@ -220,7 +337,7 @@ int cmd_record(int argc, char **argv)
 	const char *old_preload = getenv("LD_PRELOAD");
 	size_t plen = strlen(agent) + (old_preload ? strlen(old_preload) + 2 : 1);
 	char *preload = malloc(plen);
-	char fbuf[32], fdbuf[16];
+	char fbuf[32], fdbuf[16], sigbuf[16];
 	if (!preload) {
 		fprintf(stderr, "stackprobe record: out of memory\n");
 		return CLI_EXIT_ERROR;
@@ -229,6 +346,12 @@ int cmd_record(int argc, char **argv)
 		 old_preload ? old_preload : "");
 	snprintf(fbuf, sizeof(fbuf), "%g", freq);
 	snprintf(fdbuf, sizeof(fdbuf), "%d", sfd);
+	snprintf(sigbuf, sizeof(sigbuf), "%d", signo);
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) < 0) {
+		fprintf(stderr, "stackprobe record: pipe: %s\n", strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
 
 	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term, old_quit;
 	sigemptyset(&sa.sa_mask);
@@ -250,9 +373,15 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_OUTPUT", abs_out ? abs_out : output, 1);
 		setenv("STACKPROBE_FREQ", fbuf, 1);
 		setenv("STACKPROBE_MODE", mode, 1);
+		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
 		if (st)
 			setenv("STACKPROBE_STATUS_FD", fdbuf, 1);
+		/* Wait until the parent has attached what it attaches. */
+		char go;
+		close(gate[1]);
+		if (read(gate[0], &go, 1) != 1)
+			_exit(CLI_EXIT_ERROR);
 		execvp(argv[optind], argv + optind);
 		fprintf(stderr, "stackprobe record: cannot run %s: %s\n", argv[optind], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
@@ -260,11 +389,47 @@ int cmd_record(int argc, char **argv)
 	free(preload);
 	if (sfd >= 0)
 		close(sfd);
+	close(gate[0]);
+
+	struct sprobe_pause *kp = NULL;
+	if (bpf) {
+		struct sprobe_pause_opts po = {
+			.sz = sizeof(po),
+			.tgid = pid,
+			.signo = signo,
+			.mode = strcmp(mode, "cpu") == 0 ? SPROBE_PAUSE_MODE_TIMER : SPROBE_PAUSE_MODE_PROBE,
+			.quiet = true,
+		};
+		kp = sprobe_pause__new(&po);
+		if (!kp) {
+			char why[512];
+			int e = errno;
+			sprobe_pause__strerror(-e, why, sizeof(why));
+			if (bpf == 2) {
+				fprintf(stderr, "stackprobe record: --bpf: %s\n", why);
+				kill(pid, SIGKILL);
+				waitpid(pid, NULL, 0);
+				return CLI_EXIT_ERROR;
+			}
+			if (!quiet)
+				fprintf(stderr, "stackprobe record: recording without kernel timestamps: %s\n",
+					why);
+		}
+	}
+	/* Let the child exec the command. */
+	if (write(gate[1], "g", 1) != 1) {
+		fprintf(stderr, "stackprobe record: cannot start the command: %s\n", strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		sprobe_pause__free(kp);
+		return CLI_EXIT_ERROR;
+	}
+	close(gate[1]);
 
 	bool tty = !quiet && st && isatty(STDERR_FILENO);
 	int wst = 0;
 	for (;;) {
-		pid_t w = waitpid(pid, &wst, tty ? WNOHANG : 0);
+		pid_t w = waitpid(pid, &wst, tty || kp ? WNOHANG : 0);
 		if (w == pid)
 			break;
 		if (w < 0 && errno != EINTR) {
@@ -275,10 +440,17 @@ int cmd_record(int argc, char **argv)
 			kill(pid, forward_sig);
 			forward_sig = 0;
 		}
-		if (tty) {
+		if (tty)
 			status_line(st, mono_ns() - t0);
+		if (kp)
+			sprobe_pause__poll(kp, tty ? 250 : 50);
+		else if (tty)
 			poll(NULL, 0, 250);
-		}
+	}
+	if (kp) {
+		/* The command is gone: collect what the ring buffer still holds. */
+		while (sprobe_pause__poll(kp, 0) > 0)
+			;
 	}
 	if (tty)
 		fputs("\r\033[K", stderr);
@@ -303,6 +475,20 @@ int cmd_record(int argc, char **argv)
 				argv[optind], WTERMSIG(wst), strsignal(WTERMSIG(wst)));
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s)\n", output,
 			(double)(mono_ns() - t0) / 1e9);
+	}
+	if (kp) {
+		size_t nk = 0;
+		const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(kp, &nk);
+		struct sprobe_pause_stats ps;
+		sprobe_pause__stats(kp, &ps);
+		int merr = add_kernel_windows(output, kw, nk);
+		if (merr < 0)
+			fprintf(stderr, "stackprobe record: could not add %zu kernel windows to %s: %s\n",
+				nk, output, strerror(-merr));
+		else if (!quiet)
+			fprintf(stderr, "stackprobe record: %zu kernel windows (%llu lost) added to %s\n", nk,
+				(unsigned long long)(ps.lost + ps.no_state + ps.missed), output);
+		sprobe_pause__free(kp);
 	}
 	if (report) {
 		struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };

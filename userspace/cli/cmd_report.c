@@ -50,8 +50,8 @@ static void usage(FILE *f)
 	      "  stackprobe report -i server.data --tid 4242\n"
 	      "  ssh host cat /tmp/app.data | stackprobe report -i -\n"
 	      "\n"
-	      "Exit status: 0 ok (a file cut short still reports and says so), 1 error\n"
-	      "(missing or corrupt file), 2 usage error.\n", f);
+	      "Exit status: 0 ok (a file cut short still reports what it holds and says\n"
+	      "so), 1 error (missing, empty, unreadable or corrupt file), 2 usage error.\n", f);
 }
 
 /* Strict: decimal digits only, no sign, no trailing junk, 1..max. */
@@ -159,6 +159,14 @@ int cmd_report(int argc, char **argv)
 	if (err) {
 		fprintf(stderr, "stackprobe report: %s: %s\n", input,
 			*sprobe_report__message(r) ? sprobe_report__message(r) : strerror(-err));
+		sprobe_report__free(r);
+		return CLI_EXIT_ERROR;
+	}
+	if (sprobe_report__records(r) == 0) {
+		/* Cut short before even the header: nothing to report, and an
+		 * empty report with exit 0 would look like success. */
+		fprintf(stderr, "stackprobe report: %s: %s: nothing to report\n", input,
+			sprobe_report__message(r));
 		sprobe_report__free(r);
 		return CLI_EXIT_ERROR;
 	}
