@@ -17,6 +17,8 @@
 
 #include <stackprobe/report.h>
 
+#include "report_outputs.h"
+
 /* ---- small containers -------------------------------------------------- */
 
 #define VEC(T) struct { T *v; size_t n, cap; }
@@ -244,6 +246,7 @@ struct symbol {
 struct sample {
 	uint64_t time_ns;
 	uint64_t pc_off;	/* into pcs */
+	uint64_t window_ns;	/* entry -> exit, 0 if not recorded */
 	uint32_t thread;	/* index into threads */
 	uint16_t nframes;
 	uint8_t method;
@@ -539,9 +542,11 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		t->methods[smp.method]++;
 		if (s->stack_used > t->stack_max)
 			t->stack_max = s->stack_used;
-		if (s->entry_ns && s->exit_ns >= s->entry_ns &&
-		    VEC_PUSH(t->win, s->exit_ns - s->entry_ns))
-			return -ENOMEM;
+		if (s->entry_ns && s->exit_ns >= s->entry_ns) {
+			r->samples.v[r->samples.n - 1].window_ns = s->exit_ns - s->entry_ns;
+			if (VEC_PUSH(t->win, s->exit_ns - s->entry_ns))
+				return -ENOMEM;
+		}
 		if (s->signal_ns && s->exit_ns >= s->signal_ns &&
 		    VEC_PUSH(t->lat, s->exit_ns - s->signal_ns))
 			return -ENOMEM;
@@ -1495,6 +1500,15 @@ int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_
 	case SPROBE_REPORT_JSON:
 		err = write_json(r, out);
 		break;
+	case SPROBE_REPORT_PPROF:
+		err = sprobe_report__write_pprof(r, out);
+		break;
+	case SPROBE_REPORT_SPEEDSCOPE:
+		err = sprobe_report__write_speedscope(r, out);
+		break;
+	case SPROBE_REPORT_SVG:
+		err = sprobe_report__write_svg(r, out);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -1515,5 +1529,108 @@ int sprobe_report_format__parse(const char *name)
 		return SPROBE_REPORT_FOLDED;
 	if (!strcmp(name, "json"))
 		return SPROBE_REPORT_JSON;
+	if (!strcmp(name, "pprof"))
+		return SPROBE_REPORT_PPROF;
+	if (!strcmp(name, "speedscope"))
+		return SPROBE_REPORT_SPEEDSCOPE;
+	if (!strcmp(name, "svg"))
+		return SPROBE_REPORT_SVG;
 	return -EINVAL;
+}
+
+/* ---- access for the other writers (report_pprof.c, ...) ----------------- */
+
+int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info *info)
+{
+	struct sprobe_report_info i = { .sz = sizeof(i) };
+	size_t n;
+
+	if (!r || !info || info->sz < sizeof(size_t))
+		return -EINVAL;
+	i.has_header = r->has_header;
+	if (r->has_header) {
+		i.pid = r->header.pid;
+		i.mode = r->header.mode;
+		i.freq_hz = r->header.freq_hz;
+		i.start_realtime_ns = r->header.start_realtime_ns;
+		i.cmdline = r->header.cmdline;
+		i.cmdline_len = r->header.cmdline_len;
+	}
+	i.wall_ns = wall_ns(r);
+	i.samples = sprobe_report__samples(r);
+	i.lost = lost_total(r);
+	i.threads_dropped = r->cap_dropped;
+	i.status = r->status;
+	i.message = r->message ? r->message : "";
+	i.source = r->source;
+	/* Copy only what the caller's struct has room for (older callers). */
+	n = info->sz < sizeof(i) ? info->sz : sizeof(i);
+	memcpy((char *)info + sizeof(size_t), (char *)&i + sizeof(size_t), n - sizeof(size_t));
+	return 0;
+}
+
+int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_fn fn, void *ctx)
+{
+	if (!r || !fn)
+		return -EINVAL;
+	for (size_t si = 0; si < r->samples.n; si++) {
+		const struct sample *s = &r->samples.v[si];
+		const struct thread *t = &r->threads.v[s->thread];
+		struct sprobe_report_sample out = {
+			.tid = t->tid, .thread_name = thread_label(t), .time_ns = s->time_ns,
+			.window_ns = s->window_ns, .method = s->method, .truncated = s->truncated,
+			.pcs = r->pcs.v + s->pc_off, .nframes = s->nframes,
+		};
+		int rc;
+
+		if (!selected(r, t->tid))
+			continue;
+		rc = fn(&out, ctx);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_report_frame *f)
+{
+	long fid;
+	uint32_t si;
+
+	if (!r || !f)
+		return -EINVAL;
+	fid = func_of(r, pc);
+	if (fid < 0)
+		return (int)fid;
+	memset(f, 0, sizeof(*f));
+	f->name = func_name(r, (uint32_t)fid);
+	f->symbolized = u64map_get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len;
+	if (f->symbolized) {
+		f->module_index = r->syms.v[si].module;
+	} else {
+		const struct module *m = module_of(r, pc);
+
+		f->module_index = m ? m->index : SPROBE_DF_NO_MODULE;
+	}
+	f->module = module_name(r, f->module_index);
+	return 0;
+}
+
+size_t sprobe_report__module_count(const struct sprobe_report *r)
+{
+	return r ? r->modules.n : 0;
+}
+
+int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe_report_module *m)
+{
+	const struct module *mod;
+
+	if (!r || !m || i >= r->modules.n)
+		return -EINVAL;
+	mod = &r->modules.v[i];
+	*m = (struct sprobe_report_module){
+		.index = mod->index, .path = mod->path, .build_id = mod->build_id,
+		.load_bias = mod->load_bias, .ranges = mod->ranges, .nranges = mod->nranges,
+	};
+	return 0;
 }

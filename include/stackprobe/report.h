@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * stackprobe report: turn a data file into a text summary, Brendan Gregg's
- * folded stacks, or JSON (documented in docs/FORMAT.md, "Report JSON").
+ * folded stacks, JSON (documented in docs/FORMAT.md, "Report JSON"), a
+ * gzipped pprof profile, a speedscope file or an interactive SVG flame
+ * graph (docs/OUTPUTS.md).
  *
  * Symbol names come from the file's symbol records only (the agent writes
  * them at flush), so a report needs no access to the profiled binaries. A pc
@@ -18,6 +20,7 @@
 #ifndef STACKPROBE_REPORT_H
 #define STACKPROBE_REPORT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,6 +34,9 @@ enum sprobe_report_format {
 	SPROBE_REPORT_TEXT = 0,
 	SPROBE_REPORT_FOLDED,
 	SPROBE_REPORT_JSON,
+	SPROBE_REPORT_PPROF,		/* gzip-compressed profile.proto */
+	SPROBE_REPORT_SPEEDSCOPE,	/* speedscope JSON, one profile per thread */
+	SPROBE_REPORT_SVG,		/* self-contained interactive flame graph */
 };
 
 struct sprobe_report_opts {
@@ -81,8 +87,92 @@ uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r);
  * writing failed. May be called several times (with different formats). */
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);
 
-/* "text", "folded", "json" -> enum value; -EINVAL otherwise. */
+/* "text", "folded", "json", "pprof", "speedscope", "svg" -> enum value;
+ * -EINVAL otherwise. */
 int sprobe_report_format__parse(const char *name);
+
+/*
+ * ---- Access to the loaded data, for writers of other formats ----------
+ *
+ * What the pprof, speedscope and SVG writers (and any embedding program)
+ * read. Everything honours the tid filter. Strings and arrays handed out are
+ * owned by the report and stay valid until sprobe_report__free(), except
+ * where a callback says otherwise. Not thread-safe (one thread per report).
+ */
+
+/* Recording-wide facts. Fill info->sz first. */
+struct sprobe_report_info {
+	size_t sz;			/* sizeof(struct sprobe_report_info) */
+	bool has_header;		/* false: the fields below from it are 0 */
+	uint32_t pid;
+	uint32_t mode;			/* enum sprobe_df_mode */
+	uint32_t freq_hz;		/* sampling frequency; 0 if unknown */
+	uint64_t start_realtime_ns;	/* CLOCK_REALTIME at start */
+	uint64_t wall_ns;		/* start -> end of the recording */
+	uint64_t samples;		/* samples passing the filter */
+	uint64_t lost;			/* == sprobe_report__lost() */
+	uint64_t threads_dropped;	/* == sprobe_report__threads_dropped() */
+	int status;			/* == sprobe_report__status() */
+	const char *message;		/* == sprobe_report__message() */
+	const char *source;		/* opts->source or NULL */
+	const char *cmdline;		/* arguments joined by NUL bytes */
+	uint32_t cmdline_len;
+};
+
+/* Fill *info (up to info->sz bytes). Returns 0 or -EINVAL. */
+int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info *info);
+
+/* One loaded sample, as handed to a sprobe_report__foreach_sample callback.
+ * Pointers are valid during the callback only. */
+struct sprobe_report_sample {
+	uint32_t tid;
+	const char *thread_name;	/* last name seen, or "?" */
+	uint64_t time_ns;		/* CLOCK_MONOTONIC */
+	uint64_t window_ns;		/* capture window entry -> exit; 0 if none */
+	uint32_t method;		/* enum sprobe_method */
+	bool truncated;			/* stack longer than the copy cap */
+	const uint64_t *pcs;		/* innermost first */
+	uint32_t nframes;
+};
+
+/* Called once per sample; a non-zero return stops the walk and is
+ * returned by sprobe_report__foreach_sample(). */
+typedef int (*sprobe_report_sample_fn)(const struct sprobe_report_sample *s, void *ctx);
+
+/* Call FN for every sample passing the filter, in file order (the order
+ * the stream wrote them, which is per-thread time order). Returns 0, FN's
+ * non-zero value, or -EINVAL. */
+int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_fn fn, void *ctx);
+
+/* What a pc resolves to. */
+struct sprobe_report_frame {
+	/* The same name the text, folded and JSON reports print: the symbol
+	 * record's name, else "module+0xOFFSET", else "0xPC". Frames with
+	 * equal names are the same function in every report. */
+	const char *name;
+	bool symbolized;		/* name came from a symbol record */
+	const char *module;		/* module path, or NULL */
+	uint32_t module_index;		/* or SPROBE_DF_NO_MODULE */
+};
+
+/* Resolve PC into *f. Returns 0, -EINVAL or -ENOMEM. Resolution is cached:
+ * each pc is looked up once per report. */
+int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_report_frame *f);
+
+/* A module (executable or shared object) announced in the file. */
+struct sprobe_report_module {
+	uint32_t index;
+	const char *path;
+	const char *build_id;		/* lowercase hex, "" if none */
+	uint64_t load_bias;		/* runtime address - ELF vaddr */
+	const struct sprobe_df_range *ranges;	/* executable mappings */
+	uint32_t nranges;
+};
+
+/* Number of modules, and module I (0 <= I < count) into *m. __module()
+ * returns 0 or -EINVAL (out of range). */
+size_t sprobe_report__module_count(const struct sprobe_report *r);
+int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe_report_module *m);
 
 /* Free. Accepts NULL. */
 void sprobe_report__free(struct sprobe_report *r);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <stackprobe/report.h>
 
@@ -19,8 +20,7 @@
 
 static void usage(FILE *f)
 {
-	fputs("Usage: stackprobe report [-i FILE] [--format text|folded|json] [--tid TID]\n"
-	      "                         [--top N] [-o FILE]\n"
+	fputs("Usage: stackprobe report [-i FILE] [--format FMT] [--tid TID] [--top N] [-o FILE]\n"
 	      "\n"
 	      "Summarise a data file written by 'stackprobe record' or the agent.\n"
 	      "\n"
@@ -30,6 +30,11 @@ static void usage(FILE *f)
 	      "                       folded: one 'thread;frame;...;frame count' line per stack\n"
 	      "                               (flamegraph.pl, inferno, speedscope)\n"
 	      "                       json: everything, see docs/FORMAT.md\n"
+	      "                       pprof: gzipped profile.proto (go tool pprof, Pyroscope,\n"
+	      "                              Parca, Grafana); binary, so needs -o or a pipe\n"
+	      "                       speedscope: speedscope.app JSON, one profile per thread\n"
+	      "                       svg: interactive flame graph (hover, click to zoom) plus\n"
+	      "                            pause cost per thread; one file, no network\n"
 	      "  -t, --tid TID        only this thread\n"
 	      "  -n, --top N          rows in the text function tables (default 25)\n"
 	      "  -o, --output FILE    write there instead of standard output\n"
@@ -39,6 +44,9 @@ static void usage(FILE *f)
 	      "  stackprobe report -i server.data\n"
 	      "  stackprobe report -i server.data --format folded | flamegraph.pl > fg.svg\n"
 	      "  stackprobe report -i server.data --format json -o server.json\n"
+	      "  stackprobe report -i server.data --format pprof -o server.pb.gz && go tool pprof -top server.pb.gz\n"
+	      "  stackprobe report -i server.data --format speedscope -o server.speedscope.json\n"
+	      "  stackprobe report -i server.data --format svg -o server.svg\n"
 	      "  stackprobe report -i server.data --tid 4242\n"
 	      "  ssh host cat /tmp/app.data | stackprobe report -i -\n"
 	      "\n"
@@ -88,7 +96,7 @@ int cmd_report(int argc, char **argv)
 			fmt = sprobe_report_format__parse(optarg);
 			if (fmt < 0) {
 				fprintf(stderr, "stackprobe report: unknown format '%s' "
-						"(text, folded or json)\n", optarg);
+						"(text, folded, json, pprof, speedscope or svg)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
@@ -123,6 +131,11 @@ int cmd_report(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 
+	if (fmt == SPROBE_REPORT_PPROF && !output && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "stackprobe report: pprof is binary (gzip): write it with "
+				"-o FILE or into a pipe, not to a terminal\n");
+		return CLI_EXIT_USAGE;
+	}
 	r = sprobe_report__new(&(struct sprobe_report_opts){
 		.sz = sizeof(struct sprobe_report_opts), .tid = tid, .top = top, .source = input });
 	if (!r) {
@@ -169,9 +182,10 @@ int cmd_report(int argc, char **argv)
 			return CLI_EXIT_ERROR;
 		}
 	}
-	/* Text and JSON carry the drops; folded has no room for them, so they
+	/* Text, JSON, pprof (comments) and SVG (subtitle) carry the drops;
+	 * folded and speedscope have no room for them, so they
 	 * go to stderr: drops appear with every report. */
-	if (fmt == SPROBE_REPORT_FOLDED &&
+	if ((fmt == SPROBE_REPORT_FOLDED || fmt == SPROBE_REPORT_SPEEDSCOPE) &&
 	    (sprobe_report__lost(r) || sprobe_report__threads_dropped(r)))
 		fprintf(stderr, "stackprobe report: note: %llu records lost in the stream (queue full), "
 				"%llu thread-captures dropped; see the text report\n",

@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * `stackprobe report --format pprof`: a gzip-compressed profile.proto
+ * (github.com/google/pprof, proto/profile.proto), the format `go tool
+ * pprof`, Pyroscope, Parca and Grafana read.
+ *
+ * Why a hand-written encoder instead of protobuf-c: profile.proto uses four
+ * wire constructs only (varint, length-delimited bytes, nested messages,
+ * packed repeated varints), no groups, no fixed-width fields, no maps, no
+ * negative numbers; the encoder below is those four functions. The output is
+ * checked by an independent decoder (npm pprof-format) in
+ * tests/test_outputs.c.
+ *
+ * What goes in:
+ *   sample types   samples/count, wall/nanoseconds (cpu/nanoseconds in cpu
+ *                  mode; = count x period, only when the frequency is known),
+ *                  pause/nanoseconds (sum of the capture windows the thread
+ *                  spent stopped in that stack; only when windows exist)
+ *   samples        one per distinct (thread, pcs), leaf first, with the
+ *                  labels thread_id (number) and thread_name (string)
+ *   locations      one per distinct pc: address = pc, its mapping, one line
+ *                  pointing at the function
+ *   functions      one per distinct name; the names are the text/folded
+ *                  report's names (symbol, module+0xOFF or 0xPC)
+ *   mappings       one per executable range of each module: start, limit,
+ *                  file offset (as recorded), path, GNU build-id (hex);
+ *                  has_functions when every location in it was symbolized
+ *   comments       stackprobe version, command line, file status, drops
+ *   time_nanos, duration_nanos, period_type, period (1e9 / frequency)
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <stackprobe.h>
+
+#include "report_outputs.h"
+
+/* ---- protobuf encoding -------------------------------------------------- */
+
+enum { PB_VARINT = 0, PB_LEN = 2 };
+
+static void pb_varint(struct ro_buf *b, uint64_t v)
+{
+	uint8_t tmp[10];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	ro_buf__put(b, tmp, n);
+}
+
+/* Varint field; proto3 omits zero (the default), so do we. */
+static void pb_uint(struct ro_buf *b, uint32_t field, uint64_t v)
+{
+	if (!v)
+		return;
+	pb_varint(b, (uint64_t)field << 3 | PB_VARINT);
+	pb_varint(b, v);
+}
+
+static void pb_bytes(struct ro_buf *b, uint32_t field, const void *p, size_t len)
+{
+	pb_varint(b, (uint64_t)field << 3 | PB_LEN);
+	pb_varint(b, len);
+	ro_buf__put(b, p, len);
+}
+
+/* Embedded message: the encoded SUB as a length-delimited field. */
+static void pb_msg(struct ro_buf *b, uint32_t field, const struct ro_buf *sub)
+{
+	if (sub->oom)
+		b->oom = true;
+	pb_bytes(b, field, sub->p, sub->n);
+}
+
+/* Packed repeated uint64/int64 (all our values are >= 0). */
+static void pb_packed(struct ro_buf *b, struct ro_buf *tmp, uint32_t field, const uint64_t *v,
+		      size_t n)
+{
+	if (!n)
+		return;
+	tmp->n = 0;
+	for (size_t i = 0; i < n; i++)
+		pb_varint(tmp, v[i]);
+	pb_msg(b, field, tmp);
+}
+
+/* ---- building the profile ----------------------------------------------- */
+
+struct pp_mapping {
+	uint64_t start, limit, file_offset;
+	uint32_t path, build_id;	/* string ids */
+	bool all_symbolized;
+	bool used;
+};
+
+struct pp_location {
+	uint64_t pc;
+	uint32_t function;		/* 1-based */
+	uint32_t mapping;		/* 1-based, 0: none */
+};
+
+struct pp_sample {
+	uint32_t tid;
+	uint32_t thread_name;		/* string id */
+	uint32_t key;			/* id in keys: (tid, pcs) */
+	uint64_t count, pause_ns;
+};
+
+struct pp {
+	struct sprobe_report *r;
+	int err;
+	struct ro_strtab strs;		/* the profile's string table */
+	struct ro_strtab fnames;	/* name -> function index */
+	uint32_t *fname_str;		/* function index -> string id */
+	size_t nfuncs, funcs_cap;
+	struct pp_mapping *maps;
+	size_t nmaps;
+	struct ro_map loc_of_pc;	/* pc -> location index */
+	struct pp_location *locs;
+	size_t nlocs, locs_cap;
+	struct ro_strtab keys;		/* tid + pcs bytes -> sample index */
+	struct pp_sample *samples;
+	size_t nsamples, samples_cap;
+	uint64_t scratch[1 + SPROBE_MAX_FRAMES];
+	bool any_window;
+};
+
+static uint32_t pp_str(struct pp *p, const char *s)
+{
+	long id = ro_strtab__intern(&p->strs, s ? s : "", s ? strlen(s) : 0);
+
+	if (id < 0) {
+		p->err = -ENOMEM;
+		return 0;
+	}
+	return (uint32_t)id;
+}
+
+static int grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap * 2 : 64;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need)
+		nc *= 2;
+	nv = realloc(*v, nc * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
+
+static int pp_mappings(struct pp *p)
+{
+	size_t nmods = sprobe_report__module_count(p->r), total = 0, k = 0;
+	struct sprobe_report_module m;
+
+	for (size_t i = 0; i < nmods; i++)
+		if (!sprobe_report__module(p->r, i, &m))
+			total += m.nranges;
+	p->maps = calloc(total ? total : 1, sizeof(*p->maps));
+	if (!p->maps)
+		return -ENOMEM;
+	for (size_t i = 0; i < nmods; i++) {
+		if (sprobe_report__module(p->r, i, &m))
+			continue;
+		for (uint32_t j = 0; j < m.nranges; j++, k++)
+			p->maps[k] = (struct pp_mapping){
+				.start = m.ranges[j].start, .limit = m.ranges[j].end,
+				.file_offset = m.ranges[j].file_offset,
+				.path = pp_str(p, m.path), .build_id = pp_str(p, m.build_id),
+				.all_symbolized = true,
+			};
+	}
+	p->nmaps = k;
+	return p->err;
+}
+
+/* Location id (1-based) of PC, created with its function on first sight. */
+static uint32_t pp_location(struct pp *p, uint64_t pc)
+{
+	struct sprobe_report_frame f;
+	struct pp_location loc = { .pc = pc };
+	uint32_t idx;
+	long fi;
+	int err;
+
+	if (ro_map__get(&p->loc_of_pc, pc, &idx))
+		return idx + 1;
+	err = sprobe_report__resolve(p->r, pc, &f);
+	if (err) {
+		p->err = err;
+		return 0;
+	}
+	fi = ro_strtab__intern(&p->fnames, f.name, strlen(f.name));
+	if (fi < 0)
+		goto oom;
+	if ((size_t)fi == p->nfuncs) {
+		if (grow((void **)&p->fname_str, &p->funcs_cap, p->nfuncs + 1, sizeof(uint32_t)))
+			goto oom;
+		p->fname_str[p->nfuncs++] = pp_str(p, f.name);
+	}
+	loc.function = (uint32_t)fi + 1;
+	for (size_t i = 0; i < p->nmaps; i++)
+		if (pc >= p->maps[i].start && pc < p->maps[i].limit) {
+			loc.mapping = (uint32_t)i + 1;
+			p->maps[i].used = true;
+			if (!f.symbolized)
+				p->maps[i].all_symbolized = false;
+			break;
+		}
+	if (grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(*p->locs)) ||
+	    ro_map__put(&p->loc_of_pc, pc, (uint32_t)p->nlocs))
+		goto oom;
+	p->locs[p->nlocs++] = loc;
+	return (uint32_t)p->nlocs;
+oom:
+	p->err = -ENOMEM;
+	return 0;
+}
+
+static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
+{
+	struct pp *p = ctx;
+	uint32_t n = s->nframes > SPROBE_MAX_FRAMES ? SPROBE_MAX_FRAMES : s->nframes;
+	long id;
+
+	p->scratch[0] = s->tid;
+	memcpy(p->scratch + 1, s->pcs, n * sizeof(uint64_t));
+	id = ro_strtab__intern(&p->keys, p->scratch, (1 + n) * sizeof(uint64_t));
+	if (id < 0)
+		return -ENOMEM;
+	if ((size_t)id == p->nsamples) {
+		if (grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)))
+			return -ENOMEM;
+		p->samples[p->nsamples++] = (struct pp_sample){
+			.tid = s->tid, .thread_name = pp_str(p, s->thread_name), .key = (uint32_t)id,
+		};
+		/* Locations in leaf-first order, created now so the ids are
+		 * stable before encoding. */
+		for (uint32_t i = 0; i < n; i++)
+			pp_location(p, s->pcs[i]);
+	}
+	p->samples[id].count++;
+	p->samples[id].pause_ns += s->window_ns;
+	if (s->window_ns)
+		p->any_window = true;
+	return p->err;
+}
+
+static void value_type(struct ro_buf *b, struct ro_buf *tmp, uint32_t field, uint32_t type,
+		       uint32_t unit)
+{
+	tmp->n = 0;
+	pb_uint(tmp, 1, type);
+	pb_uint(tmp, 2, unit);
+	pb_msg(b, field, tmp);
+}
+
+static void comment(struct pp *p, uint64_t *ids, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void comment(struct pp *p, uint64_t *ids, size_t *n, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	ids[(*n)++] = pp_str(p, line);
+}
+
+/* Encode everything into B (uncompressed profile.proto). */
+static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct ro_buf *b)
+{
+	struct ro_buf msg = { 0 }, tmp = { 0 }, lab = { 0 };
+	uint64_t period = info->freq_hz ? 1000000000ull / info->freq_hz : 0;
+	uint32_t s_samples = pp_str(p, "samples"), s_count = pp_str(p, "count");
+	uint32_t s_ns = pp_str(p, "nanoseconds");
+	uint32_t s_time = pp_str(p, info->mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall");
+	uint32_t s_pause = pp_str(p, "pause");
+	uint32_t s_tid = pp_str(p, "thread_id"), s_tname = pp_str(p, "thread_name");
+	uint64_t values[3], comments[8];
+	size_t nvalues = 0, ncomments = 0;
+	char cmd[768];
+	size_t cl = 0;
+
+	/* sample_type = 1 */
+	value_type(b, &tmp, 1, s_samples, s_count);
+	if (period)
+		value_type(b, &tmp, 1, s_time, s_ns);
+	if (p->any_window)
+		value_type(b, &tmp, 1, s_pause, s_ns);
+
+	/* sample = 2 */
+	for (size_t i = 0; i < p->nsamples; i++) {
+		const struct pp_sample *s = &p->samples[i];
+		const uint64_t *key = (const uint64_t *)(const void *)ro_strtab__get(&p->keys, s->key);
+		size_t n = ro_strtab__len(&p->keys, s->key) / sizeof(uint64_t) - 1;
+		uint64_t ids[SPROBE_MAX_FRAMES];
+		uint32_t idx;
+
+		for (size_t k = 0; k < n; k++) {
+			uint64_t pc;
+
+			memcpy(&pc, key + 1 + k, sizeof(pc));
+			ids[k] = ro_map__get(&p->loc_of_pc, pc, &idx) ? idx + 1 : 0;
+		}
+		nvalues = 0;
+		values[nvalues++] = s->count;
+		if (period)
+			values[nvalues++] = s->count * period;
+		if (p->any_window)
+			values[nvalues++] = s->pause_ns;
+		msg.n = 0;
+		pb_packed(&msg, &tmp, 1, ids, n);
+		pb_packed(&msg, &tmp, 2, values, nvalues);
+		lab.n = 0;
+		pb_uint(&lab, 1, s_tid);
+		pb_uint(&lab, 3, s->tid);
+		pb_msg(&msg, 3, &lab);
+		lab.n = 0;
+		pb_uint(&lab, 1, s_tname);
+		pb_uint(&lab, 2, s->thread_name);
+		pb_msg(&msg, 3, &lab);
+		pb_msg(b, 2, &msg);
+	}
+
+	/* mapping = 3 */
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const struct pp_mapping *m = &p->maps[i];
+
+		msg.n = 0;
+		pb_uint(&msg, 1, i + 1);
+		pb_uint(&msg, 2, m->start);
+		pb_uint(&msg, 3, m->limit);
+		pb_uint(&msg, 4, m->file_offset);
+		pb_uint(&msg, 5, m->path);
+		pb_uint(&msg, 6, m->build_id);
+		pb_uint(&msg, 7, m->used && m->all_symbolized);
+		pb_msg(b, 3, &msg);
+	}
+
+	/* location = 4, with one Line each */
+	for (size_t i = 0; i < p->nlocs; i++) {
+		const struct pp_location *l = &p->locs[i];
+
+		msg.n = 0;
+		pb_uint(&msg, 1, i + 1);
+		pb_uint(&msg, 2, l->mapping);
+		pb_uint(&msg, 3, l->pc);
+		tmp.n = 0;
+		pb_uint(&tmp, 1, l->function);
+		pb_msg(&msg, 4, &tmp);
+		pb_msg(b, 4, &msg);
+	}
+
+	/* function = 5: name and system_name */
+	for (size_t i = 0; i < p->nfuncs; i++) {
+		msg.n = 0;
+		pb_uint(&msg, 1, i + 1);
+		pb_uint(&msg, 2, p->fname_str[i]);
+		pb_uint(&msg, 3, p->fname_str[i]);
+		pb_msg(b, 5, &msg);
+	}
+
+	/* comment = 13 (strings, interned before the table is written) */
+	comment(p, comments, &ncomments, "stackprobe %s", sprobe_version());
+	for (uint32_t i = 0; i < info->cmdline_len && cl + 1 < sizeof(cmd); i++) {
+		char c = info->cmdline[i];
+
+		cmd[cl++] = c == '\0' ? ' ' : c;
+	}
+	cmd[cl] = '\0';
+	if (info->has_header)
+		comment(p, comments, &ncomments, "command: %s (pid %u, %s mode, %u Hz)", cmd,
+			info->pid, info->mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall", info->freq_hz);
+	if (info->status == SPROBE_DF_COMPLETE)
+		comment(p, comments, &ncomments, "file: complete");
+	else
+		comment(p, comments, &ncomments, "file: %s: %s",
+			info->status == SPROBE_DF_CUT_SHORT ? "CUT SHORT" : "ERROR", info->message);
+	comment(p, comments, &ncomments,
+		"drops: %llu records lost in the stream, %llu thread-captures dropped",
+		(unsigned long long)info->lost, (unsigned long long)info->threads_dropped);
+
+	/* string_table = 6: id 0 is "" (interned first in write_pprof) */
+	for (size_t i = 0; i < p->strs.n; i++)
+		pb_bytes(b, 6, ro_strtab__get(&p->strs, (uint32_t)i),
+			 ro_strtab__len(&p->strs, (uint32_t)i));
+
+	pb_uint(b, 9, info->start_realtime_ns);
+	pb_uint(b, 10, info->wall_ns);
+	if (period) {
+		value_type(b, &tmp, 11, s_time, s_ns);
+		pb_uint(b, 12, period);
+	} else {
+		value_type(b, &tmp, 11, s_samples, s_count);
+		pb_uint(b, 12, 1);
+	}
+	pb_packed(b, &tmp, 13, comments, ncomments);
+	/* default_sample_type = 14: the time type when there is one. */
+	pb_uint(b, 14, period ? s_time : s_samples);
+
+	if (msg.oom || tmp.oom || lab.oom)
+		b->oom = true;
+	ro_buf__free(&msg);
+	ro_buf__free(&tmp);
+	ro_buf__free(&lab);
+	return b->oom ? -ENOMEM : p->err;
+}
+
+/* gzip (RFC 1952) of buf[0..len) to OUT. */
+static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
+{
+	z_stream zs = { 0 };
+	uint8_t chunk[65536];
+	int zr, err = 0;
+
+	/* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
+	if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	zs.next_in = (Bytef *)buf;
+	do {
+		/* avail_in is a uInt: feed at most 1 GiB per round. */
+		size_t take = len > (1u << 30) ? (1u << 30) : len;
+
+		zs.next_in = (Bytef *)buf;
+		zs.avail_in = (uInt)take;
+		buf += take;
+		len -= take;
+		do {
+			zs.next_out = chunk;
+			zs.avail_out = sizeof(chunk);
+			zr = deflate(&zs, len ? Z_NO_FLUSH : Z_FINISH);
+			if (zr == Z_STREAM_ERROR) {
+				err = -EIO;
+				goto out;
+			}
+			size_t have = sizeof(chunk) - zs.avail_out;
+
+			if (have && fwrite(chunk, 1, have, out) != have) {
+				err = -EIO;
+				goto out;
+			}
+		} while (zs.avail_out == 0);
+	} while (len);
+	if (zr != Z_STREAM_END)
+		err = -EIO;
+out:
+	deflateEnd(&zs);
+	return err;
+}
+
+int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out)
+{
+	struct sprobe_report_info info = { .sz = sizeof(info) };
+	struct pp p = { .r = r };
+	struct ro_buf b = { 0 };
+	int err;
+
+	err = sprobe_report__info(r, &info);
+	if (err)
+		return err;
+	pp_str(&p, "");		/* string_table[0] must be "" */
+	err = pp_mappings(&p);
+	if (!err)
+		err = sprobe_report__foreach_sample(r, pp_add_sample, &p);
+	if (!err)
+		err = p.err;
+	if (!err)
+		err = pp_encode(&p, &info, &b);
+	if (!err)
+		err = gzip_write(out, b.p, b.n);
+	ro_buf__free(&b);
+	ro_strtab__free(&p.strs);
+	ro_strtab__free(&p.fnames);
+	free(p.fname_str);
+	free(p.maps);
+	ro_map__free(&p.loc_of_pc);
+	free(p.locs);
+	ro_strtab__free(&p.keys);
+	free(p.samples);
+	return err;
+}
