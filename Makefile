@@ -48,6 +48,11 @@ LDFLAGS ?=
 # Library sources: every part except the CLI and the tests.
 LIB_SRCS := $(sort $(wildcard table/*.c) $(wildcard backends/*.c) $(wildcard userspace/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+# The LD_PRELOAD agent (constructor + exec wrappers) goes into the shared
+# library only: in the static one it would interpose execve on programs
+# that merely embed the library.
+AGENT_SRCS := $(sort $(wildcard userspace/agent/*.c))
+AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRCS))
 CLI_SRCS := $(sort $(wildcard userspace/cli/*.c))
 CLI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
 HDRS     := $(wildcard include/stackprobe/*.h include/*.h) $(wildcard */*.h) $(wildcard userspace/cli/*.h)
@@ -88,9 +93,9 @@ $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/libstackprobe.so: $(LIB_OBJS)
+$(BUILD)/libstackprobe.so: $(LIB_OBJS) $(AGENT_OBJS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -o $@ $^ $(LDFLAGS) $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs -o $@ $^ $(LDFLAGS) $(LIBS) -ldl
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)

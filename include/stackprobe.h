@@ -4,6 +4,15 @@
 #define STACKPROBE_H
 
 #include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/pause.h>
+#include <stackprobe/report.h>
+#include <stackprobe/sampler.h>
+#include <stackprobe/stream.h>
+#include <stackprobe/symbolize.h>
+#include <stackprobe/table.h>
+#include <stackprobe/trace.h>
+#include <stackprobe/unwind.h>
 
 /* The library version, "MAJOR.MINOR.PATCH". Static string; thread-safe. */
 const char *sprobe_version(void);

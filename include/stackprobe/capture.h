@@ -108,7 +108,9 @@ struct sprobe_thread_sample {
 	bool truncated;		/* the stack was longer than the cap */
 	/* Window timestamps, CLOCK_MONOTONIC ns. signal_ns: when the probe sent
 	 * the signal; entry_ns/exit_ns: the handler's first and last reads of
-	 * the clock (the self-reported window). 0 when not applicable. */
+	 * the clock (the self-reported window: it excludes the kernel's signal
+	 * delivery before and sigreturn after, which the eBPF companion
+	 * measures and can match by tid and time). 0 when not applicable. */
 	uint64_t signal_ns, entry_ns, exit_ns;
 	/* Frames, once unwound (stage == UNWOUND). nframes may be 0 for an
 	 * unwalkable stack: check sprobe_snapshot__frames_resolved(). */
@@ -139,10 +141,126 @@ struct sprobe_capture_opts {
 	uint32_t strategy;	 /* enum sprobe_strategy */
 	uint32_t method;	 /* SIGNAL (default) or VM_READV */
 	uint32_t max_threads;	 /* slots preallocated; 0: default (1024) */
+	/* Diagnostic hook, NULL for none: called by the capturing thread for
+	 * each thread right before its capture signal is sent (after
+	 * enumeration and the SigBlk check, outside any window, capturer
+	 * lock held: must not call back into the capturer). Tests use it to
+	 * make a thread exit or block the signal at exactly that point. */
+	void (*before_signal)(void *ctx, pid_t tid);
+	void *hook_ctx;
 };
 
 struct sprobe_capturer;
 struct sprobe_snapshot;
+
+/* Bytes below SP that x86_64 leaf code may use (the SysV red zone); the
+ * copy starts this far below SP there. 0 on aarch64. */
+#if defined(__x86_64__)
+#define SPROBE_REDZONE 128u
+#else
+#define SPROBE_REDZONE 0u
+#endif
+/* Default per-capture deadline when opts.timeout_ns is 0. */
+#define SPROBE_DEFAULT_TIMEOUT_NS (500ull * 1000 * 1000)
+/* Default and maximum number of slots a capturer preallocates. */
+#define SPROBE_DEFAULT_MAX_THREADS 1024u
+#define SPROBE_MAX_THREADS_LIMIT 65535u
+
+/*
+ * Create the process's capturer: installs the capture signal handler on
+ * opts->signo, or (signo 0) on the first real-time signal nobody handles.
+ * SIGURG and SIGPROF are never used (Go and other profilers own them); a
+ * signo outside SIGRTMIN..SIGRTMAX is refused with EINVAL.
+ * opts may be NULL (all defaults); opts->sz must be set otherwise.
+ * Returns the capturer (free with sprobe_capturer__free()), or NULL with
+ * errno: EBUSY if the application already handles the requested signal (or
+ * every real-time signal is taken) or if a capturer already exists (one per
+ * process: the handler state is process-wide), EINVAL on bad options,
+ * ENOTSUP on a platform without a backend, ENOMEM.
+ * Thread-safe with respect to other threads; not async-signal-safe.
+ */
+struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *opts);
+
+/*
+ * Uninstall the handler (the signal is set to SIG_IGN first, which discards
+ * stale queued capture signals, then restored) and free the capturer.
+ * Waits for any handler still running. Accepts NULL. Must not race with
+ * sprobe_capturer__capture() on the same capturer. Not async-signal-safe.
+ */
+void sprobe_capturer__free(struct sprobe_capturer *c);
+
+/* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
+int sprobe_capturer__signo(const struct sprobe_capturer *c);
+
+/*
+ * Allocate a reusable snapshot: max_threads samples (0: default 1024) each
+ * with a stack buffer of max_stack_bytes (0: SPROBE_MAX_STACK_BYTES; at most
+ * that) plus the red zone. Everything a capture writes is allocated here, so
+ * capturing into it allocates nothing.
+ * Returns the snapshot (caller owns it; free with sprobe_snapshot__free()),
+ * or NULL with errno EINVAL / ENOMEM. Thread-safe; not async-signal-safe.
+ */
+struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_stack_bytes);
+
+/* Free a snapshot and every buffer it owns. Accepts NULL. */
+void sprobe_snapshot__free(struct sprobe_snapshot *s);
+
+/*
+ * Capture every sibling thread of the caller (the caller is excluded) into
+ * s, replacing its previous content. Bytes copied per thread are capped at
+ * min(opts.max_stack_bytes, the snapshot's max_stack_bytes). Threads that
+ * could not be captured appear in the snapshot with stage EMPTY and their
+ * drop_reason, and are counted in stats: total = captured + dropped.
+ * frames_resolved is reset to false.
+ * Returns 0 (even if some threads were dropped: check the stats), or -errno:
+ * -EINVAL (NULL argument), -ENOTSUP (no backend on this platform: never an
+ * empty snapshot), -ECHILD (called in a child forked after the capturer was
+ * made: free it and make a new one there), -EBUSY (the application
+ * replaced the capture signal's handler after sprobe_capturer__new(); no
+ * signal was sent), -EMFILE/-ENOMEM/-EIO (could not read /proc/self).
+ * Allocates nothing once c and s have been used once at this thread count.
+ * Serialised per capturer by an internal lock (callable from several
+ * threads); not async-signal-safe.
+ */
+int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+
+/* Number of samples in s: one per enumerated sibling that got a slot,
+ * captured or dropped. 0 for NULL. Not synchronised with a running capture. */
+uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);
+
+/* Sample i (0 <= i < nthreads), owned by s and valid until the next capture
+ * into s or its free; NULL (errno EINVAL/ERANGE) otherwise. */
+struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i);
+
+/* The stats of the last capture into s (owned by s), or NULL for NULL. */
+const struct sprobe_snapshot_stats *sprobe_snapshot__stats(const struct sprobe_snapshot *s);
+
+/* Whether frames[] of every captured sample has been filled by an unwinder
+ * since the last capture. Check this, not nframes (an unwalkable stack also
+ * yields no frames). */
+bool sprobe_snapshot__frames_resolved(const struct sprobe_snapshot *s);
+void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
+
+/* A short static name for a drop reason ("exited", "blocked", ...). */
+const char *sprobe_drop_reason__str(uint32_t reason);
+
+/*
+ * Frame-pointer unwinding of one captured sample, entirely inside its copy:
+ * frame 0 is the IP; on aarch64 the LR follows when the leaf has not saved
+ * it yet; then the frame-record chain. Every read is bounds-checked against
+ * the copy; the walk stops at a NULL or unaligned frame pointer, a frame
+ * pointer that does not strictly increase (loops), a zero return address,
+ * the end of the copy, or SPROBE_MAX_FRAMES. Fills t->frames/nframes and
+ * sets stage UNWOUND.
+ * Returns the number of frames (>= 1), -EINVAL for NULL, -ENODATA if t was
+ * not captured (stage EMPTY). Reentrant (touches only t); async-signal-safe.
+ */
+int sprobe_unwind_fp(struct sprobe_thread_sample *t);
+
+/* sprobe_unwind_fp() on every captured sample of s, then sets
+ * frames_resolved. Returns 0 or -EINVAL. Not thread-safe against a capture
+ * into the same snapshot. */
+int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
 
 #ifdef __cplusplus
 }

@@ -18,4 +18,9 @@ struct cli_command {
 	int (*run)(int argc, char **argv);
 };
 
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+
 #endif

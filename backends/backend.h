@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private interface between the portable snapshot code (snapshot.c) and a
+ * platform capture backend (linux.c, windows.c, macos.c, unsupported.c).
+ *
+ * Exactly one backend is compiled in per platform; each guards its whole
+ * body with the platform's #if so every file can sit in backends/ and be
+ * picked up by the wildcard build.
+ *
+ * A backend implements:
+ *   sprobe_capturer__new / __free / __signo  (public, declared in capture.h)
+ *   sprobe_backend__capture()                (below)
+ * and uses the snapshot helpers below to fill a snapshot it never allocates.
+ */
+#ifndef SPROBE_BACKENDS_BACKEND_H
+#define SPROBE_BACKENDS_BACKEND_H
+
+#include <stackprobe/capture.h>
+
+/*
+ * The snapshot. Opaque to users; backends fill it through the sample
+ * pointers below. Everything is allocated by sprobe_snapshot__new() so a
+ * capture into it allocates nothing.
+ */
+struct sprobe_snapshot {
+	uint32_t max_threads;	/* samples[] length */
+	uint32_t nthreads;	/* samples in use after the last capture */
+	size_t max_stack_bytes; /* bytes above SP each buffer can hold */
+	size_t slot_bytes;	/* bytes per stack buffer (cap + red zone) */
+	struct sprobe_thread_sample *samples;
+	uint8_t *stack_mem;	/* max_threads * slot_bytes */
+	struct sprobe_snapshot_stats stats;
+	bool frames_resolved;
+};
+
+/* Called by sprobe_capturer__capture() after argument checks and
+ * sprobe_snapshot__reset(). Fills s->nthreads samples and s->stats, except
+ * capture_ns and the totals, which sprobe_snapshot__finish() computes.
+ * Returns 0 or -errno (-ENOTSUP where there is no backend). */
+int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+
+/* Forget the previous capture: nthreads 0, stats zeroed, frames_resolved
+ * false. Samples are reset lazily by sprobe_snapshot__sample_init(). */
+void sprobe_snapshot__reset(struct sprobe_snapshot *s);
+
+/* Prepare sample i for thread tid: fields zeroed, stack pointing at its
+ * buffer, stage EMPTY. Does not touch the stack buffer. */
+struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot *s,
+							  uint32_t i, pid_t tid);
+
+/* Buffer of sample i (slot_bytes long). */
+uint8_t *sprobe_snapshot__buffer(struct sprobe_snapshot *s, uint32_t i);
+
+/* Record a dropped thread in the stats (and in its sample if it has one). */
+void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sample *t,
+			   uint32_t reason);
+
+/* Recompute captured/dropped/pause_ns from the samples plus extra_dropped
+ * drops that have no sample (NO_SLOT), and check total = captured + dropped.
+ * Returns 0, or -EPROTO if the counters disagree (a backend bug). */
+int sprobe_snapshot__finish(struct sprobe_snapshot *s);
+
+/* CLOCK_MONOTONIC in ns. ASYNC-SIGNAL-SAFE: clock_gettime is (POSIX). */
+uint64_t sprobe_now_ns(void);
+
+#endif

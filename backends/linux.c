@@ -1,0 +1,1277 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Linux capture backend (x86_64, aarch64): a real-time signal per thread.
+ *
+ * THE SUSPEND-WINDOW RULE (stated once; every function on the handler path
+ * below is tagged ASYNC-SIGNAL-SAFE and relies on it):
+ *   The capture handler runs on a thread that may have been interrupted
+ *   while holding any lock in the process (malloc's arenas, the loader's,
+ *   stdio's). So the handler may only: read the ucontext, read the thread
+ *   pointer, read clock_gettime (vDSO), memcpy from the interrupted stack into
+ *   a buffer allocated before the window, make raw syscalls (futex), and do
+ *   lock-free atomics on memory that outlives the handler. No malloc/free, no
+ *   locks, no stdio, no TLS that could be lazily allocated, no dl* calls, no
+ *   symbolisation. It restores errno. The copy never faults: its bounds come
+ *   from data the probe prepared before the window (see stack_bounds()).
+ *
+ * Protocol (probe thread P, target thread T, slot i of the snapshot):
+ *   P, outside any window: enumerates /proc/self/task (getdents64 into a
+ *   preallocated buffer), reads each thread's SigBlk, (re)reads
+ *   /proc/self/maps into a sorted range array when the thread set changed.
+ *   P arms slot i: writes the sample pointer, then stores
+ *   state = gen << 2 | ARMED (release). P sends rt_tgsigqueueinfo(T) with
+ *   si_code SI_QUEUE, si_pid = our pid and si_value = gen << 16 | i.
+ *   T's handler checks si_code/si_pid, then CASes state ARMED -> BUSY with
+ *   the generation from si_value: a stale or foreign signal fails the CAS
+ *   and touches nothing. BUSY owns the sample until the handler stores
+ *   DONE (release) and bumps `completed`, waking P when it reaches `target`.
+ *   At the deadline P CASes ARMED -> IDLE (cancelled): after that no
+ *   handler can take the slot. A slot that is BUSY is waited for (its
+ *   handler is already running and does bounded work), so when a capture
+ *   returns no handler writes into its snapshot any more.
+ *
+ * One capturer per process: the handler finds its state through the static
+ * `g` below, the one piece of global mutable state the project allows.
+ */
+#if defined(__linux__) && !defined(SPROBE_BACKEND_UNSUPPORTED)
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "backend.h"
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "the Linux capture backend supports x86_64 and aarch64"
+#endif
+
+/* Slot phases, in the low 2 bits of slot.state; the generation is above. */
+enum {
+	SLOT_IDLE = 0,	/* not armed, or cancelled by the probe */
+	SLOT_ARMED = 1, /* signal sent, handler not started */
+	SLOT_BUSY = 2,	/* handler owns the sample */
+	SLOT_DONE = 3,	/* handler finished; the sample is the probe's */
+};
+
+/* VM_READV handshake phases (slot.vm, a futex word). */
+enum {
+	VM_NONE = 0,
+	VM_REGS = 1,	  /* handler published registers and waits */
+	VM_COPIED = 2,	  /* probe copied the stack; handler may leave */
+	VM_ABANDONED = 3, /* handler gave up waiting; probe must not copy */
+};
+
+#define CACHELINE 64
+#define BLK_MAX 64
+
+struct slot {
+	_Atomic uint64_t state;		     /* gen << 2 | SLOT_* */
+	_Atomic uint32_t vm;		     /* VM_*: VM_READV handshake */
+	uint32_t _pad;
+	struct sprobe_thread_sample *sample; /* written before ARMED */
+	uint8_t *buf;			     /* the sample's stack buffer */
+	uint64_t checked;		     /* probe only: gen whose status was read */
+	uint64_t _pad2[3];
+} __attribute__((aligned(CACHELINE)));
+
+/* A readable and writable mapping of the process, from /proc/self/maps. */
+struct range {
+	uint64_t lo, hi;
+	uint32_t growsdown; /* "[stack]": may have grown below lo */
+	uint32_t _pad;
+};
+
+/*
+ * Handler-visible state. Fields are written by the probe before it arms a
+ * slot (release store of slot.state) and read by the handler after its CAS
+ * on that slot (acquire), so they need no atomics of their own. `active`,
+ * `in_handler`, `completed` and `target` are the exceptions, see their
+ * comments.
+ */
+static struct {
+	/* Set by __new (after the handler state is ready) and cleared by
+	 * __free; seq_cst, pairs with the handler's increment of in_handler
+	 * then load of active: __free stores active = 0 then waits for
+	 * in_handler == 0, so a handler either sees 0 or is waited for. */
+	_Atomic int active;
+	int signo;
+	pid_t pid;
+	uint32_t method;
+	uint32_t nslots;
+	struct slot *slots;
+	const struct range *ranges;
+	uint32_t nranges;
+	size_t cap;		/* bytes copied above SP at most */
+	uint64_t growsdown_max; /* RLIMIT_STACK, for "[stack]" growth */
+	uint64_t vm_wait_ns;	/* VM_READV: how long a handler waits */
+	/* Handlers running right now (see `active`). Own cache line: every
+	 * handler touches it. */
+	_Atomic uint32_t in_handler __attribute__((aligned(CACHELINE)));
+	/* Handlers finished in the current batch; the probe's futex word.
+	 * seq_cst RMW by the handler, then a load of target; the probe stores
+	 * target then loads completed (Dekker): either the probe sees the
+	 * count reached, or the handler sees target and wakes it. */
+	_Atomic uint32_t completed __attribute__((aligned(CACHELINE)));
+	_Atomic uint32_t target;
+} g;
+
+struct sprobe_capturer {
+	int signo;
+	uint32_t method, strategy;
+	uint64_t timeout_ns;
+	size_t max_stack_bytes;
+	uint32_t max_threads;
+	pid_t pid;
+	uid_t uid;
+	void (*before_signal)(void *ctx, pid_t tid);
+	void *hook_ctx;
+	uint64_t handler_mask; /* signals blocked while our handler runs */
+	struct sigaction old_sa;
+	pthread_mutex_t lock; /* serialises captures */
+	uint64_t gen;	      /* last generation handed out */
+	struct slot *slots;   /* max_threads, cache-line aligned */
+	/* Thread enumeration. */
+	int task_fd;
+	char *dents;
+	size_t dents_len;
+	pid_t *tids, *prev_tids;
+	uint32_t ntids, nprev, tids_cap;
+	uint32_t *sent; /* indices of slots signalled in this batch */
+	/* Stack ranges. */
+	char *maps;
+	size_t maps_cap;
+	struct range *ranges;
+	uint32_t nranges, ranges_cap;
+	bool maps_stale;
+	pid_t blk[BLK_MAX];	/* see known_blocked() */
+	uint32_t nblk;
+};
+
+static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sprobe_capturer *g_owner;
+/* Generations keep counting across capturers (guarded by g_owner_lock), so
+ * a signal from an earlier capturer can never match a later one's slot. */
+static uint64_t g_last_gen;
+
+/* ---------------------------------------------------------------- */
+/* Handler path                                                      */
+/* ---------------------------------------------------------------- */
+
+/* ASYNC-SIGNAL-SAFE: one raw syscall, no errno use by the caller. */
+static inline long futex_wake(_Atomic uint32_t *addr, int n)
+{
+	return syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* ASYNC-SIGNAL-SAFE: one raw syscall. Waits while *addr == val, at most
+ * rel_ns (0: forever). */
+static inline long futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t rel_ns)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (rel_ns) {
+		ts.tv_sec = (time_t)(rel_ns / 1000000000ull);
+		ts.tv_nsec = (long)(rel_ns % 1000000000ull);
+		tsp = &ts;
+	}
+	return syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
+}
+
+/* ASYNC-SIGNAL-SAFE: reads a register. The thread pointer of the
+ * interrupted thread (the handler runs on it). */
+static inline uint64_t thread_pointer(void)
+{
+	uint64_t tp;
+#if defined(__x86_64__)
+	/* The x86_64 TLS ABI keeps the thread pointer itself at %fs:0. */
+	__asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+#else
+	__asm__ volatile("mrs %0, tpidr_el0" : "=r"(tp));
+#endif
+	return tp;
+}
+
+/* ASYNC-SIGNAL-SAFE: reads the ucontext only. */
+static void read_regs(struct sprobe_thread_sample *t, const ucontext_t *uc)
+{
+#if defined(__x86_64__)
+	const greg_t *gr = uc->uc_mcontext.gregs;
+	static const int map[17] = {
+		REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI,
+		REG_RBP, REG_RSP, REG_R8,  REG_R9,  REG_R10, REG_R11,
+		REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP,
+	};
+
+	for (int i = 0; i < 17; i++)
+		t->regs[i] = (uint64_t)gr[map[i]];
+	t->ip = (uint64_t)gr[REG_RIP];
+	t->sp = (uint64_t)gr[REG_RSP];
+	t->fp = (uint64_t)gr[REG_RBP];
+	t->lr = 0;
+	t->has_lr = false;
+#else
+	const mcontext_t *mc = &uc->uc_mcontext;
+
+	for (int i = 0; i < 31; i++)
+		t->regs[i] = mc->regs[i];
+	t->regs[31] = mc->sp;
+	t->regs[32] = mc->pc;
+	t->ip = mc->pc;
+	t->sp = mc->sp;
+	t->fp = mc->regs[29];
+	t->lr = mc->regs[30];
+	t->has_lr = true;
+#endif
+}
+
+/* ASYNC-SIGNAL-SAFE: arithmetic. SP minus the red zone, but not below
+ * floor (floor <= sp). */
+static inline uint64_t redzone_floor(uint64_t sp, uint64_t floor)
+{
+	uint64_t rz = SPROBE_REDZONE;
+
+	return sp - floor > rz ? sp - rz : floor;
+}
+
+/*
+ * ASYNC-SIGNAL-SAFE: reads only the preallocated range array and the
+ * ucontext.
+ *
+ * Where the interrupted stack lives, as [*lo, *hi), such that every byte in
+ * it is mapped for as long as the thread runs the handler:
+ *  - on the sigaltstack the thread declared (the kernel saves it in
+ *    uc_stack): that altstack;
+ *  - else the rw mapping that contains SP, from /proc/self/maps read by the
+ *    probe before the window. Adjacent anonymous mappings can be merged into
+ *    one line, so for a glibc/musl thread the top is capped at the thread
+ *    pointer, which sits inside the thread's own stack block, above its
+ *    stack: no byte of a neighbouring mapping (that could be unmapped under
+ *    us) is read. The main thread's "[stack]" may have grown below the
+ *    recorded start: the kernel extends it on access, so it is accepted
+ *    within RLIMIT_STACK.
+ * The guard page is never inside: it is not an rw mapping.
+ * Returns false when SP is in no known range (the thread is dropped).
+ */
+static bool stack_bounds(uint64_t sp, const ucontext_t *uc, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t ss = (uint64_t)(uintptr_t)uc->uc_stack.ss_sp;
+	uint64_t tp;
+	uint32_t a = 0, b = g.nranges;
+
+	/* The kernel saves the thread's sigaltstack settings in uc_stack (not
+	 * whether SP is on it: recent kernels store sas_ss_flags only). */
+	if (!(uc->uc_stack.ss_flags & SS_DISABLE) && uc->uc_stack.ss_size && sp >= ss &&
+	    sp - ss < uc->uc_stack.ss_size) {
+		*lo = redzone_floor(sp, ss);
+		*hi = ss + uc->uc_stack.ss_size;
+		return true;
+	}
+	/* First range with hi > sp. */
+	while (a < b) {
+		uint32_t m = a + (b - a) / 2;
+
+		if (g.ranges[m].hi <= sp)
+			a = m + 1;
+		else
+			b = m;
+	}
+	if (a == g.nranges)
+		return false;
+	const struct range *r = &g.ranges[a];
+	if (sp >= r->lo) {
+		*lo = redzone_floor(sp, r->lo);
+	} else if (r->growsdown && r->lo - sp <= g.growsdown_max) {
+		/* Only SP's own page is known to be there below lo. */
+		uint64_t page = sp & ~(uint64_t)4095;
+
+		*lo = redzone_floor(sp, page);
+	} else {
+		return false;
+	}
+	*hi = r->hi;
+	tp = thread_pointer();
+	if (tp > sp && tp < *hi)
+		*hi = tp;
+	return true;
+}
+
+/*
+ * ASYNC-SIGNAL-SAFE: futex syscalls and atomics only.
+ * VM_READV method (the seed's strategy, kept for the benchmark): publish
+ * the registers, then wait until the probe has copied the stack with
+ * process_vm_readv, at most g.vm_wait_ns.
+ */
+static void vm_handshake(struct slot *sl, uint64_t entry)
+{
+	uint32_t v;
+
+	/* Release; pairs with the probe's acquire load in vm_service(). */
+	atomic_store_explicit(&sl->vm, VM_REGS, memory_order_release);
+	atomic_fetch_add(&g.completed, 1);
+	futex_wake(&g.completed, 1);
+	while ((v = atomic_load_explicit(&sl->vm, memory_order_acquire)) == VM_REGS) {
+		uint64_t now = sprobe_now_ns();
+		uint32_t expect = VM_REGS;
+
+		if (now - entry >= g.vm_wait_ns) {
+			/* acq_rel; pairs with the probe's CAS REGS -> COPIED. */
+			if (atomic_compare_exchange_strong(&sl->vm, &expect, VM_ABANDONED))
+				break;
+			continue;
+		}
+		futex_wait(&sl->vm, VM_REGS, g.vm_wait_ns - (now - entry));
+	}
+}
+
+/*
+ * The capture signal handler.
+ * ASYNC-SIGNAL-SAFE: see the rule at the top of this file. Reads the
+ * ucontext, copies the stack into the preallocated buffer, publishes with
+ * a release store and a futex wake, restores errno.
+ */
+static void capture_handler(int sig, siginfo_t *si, void *ucv)
+{
+	uint64_t entry = sprobe_now_ns();
+	int saved_errno = errno;
+	const ucontext_t *uc = ucv;
+	struct sprobe_thread_sample *t;
+	struct slot *sl;
+	uint64_t v, gen, expect, lo, hi;
+	uint32_t idx, n;
+
+	(void)sig;
+	/* seq_cst; pairs with the store of g.active in __free(). */
+	atomic_fetch_add(&g.in_handler, 1);
+	if (!atomic_load(&g.active))
+		goto out;
+	/* Only signals the probe sent: a kill(1) from outside, or a capture
+	 * signal from another process, carries another code or pid. */
+	if (si->si_code != SI_QUEUE || si->si_pid != g.pid)
+		goto out;
+	v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	idx = (uint32_t)(v & 0xffff);
+	gen = v >> 16;
+	if (idx >= g.nslots)
+		goto out;
+	sl = &g.slots[idx];
+	expect = gen << 2 | SLOT_ARMED;
+	/* Acquire; pairs with the probe's release store of ARMED in
+	 * arm_slot(): the sample pointer, ranges and g fields are visible. A
+	 * late or repeated signal carries an old generation and fails here. */
+	if (!atomic_compare_exchange_strong_explicit(&sl->state, &expect, gen << 2 | SLOT_BUSY,
+						     memory_order_acquire, memory_order_relaxed))
+		goto out;
+
+	t = sl->sample;
+	read_regs(t, uc);
+	if (!stack_bounds(t->sp, uc, &lo, &hi)) {
+		t->drop_reason = SPROBE_DROP_NO_STACK;
+	} else {
+		size_t above = hi > t->sp ? (size_t)(hi - t->sp) : 0;
+
+		t->stack_top = hi;
+		if (above > g.cap) {
+			above = g.cap;
+			t->truncated = true;
+		}
+		t->stack_addr = lo;
+		t->stack_len = (size_t)(t->sp - lo) + above;
+		if (g.method == SPROBE_METHOD_VM_READV)
+			vm_handshake(sl, entry);
+		else
+			memcpy(sl->buf, (const void *)(uintptr_t)lo, t->stack_len);
+		t->stage = SPROBE_STAGE_RAW;
+	}
+	t->entry_ns = entry;
+	t->exit_ns = sprobe_now_ns();
+	/* Release; pairs with the probe's acquire load in slot_phase(). */
+	atomic_store_explicit(&sl->state, gen << 2 | SLOT_DONE, memory_order_release);
+	/* seq_cst RMW then load of target: see g.completed. */
+	n = atomic_fetch_add(&g.completed, 1) + 1;
+	if (n >= atomic_load(&g.target))
+		futex_wake(&g.completed, 1);
+out:
+	errno = saved_errno;
+	/* Last: the capturer's free waits for this. */
+	atomic_fetch_sub(&g.in_handler, 1);
+}
+
+/* ---------------------------------------------------------------- */
+/* Probe side (ordinary code, never inside a window)                 */
+/* ---------------------------------------------------------------- */
+
+static pid_t sys_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	q = realloc(*p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+/* Read a whole /proc file into c->maps (grown as needed). */
+static int read_maps(struct sprobe_capturer *c, size_t *len)
+{
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	size_t off = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		if (off + 4096 > c->maps_cap) {
+			size_t cap = c->maps_cap;
+			int err = grow((void **)&c->maps, &cap, off + 4096 + 1, 1);
+
+			if (err) {
+				close(fd);
+				return err;
+			}
+			c->maps_cap = cap;
+		}
+		n = read(fd, c->maps + off, c->maps_cap - off - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			n = -errno;
+			close(fd);
+			return (int)n;
+		}
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+	c->maps[off] = '\0';
+	*len = off;
+	return 0;
+}
+
+static uint64_t parse_hex(const char **pp)
+{
+	const char *p = *pp;
+	uint64_t v = 0;
+
+	for (;; p++) {
+		unsigned d;
+
+		if (*p >= '0' && *p <= '9')
+			d = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			d = (unsigned)(*p - 'a' + 10);
+		else
+			break;
+		v = v << 4 | d;
+	}
+	*pp = p;
+	return v;
+}
+
+/* Re-read /proc/self/maps into c->ranges: rw mappings, ascending. */
+static int refresh_ranges(struct sprobe_capturer *c)
+{
+	size_t len = 0, cap = c->ranges_cap;
+	const char *p, *end;
+	uint32_t n = 0;
+	int err = read_maps(c, &len);
+
+	if (err)
+		return err;
+	p = c->maps;
+	end = c->maps + len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p));
+		uint64_t lo, hi;
+
+		if (!eol)
+			eol = end;
+		lo = parse_hex(&p);
+		if (*p == '-') {
+			p++;
+			hi = parse_hex(&p);
+			if (*p == ' ' && p + 3 < eol && p[1] == 'r' && p[2] == 'w' && hi > lo) {
+				if (n == cap) {
+					err = grow((void **)&c->ranges, &cap, n + 1, sizeof(*c->ranges));
+					if (err)
+						return err;
+					c->ranges_cap = (uint32_t)cap;
+				}
+				c->ranges[n].lo = lo;
+				c->ranges[n].hi = hi;
+				c->ranges[n].growsdown =
+					eol - p >= 7 && memcmp(eol - 7, "[stack]", 7) == 0;
+				/* The kernel lists mappings in ascending order;
+				 * the handler's binary search relies on it. */
+				if (n && c->ranges[n - 1].hi > lo)
+					return -EPROTO;
+				n++;
+			}
+		}
+		p = eol + 1;
+	}
+	c->nranges = n;
+	c->maps_stale = false;
+	return 0;
+}
+
+/* Enumerate /proc/self/task into c->tids, excluding self. */
+static int enumerate_threads(struct sprobe_capturer *c, pid_t self)
+{
+	uint32_t n = 0;
+
+	if (lseek(c->task_fd, 0, SEEK_SET) < 0)
+		return -errno;
+	for (;;) {
+		long got = syscall(SYS_getdents64, c->task_fd, c->dents, c->dents_len);
+		long off = 0;
+
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			break;
+		while (off < got) {
+			struct dirent64 *d = (struct dirent64 *)(c->dents + off);
+			const char *s = d->d_name;
+			long tid = 0;
+
+			off += d->d_reclen;
+			if (*s < '0' || *s > '9')
+				continue;
+			for (; *s >= '0' && *s <= '9'; s++)
+				tid = tid * 10 + (*s - '0');
+			if ((pid_t)tid == self)
+				continue;
+			if (n == c->tids_cap) {
+				size_t cap = c->tids_cap;
+				size_t cap2 = c->tids_cap;
+				int err = grow((void **)&c->tids, &cap, n + 1, sizeof(pid_t));
+
+				if (!err)
+					err = grow((void **)&c->prev_tids, &cap2, n + 1, sizeof(pid_t));
+				if (!err) {
+					size_t cap3 = c->tids_cap;
+
+					err = grow((void **)&c->sent, &cap3, n + 1, sizeof(uint32_t));
+				}
+				if (err)
+					return err;
+				c->tids_cap = (uint32_t)cap;
+			}
+			c->tids[n++] = (pid_t)tid;
+		}
+	}
+	c->ntids = n;
+	return 0;
+}
+
+static bool status_mask(const char *buf, const char *key, uint64_t *mask)
+{
+	const char *p = strstr(buf, key), *q;
+
+	if (!p)
+		return false;
+	p += strlen(key);
+	while (*p == ' ' || *p == '\t')
+		p++;
+	q = p;
+	*mask = parse_hex(&q);
+	/* 16 hex digits, most significant first; signal n is bit n-1. */
+	return q - p == 16;
+}
+
+/*
+ * Should the capture signal be sent to tid? From SigBlk and SigPnd in
+ * /proc/self/task/<tid>/status, read outside any window.
+ * Returns 0 (send), or the drop reason: EXITED if the thread is gone,
+ * BLOCKED if it blocks the signal, ERROR if status is unreadable.
+ *
+ * A thread that is still returning from one of our handlers (the previous
+ * capture returned as soon as the handler published DONE; often the
+ * probe's wake-up preempts the handler right there) has every signal in
+ * the handler's sa_mask blocked until its sigreturn. Such a thread is
+ * signalled anyway: the signal is delivered right after the sigreturn. A
+ * thread that really blocks that whole set is found out while waiting
+ * (strict = true: only blocked with our signal pending counts; blocked
+ * without it means the signal was just delivered) and from then on keeps
+ * exactly one stale signal pending, which makes later checks drop it
+ * without queueing more.
+ */
+static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict)
+{
+	char path[64], buf[2048];
+	uint64_t blk, pnd, bit = 1ull << (c->signo - 1);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n == 0 || errno == ESRCH ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR;
+	buf[n] = '\0';
+	if (!status_mask(buf, "SigBlk:", &blk) || !status_mask(buf, "SigPnd:", &pnd))
+		return SPROBE_DROP_ERROR;
+	if (!(blk & bit))
+		return 0;
+	/* Inside one of our handlers a thread blocks at least the handler's
+	 * whole mask: anything less is the application's doing. */
+	if ((blk & c->handler_mask) != c->handler_mask)
+		return SPROBE_DROP_BLOCKED;
+	if (!(pnd & bit))
+		return 0; /* in our handler, or just delivered: see above */
+	/* Pending behind a full mask while some handler of ours runs: most
+	 * likely this thread, preempted before its sigreturn. */
+	if (strict && atomic_load(&g.in_handler))
+		return 0;
+	return SPROBE_DROP_BLOCKED;
+}
+
+static int send_signal(struct sprobe_capturer *c, pid_t tid, uint32_t idx, uint64_t gen)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	si.si_signo = c->signo;
+	si.si_code = SI_QUEUE;
+	si.si_pid = c->pid;
+	si.si_uid = c->uid;
+	si.si_value.sival_ptr = (void *)(uintptr_t)(gen << 16 | idx);
+	if (syscall(SYS_rt_tgsigqueueinfo, c->pid, tid, c->signo, &si) < 0)
+		return -errno;
+	return 0;
+}
+
+static void arm_slot(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
+		     uint64_t gen)
+{
+	struct slot *sl = &c->slots[i];
+
+	sl->sample = &s->samples[i];
+	sl->buf = sprobe_snapshot__buffer(s, i);
+	atomic_store_explicit(&sl->vm, VM_NONE, memory_order_relaxed);
+	/* Release; pairs with the handler's acquire CAS ARMED -> BUSY. */
+	atomic_store_explicit(&sl->state, gen << 2 | SLOT_ARMED, memory_order_release);
+}
+
+/* Take back an ARMED slot. True if no handler will ever touch it. */
+static bool cancel_slot(struct slot *sl, uint64_t gen)
+{
+	uint64_t expect = gen << 2 | SLOT_ARMED;
+
+	/* acq_rel; pairs with the handler's CAS ARMED -> BUSY: exactly one of
+	 * the two succeeds. */
+	return atomic_compare_exchange_strong(&sl->state, &expect, gen << 2 | SLOT_IDLE);
+}
+
+static uint32_t slot_phase(struct slot *sl)
+{
+	/* Acquire; pairs with the handler's release store of DONE. */
+	return (uint32_t)(atomic_load_explicit(&sl->state, memory_order_acquire) & 3);
+}
+
+/*
+ * Threads known to block the signal. Everyone else is signalled without
+ * reading its status first (one /proc read per thread per capture is what
+ * made captures slow under CPU contention); a thread that turns out to
+ * block is found while waiting, lands here and is checked before each
+ * capture from then on. nblk > BLK_MAX means the list overflowed: check
+ * everyone.
+ */
+static bool known_blocked(const struct sprobe_capturer *c, pid_t tid)
+{
+	for (uint32_t i = 0; i < c->nblk && i < BLK_MAX; i++)
+		if (c->blk[i] == tid)
+			return true;
+	return false;
+}
+
+static void note_blocked(struct sprobe_capturer *c, pid_t tid)
+{
+	if (known_blocked(c, tid))
+		return;
+	if (c->nblk < BLK_MAX)
+		c->blk[c->nblk++] = tid;
+	else
+		c->nblk = BLK_MAX + 1;
+}
+
+static void forget_blocked(struct sprobe_capturer *c, pid_t tid)
+{
+	for (uint32_t i = 0; i < c->nblk && i < BLK_MAX; i++) {
+		if (c->blk[i] == tid) {
+			c->blk[i] = c->blk[--c->nblk];
+			return;
+		}
+	}
+}
+
+/*
+ * VM_READV: copy the stack of every slot whose handler published its
+ * registers, then let the handler go. Returns how many were served.
+ */
+static uint32_t vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint32_t nsent)
+{
+	uint32_t served = 0;
+
+	for (uint32_t k = 0; k < nsent; k++) {
+		struct slot *sl = &c->slots[sent[k]];
+		struct sprobe_thread_sample *t = sl->sample;
+		uint32_t expect = VM_REGS;
+
+		/* Acquire; pairs with the release store of VM_REGS in
+		 * vm_handshake(): sp, stack_addr, stack_len are set. */
+		if (atomic_load_explicit(&sl->vm, memory_order_acquire) != VM_REGS)
+			continue;
+		struct iovec local = { sl->buf, t->stack_len };
+		struct iovec remote = { (void *)(uintptr_t)t->stack_addr, t->stack_len };
+		ssize_t n = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+
+		/* A short or failed copy leaves what was read; the drop is
+		 * decided after the handler is done (stack_len 0 = error). */
+		t->stack_len = n > 0 ? (size_t)n : 0;
+		if (atomic_compare_exchange_strong(&sl->vm, &expect, VM_COPIED))
+			futex_wake(&sl->vm, 1);
+		served++;
+	}
+	return served;
+}
+
+/*
+ * One batch: signal the prepared slots in sent[0..nsent), wait for all of
+ * them with one deadline, cancel the stragglers, wait for any handler that
+ * is still running. On return no handler will touch these samples.
+ */
+static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+		      uint32_t *sent, uint32_t nsent)
+{
+	uint64_t deadline, slice = 1000000; /* 1 ms, doubling */
+	uint32_t live = 0, ncancelled = 0, k;
+	bool vm = c->method == SPROBE_METHOD_VM_READV;
+
+	atomic_store(&g.completed, 0);
+	/* No wake until the count is final: sends are still going out. */
+	atomic_store(&g.target, vm ? 0 : UINT32_MAX);
+
+	for (k = 0; k < nsent; k++) {
+		uint32_t i = sent[k];
+		struct sprobe_thread_sample *t = &s->samples[i];
+		uint64_t gen = ++c->gen;
+		int err;
+
+		if (c->before_signal)
+			c->before_signal(c->hook_ctx, t->tid);
+		arm_slot(c, s, i, gen);
+		t->method = c->method;
+		t->signal_ns = sprobe_now_ns();
+		err = send_signal(c, t->tid, i, gen);
+		if (err) {
+			/* Never delivered: the CAS cannot fail. */
+			cancel_slot(&c->slots[i], gen);
+			sprobe_snapshot__drop(s, t, err == -ESRCH ? SPROBE_DROP_EXITED
+								  : SPROBE_DROP_ERROR);
+			continue;
+		}
+		sent[live++] = i;
+	}
+	nsent = live;
+	if (!nsent)
+		return;
+
+	/* seq_cst store, then load of completed: see g.completed. */
+	atomic_store(&g.target, vm ? 0 : nsent);
+	deadline = sprobe_now_ns() + c->timeout_ns;
+	uint32_t ndone = 0;
+	for (;;) {
+		uint32_t seen = atomic_load(&g.completed);
+		uint64_t now;
+
+		if (vm) {
+			vm_service(c, sent, nsent);
+			ndone = 0;
+			for (k = 0; k < nsent; k++)
+				ndone += slot_phase(&c->slots[sent[k]]) == SLOT_DONE;
+			if (ndone == nsent)
+				break;
+		} else if (seen >= nsent) {
+			break;
+		}
+		now = sprobe_now_ns();
+		if (now >= deadline)
+			break;
+		if (slice > deadline - now)
+			slice = deadline - now;
+		if (futex_wait(&g.completed, seen, slice) < 0 && errno == ETIMEDOUT) {
+			/* Slow path: drop early the threads that exited or
+			 * started blocking the signal after we looked. */
+			for (k = 0; k < nsent; k++) {
+				uint32_t i = sent[k];
+				struct slot *sl = &c->slots[i];
+				uint64_t st = atomic_load(&sl->state);
+				pid_t tid = s->samples[i].tid;
+				uint32_t why = 0;
+
+				if ((st & 3) != SLOT_ARMED)
+					continue;
+				/* tgkill(0) is cheap; a status read is not, and
+				 * under CPU contention every syscall of the probe
+				 * costs a time slice: read it once per thread and
+				 * capture, and only after 2 ms (most threads are
+				 * merely waiting for a CPU). */
+				if (syscall(SYS_tgkill, c->pid, tid, 0) < 0 && errno == ESRCH) {
+					why = SPROBE_DROP_EXITED;
+				} else if (sl->checked != st >> 2 &&
+					   sprobe_now_ns() - s->samples[i].signal_ns >= 2000000) {
+					sl->checked = st >> 2;
+					if (thread_sigcheck(c, tid, true) == SPROBE_DROP_BLOCKED)
+						why = SPROBE_DROP_BLOCKED;
+				}
+				if (why && cancel_slot(sl, st >> 2)) {
+					sprobe_snapshot__drop(s, &s->samples[i], why);
+					if (why == SPROBE_DROP_BLOCKED)
+						note_blocked(c, tid);
+					ncancelled++;
+				}
+			}
+			/* seq_cst; same pairing as the first store of target. */
+			if (!vm)
+				atomic_store(&g.target, nsent - ncancelled);
+			if (slice < 64000000)
+				slice *= 2;
+		}
+		/* Are all slots settled (DONE or cancelled)? */
+		uint32_t open = 0;
+		for (k = 0; k < nsent; k++) {
+			uint32_t ph = slot_phase(&c->slots[sent[k]]);
+
+			open += ph == SLOT_ARMED || ph == SLOT_BUSY;
+		}
+		if (!open)
+			break;
+	}
+
+	/* Deadline: take back every slot whose handler has not started. */
+	uint32_t busy = 0;
+	for (k = 0; k < nsent; k++) {
+		uint32_t i = sent[k];
+		struct slot *sl = &c->slots[i];
+		uint64_t st = atomic_load(&sl->state);
+
+		if ((st & 3) == SLOT_ARMED) {
+			if (cancel_slot(sl, st >> 2)) {
+				uint32_t why = thread_sigcheck(c, s->samples[i].tid, true);
+
+				if (why == SPROBE_DROP_BLOCKED)
+					note_blocked(c, s->samples[i].tid);
+
+				sprobe_snapshot__drop(s, &s->samples[i],
+						      why == SPROBE_DROP_BLOCKED ||
+								      why == SPROBE_DROP_EXITED
+							      ? why
+							      : SPROBE_DROP_TIMEOUT);
+				continue;
+			}
+			st = atomic_load(&sl->state);
+		}
+		if ((st & 3) == SLOT_BUSY)
+			busy++;
+	}
+	/* Handlers already running finish in bounded time (a memcpy, or a
+	 * VM_READV wait capped by g.vm_wait_ns): wait for them so that
+	 * nothing writes into s after we return. */
+	while (busy) {
+		uint32_t seen = atomic_load(&g.completed);
+
+		busy = 0;
+		if (vm)
+			vm_service(c, sent, nsent);
+		for (k = 0; k < nsent; k++)
+			busy += slot_phase(&c->slots[sent[k]]) == SLOT_BUSY;
+		if (busy)
+			futex_wait(&g.completed, seen, 1000000);
+	}
+
+	/* Collect. */
+	for (k = 0; k < nsent; k++) {
+		uint32_t i = sent[k];
+		struct sprobe_thread_sample *t = &s->samples[i];
+
+		if (slot_phase(&c->slots[i]) != SLOT_DONE)
+			continue; /* cancelled, reason already set */
+		if (t->stage != SPROBE_STAGE_RAW) {
+			if (t->drop_reason == SPROBE_DROP_NONE)
+				t->drop_reason = SPROBE_DROP_ERROR;
+			sprobe_snapshot__drop(s, t, t->drop_reason);
+		} else if (vm && (t->stack_len == 0 ||
+				  atomic_load(&c->slots[i].vm) == VM_ABANDONED)) {
+			sprobe_snapshot__drop(s, t, t->stack_len ? SPROBE_DROP_TIMEOUT
+								 : SPROBE_DROP_ERROR);
+		}
+	}
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* In place (glibc's qsort may malloc a merge buffer: a warm capture must
+ * not allocate). Shell sort, Ciura's gaps. */
+static void sort_tids(pid_t *v, uint32_t n)
+{
+	static const uint32_t gaps[] = { 701, 301, 132, 57, 23, 10, 4, 1 };
+
+	for (size_t k = 0; k < sizeof(gaps) / sizeof(gaps[0]); k++) {
+		uint32_t gap = gaps[k];
+
+		for (uint32_t i = gap; i < n; i++) {
+			pid_t x = v[i];
+			uint32_t j = i;
+
+			for (; j >= gap && v[j - gap] > x; j -= gap)
+				v[j] = v[j - gap];
+			v[j] = x;
+		}
+	}
+}
+
+/*
+ * Did a thread appear since the maps were last read? Only new threads can
+ * run on stacks the range array does not know; exits make no range wrong
+ * (a thread's stack is never unmapped while it runs). prev_tids is kept
+ * sorted; updated here.
+ */
+static bool new_threads(struct sprobe_capturer *c)
+{
+	bool fresh = false;
+
+	for (uint32_t i = 0; i < c->ntids && !fresh; i++)
+		fresh = !bsearch(&c->tids[i], c->prev_tids, c->nprev, sizeof(pid_t), cmp_tid);
+	if (c->ntids)
+		memcpy(c->prev_tids, c->tids, c->ntids * sizeof(pid_t));
+	c->nprev = c->ntids;
+	sort_tids(c->prev_tids, c->nprev);
+	return fresh;
+}
+
+int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	pid_t self;
+	uint32_t nslots, nsent = 0;
+	int err;
+
+	if (!c || !s)
+		return -EINVAL;
+	/* After fork() the capturer still names the parent: signalling its
+	 * threads from the child would be wrong in every way. */
+	if (getpid() != c->pid)
+		return -ECHILD;
+	pthread_mutex_lock(&c->lock);
+	/* Someone may have replaced our handler since: every signal would
+	 * then go to them (or kill the process). Say so instead. */
+	{
+		struct sigaction cur;
+
+		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
+		    cur.sa_sigaction != capture_handler) {
+			err = -EBUSY;
+			goto out;
+		}
+	}
+	self = sys_gettid();
+	err = enumerate_threads(c, self);
+	if (err)
+		goto out;
+	if (new_threads(c) || c->maps_stale) {
+		err = refresh_ranges(c);
+		if (err) {
+			c->nprev = 0; /* read them again next time */
+			goto out;
+		}
+	}
+	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
+	s->stats.threads_total = c->ntids;
+
+	/* Handler parameters for this capture; published by arm_slot(). */
+	g.ranges = c->ranges;
+	g.nranges = c->nranges;
+	g.cap = c->max_stack_bytes < s->max_stack_bytes ? c->max_stack_bytes : s->max_stack_bytes;
+
+	for (uint32_t i = 0; i < c->ntids; i++) {
+		struct sprobe_thread_sample *t;
+		uint32_t why;
+
+		if (i >= nslots) {
+			sprobe_snapshot__drop(s, NULL, SPROBE_DROP_NO_SLOT);
+			continue;
+		}
+		t = sprobe_snapshot__sample_init(s, i, c->tids[i]);
+		why = 0;
+		if (c->nblk > BLK_MAX || known_blocked(c, t->tid))
+			why = thread_sigcheck(c, t->tid, false);
+		if (!why)
+			forget_blocked(c, t->tid);
+		if (why) {
+			sprobe_snapshot__drop(s, t, why);
+		} else if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {
+			c->sent[0] = i;
+			run_batch(c, s, c->sent, 1);
+		} else {
+			c->sent[nsent++] = i;
+		}
+	}
+	if (nsent)
+		run_batch(c, s, c->sent, nsent);
+	for (uint32_t i = 0; i < s->nthreads; i++)
+		if (s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
+			c->maps_stale = true;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* ---------------------------------------------------------------- */
+/* Capturer life cycle                                               */
+/* ---------------------------------------------------------------- */
+
+static bool is_default(const struct sigaction *sa)
+{
+	return !(sa->sa_flags & SA_SIGINFO) && sa->sa_handler == SIG_DFL;
+}
+
+/* Install the handler on signo if nobody handles it. 0, -EBUSY, -errno. */
+static int try_install(struct sprobe_capturer *c, int signo)
+{
+	struct sigaction sa, old;
+
+	if (sigaction(signo, NULL, &old) < 0)
+		return -errno;
+	if (!is_default(&old))
+		return -EBUSY;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = capture_handler;
+	/* SA_ONSTACK: a thread with a sigaltstack and a nearly full stack
+	 * takes the handler there. All signals are blocked while the
+	 * handler runs so that no other handler nests inside the window. */
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(signo, &sa, &old) < 0)
+		return -errno;
+	if (!is_default(&old)) {
+		/* Someone installed one between our two calls: give it back. */
+		sigaction(signo, &old, NULL);
+		return -EBUSY;
+	}
+	c->old_sa = old;
+	c->signo = signo;
+	c->handler_mask = 0;
+	for (int i = 1; i <= 64; i++)
+		if ((sigismember(&sa.sa_mask, i) == 1 && i != SIGKILL && i != SIGSTOP) || i == signo)
+			c->handler_mask |= 1ull << (i - 1);
+	return 0;
+}
+
+/* Resolve, outside any window, every libc symbol the handler calls, so the
+ * handler never runs the lazy-binding resolver. */
+static void warm_up(void)
+{
+	_Atomic uint32_t word = 0;
+	char a[16] = { 0 }, b[16];
+
+	(void)sprobe_now_ns();
+	memcpy(b, a, sizeof(b));
+	futex_wake(&word, 1);
+	(void)b;
+}
+
+struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *opts)
+{
+	struct sprobe_capture_opts o;
+	struct sprobe_capturer *c;
+	struct rlimit rl;
+	int err = 0;
+
+	memset(&o, 0, sizeof(o));
+	if (opts) {
+		if (opts->sz < offsetof(struct sprobe_capture_opts, signo) + sizeof(int)) {
+			errno = EINVAL;
+			return NULL;
+		}
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	}
+	if (o.method == SPROBE_METHOD_NONE)
+		o.method = SPROBE_METHOD_SIGNAL;
+	if (o.max_stack_bytes == 0)
+		o.max_stack_bytes = SPROBE_MAX_STACK_BYTES;
+	if (o.timeout_ns == 0)
+		o.timeout_ns = SPROBE_DEFAULT_TIMEOUT_NS;
+	if (o.max_threads == 0)
+		o.max_threads = SPROBE_DEFAULT_MAX_THREADS;
+	if ((o.signo && (o.signo < SIGRTMIN || o.signo > SIGRTMAX)) ||
+	    o.signo == SIGURG || o.signo == SIGPROF ||
+	    o.max_stack_bytes > SPROBE_MAX_STACK_BYTES ||
+	    o.max_threads > SPROBE_MAX_THREADS_LIMIT ||
+	    o.strategy > SPROBE_STRATEGY_SEQUENTIAL ||
+	    (o.method != SPROBE_METHOD_SIGNAL && o.method != SPROBE_METHOD_VM_READV)) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->task_fd = -1;
+	c->method = o.method;
+	c->strategy = o.strategy;
+	c->timeout_ns = o.timeout_ns;
+	c->max_stack_bytes = o.max_stack_bytes;
+	c->max_threads = o.max_threads;
+	c->before_signal = o.before_signal;
+	c->hook_ctx = o.hook_ctx;
+	c->pid = getpid();
+	c->uid = getuid();
+	c->maps_stale = true;
+	pthread_mutex_init(&c->lock, NULL);
+	c->dents_len = 32768;
+	c->dents = malloc(c->dents_len);
+	c->slots = aligned_alloc(CACHELINE, sizeof(struct slot) * o.max_threads);
+	if (!c->dents || !c->slots) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	memset(c->slots, 0, sizeof(struct slot) * o.max_threads);
+	c->task_fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (c->task_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	err = refresh_ranges(c);
+	if (err)
+		goto fail;
+	warm_up();
+
+	pthread_mutex_lock(&g_owner_lock);
+	if (g_owner) {
+		pthread_mutex_unlock(&g_owner_lock);
+		err = -EBUSY;
+		goto fail;
+	}
+	/* Handler state first, then the handler. A stale signal from an
+	 * earlier capturer finds active == 0 or a slot it cannot CAS. */
+	g.pid = c->pid;
+	g.method = c->method;
+	g.slots = c->slots;
+	g.nslots = c->max_threads;
+	g.ranges = c->ranges;
+	g.nranges = c->nranges;
+	g.cap = c->max_stack_bytes;
+	g.vm_wait_ns = c->timeout_ns;
+	g.growsdown_max = 8u << 20;
+	if (getrlimit(RLIMIT_STACK, &rl) == 0)
+		g.growsdown_max = rl.rlim_cur == RLIM_INFINITY ? 1ull << 32 : rl.rlim_cur;
+	if (o.signo) {
+		err = try_install(c, o.signo);
+	} else {
+		err = -EBUSY;
+		for (int sig = SIGRTMIN; sig <= SIGRTMAX && err == -EBUSY; sig++)
+			err = try_install(c, sig);
+	}
+	if (err) {
+		pthread_mutex_unlock(&g_owner_lock);
+		goto fail;
+	}
+	g.signo = c->signo;
+	c->gen = g_last_gen;
+	/* seq_cst; pairs with the handler's load of active. */
+	atomic_store(&g.active, 1);
+	g_owner = c;
+	pthread_mutex_unlock(&g_owner_lock);
+	return c;
+fail:
+	if (c->task_fd >= 0)
+		close(c->task_fd);
+	free(c->dents);
+	free(c->slots);
+	free(c->maps);
+	free(c->ranges);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	errno = -err;
+	return NULL;
+}
+
+void sprobe_capturer__free(struct sprobe_capturer *c)
+{
+	struct sigaction ign;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&g_owner_lock);
+	/* SIG_IGN discards capture signals still queued to threads that
+	 * block it (POSIX), so none can later hit the default action, which
+	 * would terminate the process. Then the original disposition. */
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigaction(c->signo, &ign, NULL);
+	/* seq_cst; pairs with the handler's increment of in_handler. */
+	atomic_store(&g.active, 0);
+	while (atomic_load(&g.in_handler))
+		sched_yield();
+	sigaction(c->signo, &c->old_sa, NULL);
+	g.slots = NULL;
+	g.nslots = 0;
+	g.ranges = NULL;
+	g.nranges = 0;
+	g_owner = NULL;
+	g_last_gen = c->gen;
+	pthread_mutex_unlock(&g_owner_lock);
+
+	close(c->task_fd);
+	free(c->dents);
+	free(c->tids);
+	free(c->prev_tids);
+	free(c->sent);
+	free(c->slots);
+	free(c->maps);
+	free(c->ranges);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+int sprobe_capturer__signo(const struct sprobe_capturer *c)
+{
+	return c ? c->signo : -EINVAL;
+}
+
+#endif /* __linux__ */

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Portable half of capture: the snapshot object (allocated once, reused by
+ * every capture), its accessors and its statistics. Nothing here runs inside
+ * a suspend window except sprobe_now_ns().
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+
+/* ASYNC-SIGNAL-SAFE: clock_gettime is on the POSIX async-signal-safe list
+ * and is a vDSO call on Linux (no lock, no allocation). */
+uint64_t sprobe_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_stack_bytes)
+{
+	struct sprobe_snapshot *s;
+
+	if (max_threads == 0)
+		max_threads = SPROBE_DEFAULT_MAX_THREADS;
+	if (max_stack_bytes == 0)
+		max_stack_bytes = SPROBE_MAX_STACK_BYTES;
+	if (max_threads > SPROBE_MAX_THREADS_LIMIT || max_stack_bytes > SPROBE_MAX_STACK_BYTES) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->max_threads = max_threads;
+	s->max_stack_bytes = max_stack_bytes;
+	/* Keep every buffer 16-byte aligned so the copy can use wide moves. */
+	s->slot_bytes = (max_stack_bytes + SPROBE_REDZONE + 15) & ~(size_t)15;
+	s->samples = calloc(max_threads, sizeof(*s->samples));
+	/* Large buffers come from mmap inside malloc: pages are faulted in by
+	 * the first capture that uses them (a kernel page fault is fine in a
+	 * signal handler), after which the snapshot is warm. */
+	s->stack_mem = malloc((size_t)max_threads * s->slot_bytes);
+	if (!s->samples || !s->stack_mem) {
+		sprobe_snapshot__free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	sprobe_snapshot__reset(s);
+	return s;
+}
+
+void sprobe_snapshot__free(struct sprobe_snapshot *s)
+{
+	if (!s)
+		return;
+	free(s->samples);
+	free(s->stack_mem);
+	free(s);
+}
+
+void sprobe_snapshot__reset(struct sprobe_snapshot *s)
+{
+	s->nthreads = 0;
+	memset(&s->stats, 0, sizeof(s->stats));
+	s->frames_resolved = false;
+}
+
+uint8_t *sprobe_snapshot__buffer(struct sprobe_snapshot *s, uint32_t i)
+{
+	return s->stack_mem + (size_t)i * s->slot_bytes;
+}
+
+struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot *s,
+							  uint32_t i, pid_t tid)
+{
+	struct sprobe_thread_sample *t = &s->samples[i];
+
+	/* frames[] is left alone: nframes = 0 makes it empty, and clearing
+	 * 3 KiB per thread per capture is measurable. */
+	memset(t, 0, offsetof(struct sprobe_thread_sample, frames));
+	t->tid = tid;
+	t->stage = SPROBE_STAGE_EMPTY;
+	t->stack = sprobe_snapshot__buffer(s, i);
+	if (i >= s->nthreads)
+		s->nthreads = i + 1;
+	return t;
+}
+
+void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sample *t,
+			   uint32_t reason)
+{
+	if (reason == SPROBE_DROP_NONE || reason >= SPROBE_DROP__COUNT)
+		reason = SPROBE_DROP_ERROR;
+	if (t) {
+		t->stage = SPROBE_STAGE_EMPTY;
+		t->drop_reason = reason;
+		t->stack_len = 0;
+	} else {
+		/* No sample to carry the reason (NO_SLOT): count it here;
+		 * sprobe_snapshot__finish() adds the samples' drops. */
+		s->stats.dropped[reason]++;
+	}
+}
+
+int sprobe_snapshot__finish(struct sprobe_snapshot *s)
+{
+	struct sprobe_snapshot_stats *st = &s->stats;
+	uint32_t r, captured = 0, dropped = 0;
+	uint64_t pause = 0;
+
+	for (uint32_t i = 0; i < s->nthreads; i++) {
+		struct sprobe_thread_sample *t = &s->samples[i];
+
+		if (t->stage == SPROBE_STAGE_RAW) {
+			captured++;
+			if (t->exit_ns > t->entry_ns)
+				pause += t->exit_ns - t->entry_ns;
+		} else {
+			if (t->drop_reason == SPROBE_DROP_NONE ||
+			    t->drop_reason >= SPROBE_DROP__COUNT)
+				t->drop_reason = SPROBE_DROP_ERROR;
+			st->dropped[t->drop_reason]++;
+		}
+	}
+	for (r = 0; r < SPROBE_DROP__COUNT; r++)
+		dropped += st->dropped[r];
+	st->threads_captured = captured;
+	st->threads_dropped = dropped;
+	st->pause_ns = pause;
+	return st->threads_total == captured + dropped ? 0 : -EPROTO;
+}
+
+int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	uint64_t t0;
+	int err;
+
+	if (!s) /* the backend says -EINVAL, or -ENOTSUP where there is none */
+		return sprobe_backend__capture(c, NULL);
+	sprobe_snapshot__reset(s);
+	t0 = sprobe_now_ns();
+	err = sprobe_backend__capture(c, s);
+	if (err)
+		return err;
+	s->stats.capture_ns = sprobe_now_ns() - t0;
+	return sprobe_snapshot__finish(s);
+}
+
+uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s)
+{
+	return s ? s->nthreads : 0;
+}
+
+struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i)
+{
+	if (!s) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (i >= s->nthreads) {
+		errno = ERANGE;
+		return NULL;
+	}
+	return &s->samples[i];
+}
+
+const struct sprobe_snapshot_stats *sprobe_snapshot__stats(const struct sprobe_snapshot *s)
+{
+	return s ? &s->stats : NULL;
+}
+
+bool sprobe_snapshot__frames_resolved(const struct sprobe_snapshot *s)
+{
+	return s && s->frames_resolved;
+}
+
+void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v)
+{
+	if (s)
+		s->frames_resolved = v;
+}
+
+const char *sprobe_drop_reason__str(uint32_t reason)
+{
+	static const char *const names[SPROBE_DROP__COUNT] = {
+		[SPROBE_DROP_NONE] = "none",
+		[SPROBE_DROP_EXITED] = "exited",
+		[SPROBE_DROP_BLOCKED] = "blocked",
+		[SPROBE_DROP_TIMEOUT] = "timeout",
+		[SPROBE_DROP_NO_STACK] = "no-stack",
+		[SPROBE_DROP_NO_SLOT] = "no-slot",
+		[SPROBE_DROP_ERROR] = "error",
+	};
+
+	return reason < SPROBE_DROP__COUNT ? names[reason] : "unknown";
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Platforms without a capture backend. Every capture fails with -ENOTSUP:
+ * an empty snapshot would read as "this process has no other threads",
+ * which is a different and false claim.
+ *
+ * Built where none of linux.c, windows.c, macos.c applies, or everywhere
+ * with -DSPROBE_BACKEND_UNSUPPORTED (the test-unsupported lane compiles it
+ * that way on Linux to check the contract).
+ */
+#if defined(SPROBE_BACKEND_UNSUPPORTED) || \
+	(!defined(__linux__) && !defined(_WIN32) && !defined(__APPLE__))
+
+#include <errno.h>
+
+#include "backend.h"
+
+struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *opts)
+{
+	(void)opts;
+	errno = ENOTSUP;
+	return NULL;
+}
+
+void sprobe_capturer__free(struct sprobe_capturer *c)
+{
+	(void)c;
+}
+
+int sprobe_capturer__signo(const struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP;
+}
+
+int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	(void)c;
+	(void)s;
+	return -ENOTSUP;
+}
+
+#endif

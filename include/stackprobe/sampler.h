@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * stackprobe sampler: the probe thread that ties the parts together.
+ *
+ * Started inside the profiled process (by the LD_PRELOAD agent, or by an
+ * application that embeds libstackprobe), it captures every sibling thread at
+ * a fixed rate, unwinds the copies after every thread runs again, publishes
+ * each thread's latest stack in the shared-memory node table, and streams
+ * samples to a data file through a bounded queue that never blocks the probe.
+ *
+ * Modes:
+ *   wall  every thread, running or blocked, once per period: where time goes.
+ *   cpu   each thread on its own CPU time: a thread is captured once for every
+ *         period of CPU time it consumed since its last sample (read from the
+ *         kernel's per-thread run-time accounting before each round), so a
+ *         blocked thread gets no samples and a busy one gets F per CPU-second.
+ *
+ * Threading: one sampler per process (the capture signal handler is
+ * process-wide). The functions below are not async-signal-safe; call them
+ * from ordinary thread context. __stop() may be called from an atexit
+ * handler.
+ */
+#ifndef STACKPROBE_SAMPLER_H
+#define STACKPROBE_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum sprobe_sampler_mode {
+	SPROBE_MODE_WALL = 0,
+	SPROBE_MODE_CPU = 1,
+};
+
+/*
+ * Live counters the sampler publishes for another process (the `record`
+ * command maps the same memory). Written by the probe thread with relaxed
+ * stores once per round; readers get each counter whole, not a consistent
+ * set (a status line needs no more).
+ */
+struct sprobe_sampler_status {
+	_Atomic uint64_t rounds;
+	_Atomic uint64_t samples;
+	_Atomic uint64_t threads_dropped;
+	_Atomic uint64_t stream_dropped;
+	_Atomic uint64_t window_median_ns;
+	_Atomic uint32_t threads;
+};
+
+struct sprobe_sampler_opts {
+	size_t sz;		   /* sizeof(struct sprobe_sampler_opts) */
+	double freq_hz;		   /* 0: 99 */
+	uint32_t mode;		   /* enum sprobe_sampler_mode */
+	const char *output;	   /* data file path; NULL: no data file */
+	const char *table_path;	   /* NULL: /dev/shm/stackprobe-<pid>.table */
+	bool no_table;		   /* do not publish a node table */
+	uint32_t table_capacity;   /* 0: 1024 nodes */
+	uint32_t max_threads;	   /* 0: 1024 */
+	size_t max_stack_bytes;	   /* 0: SPROBE_MAX_STACK_BYTES */
+	size_t queue_bytes;	   /* stream queue; 0: stream default */
+	int signo;		   /* 0: pick a free real-time signal */
+	double duration_s;	   /* 0: until __stop() */
+	const char *command_line;  /* recorded in the header; NULL: /proc */
+	struct sprobe_sampler_status *status; /* optional, borrowed */
+};
+
+struct sprobe_sampler_stats {
+	uint64_t rounds;	   /* captures performed */
+	uint64_t samples;	   /* thread samples emitted */
+	uint64_t threads_dropped;  /* capture drops, all reasons */
+	uint64_t stream_dropped;   /* records the queue had to drop */
+	uint64_t table_errors;	   /* table inserts refused (full) */
+	uint64_t last_window_median_ns;
+	uint32_t threads;	   /* threads in the last round */
+};
+
+struct sprobe_sampler;
+
+/*
+ * Start sampling the calling process: creates the probe thread, the table
+ * and the data file. Returns NULL with errno set: EINVAL (bad options),
+ * EBUSY (a sampler already runs, or the capture signal is taken), EEXIST
+ * (the table path exists), EACCES, ENOMEM, ENOTSUP (no capture backend).
+ */
+struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *opts);
+
+/*
+ * Stop: joins the probe thread, writes symbols and the trailer, closes the
+ * data file and removes the table. Returns 0 or the first -errno met while
+ * writing. Frees the sampler (even on error). Accepts NULL (returns 0).
+ */
+int sprobe_sampler__stop(struct sprobe_sampler *s);
+
+/* A consistent copy of the counters; thread-safe (relaxed atomics). */
+void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler_stats *out);
+
+/* "wall" / "cpu" -> enum value, or -EINVAL. */
+int sprobe_sampler_mode__parse(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STACKPROBE_SAMPLER_H */

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * stackprobe deferred unwinding: turn a captured thread sample (registers +
+ * a copy of the stack bytes) into return addresses, after the thread runs
+ * again.
+ *
+ * Method, per frame: DWARF CFI (libunwind's remote interface over our own
+ * accessors) wherever the code has CFI; frame pointers from the first frame
+ * that has none (JIT code, hand-written assembly without CFI). Each frame
+ * records which method produced it (struct sprobe_frame.method). Reads of
+ * stack memory come from the copy only; reads of code and unwind tables come
+ * from the live process, and only inside the segments of a known module, so
+ * garbage registers or a corrupted copy make the walk stop, never fault.
+ *
+ * The walk stops at the thread's start (the CFI of clone/_start marks the
+ * return address undefined), at the end of the copy, on garbage (an address
+ * in no module, a stack pointer going down), on a loop, or at max_frames
+ * (at most SPROBE_MAX_FRAMES).
+ *
+ * Caches: the module inventory is refreshed before each snapshot is unwound
+ * (one dl_iterate_phdr callback when nothing was loaded or unloaded). The
+ * first time a procedure is met, libunwind searches the module's
+ * PT_GNU_EH_FRAME index, parses its FDE and runs its CFI program
+ * (unw_reg_states_iterate); every row of the result is kept with the module,
+ * sorted by address. Later frames in that procedure replay the cached row
+ * with unw_apply_reg_state(): no table search, no lock, no system call. (The
+ * remote unw_step() path takes a mutex wrapped in two sigprocmask calls per
+ * frame, which costs more than the unwinding itself.) Rows leave with their
+ * module when a refresh sees it unloaded.
+ *
+ * Async-signal-safety: NONE of these functions is async-signal-safe, and
+ * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
+ * captures first (the capture backend's window code is the only
+ * async-signal-safe part), and unwinds only after every thread runs again.
+ *
+ * Thread-safety: an unwinder is used by one thread at a time. Different
+ * unwinders are independent.
+ */
+#ifndef STACKPROBE_UNWIND_H
+#define STACKPROBE_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/symbolize.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a walk ended. */
+enum sprobe_unwind_stop {
+	SPROBE_UNWIND_END = 0,	  /* outermost frame: the thread's start */
+	SPROBE_UNWIND_FP_END,	  /* the frame-pointer chain ended (start or garbage) */
+	SPROBE_UNWIND_TRUNCATED,  /* needed stack bytes beyond the copy */
+	SPROBE_UNWIND_BAD,	  /* garbage: unreadable memory, pc in no module... */
+	SPROBE_UNWIND_LOOP,	  /* the same frame twice, or sp going down */
+	SPROBE_UNWIND_MAX_FRAMES, /* frame limit reached */
+	SPROBE_UNWIND__COUNT
+};
+
+/* Options for sprobe_unwinder__new(). Zeroed fields take defaults. */
+struct sprobe_unwinder_opts {
+	size_t sz;		   /* sizeof(struct sprobe_unwinder_opts) */
+	uint32_t max_frames;	   /* 0: SPROBE_MAX_FRAMES; capped there */
+	bool no_dwarf;		   /* frame pointers only */
+	bool no_fp_fallback;	   /* DWARF only: stop where CFI is missing */
+	struct sprobe_modules *modules; /* borrowed inventory of THIS process;
+					 * NULL: the unwinder makes its own */
+};
+
+/* Counters since the unwinder was made (for tests, benchmarks, reports). */
+struct sprobe_unwinder_stats {
+	uint64_t samples;	/* samples unwound */
+	uint64_t frames;	/* frames produced, all methods */
+	uint64_t frames_by_method[5]; /* indexed by enum sprobe_frame_method */
+	uint64_t stops[SPROBE_UNWIND__COUNT];
+	uint64_t table_lookups;	/* .eh_frame_hdr searches (row-cache misses) */
+	uint64_t table_failures;/* frames with no CFI (missed search, or pc in
+				 * no module) */
+	uint64_t module_refreshes; /* refreshes that changed the module set */
+};
+
+struct sprobe_unwinder;
+
+/*
+ * Make an unwinder for samples of THIS process. Returns an object the
+ * caller frees with sprobe_unwinder__free(), or NULL with errno: EINVAL
+ * (bad opts, or opts.modules is not an inventory of this process), ENOMEM.
+ */
+struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts);
+
+/* Free the unwinder (and its inventory if it made one). NULL is ok. */
+void sprobe_unwinder__free(struct sprobe_unwinder *u);
+
+/* The inventory the unwinder uses, for symbolizing its frames. Owned by the
+ * unwinder (or borrowed from opts.modules). Never NULL. */
+struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u);
+
+/*
+ * Unwind one sample: fills s->frames / s->nframes and sets s->stage to
+ * SPROBE_STAGE_UNWOUND. Leaves every other field (truncated included)
+ * untouched. Does NOT refresh the inventory: call
+ * sprobe_modules__refresh(sprobe_unwinder__modules(u)) first if objects may
+ * have been loaded since (sprobe_unwinder__unwind_snapshot() does).
+ * Returns the number of frames (>= 0; 0 only when even the ip is unusable),
+ * -EINVAL when s is not a captured sample (stage EMPTY, no stack). *why, if
+ * not NULL, gets the enum sprobe_unwind_stop.
+ */
+int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+			    enum sprobe_unwind_stop *why);
+
+/*
+ * Refresh the inventory, unwind every captured (RAW) thread of snap and set
+ * its frames_resolved flag. Returns the number of threads unwound, or
+ * -errno (EINVAL on NULL arguments).
+ */
+int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap);
+
+/* Drop every cached CFI row and eh_frame_hdr check of the inventory's
+ * modules (memory back; the next unwinds are cold again). Returns 0,
+ * -EINVAL on NULL. */
+int sprobe_unwinder__flush(struct sprobe_unwinder *u);
+
+/* Copy the counters into *out. Returns 0, -EINVAL on NULL. */
+int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out);
+
+/*
+ * Capture every sibling thread into snap with c, then — after every thread
+ * runs again — unwind them all with u (DWARF with frame-pointer fallback)
+ * and set frames_resolved. Returns 0 or the capture's -errno (-ENOTSUP on an
+ * unsupported platform, never an empty snapshot). Not async-signal-safe; call
+ * from the probe thread.
+ */
+int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
+			       struct sprobe_unwinder *u);
+
+/* The address to symbolize for a frame: a return address minus one (so a
+ * call at a function's very end is charged to that function), the ip as is
+ * for the interrupted frame. Thread-safe, async-signal-safe (pure). */
+static inline uint64_t sprobe_frame_lookup_pc(const struct sprobe_frame *f)
+{
+	return f->method == SPROBE_FRAME_IP || f->pc == 0 ? f->pc : f->pc - 1;
+}
+
+/* A short name for a stop reason ("end", "truncated", ...). Static string. */
+const char *sprobe_unwind_stop__str(enum sprobe_unwind_stop why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STACKPROBE_UNWIND_H */

@@ -1,0 +1,49 @@
+# Capture backend (backends/, userspace/unwind_fp.c): per-test flags, the
+# aarch64 lane under qemu-user, the unsupported-platform lane, make soak.
+
+# The known-stack test needs frame pointers in the test's own functions.
+$(BUILD)/tests/test_capture: TEST_CFLAGS += -fno-omit-frame-pointer
+$(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
+
+# --- aarch64 under qemu-user -------------------------------------------
+# Cross-builds only the capture part (backend + snapshot + FP unwinder) and
+# its tests: the rest of the library needs arm64 libbpf/libdw we do not
+# install. qemu-user delivers a signal in up to ~0.5 s: SPROBE_TEST_SLOW=1
+# makes the tests use long deadlines and small counts; nothing is timed.
+AARCH64_CC   ?= aarch64-linux-gnu-gcc
+QEMU_AARCH64 ?= qemu-aarch64
+CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind_fp.c
+CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c
+CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
+	-Iinclude -Ibackends -Itests -fno-omit-frame-pointer
+
+$(BUILD)/aarch64/test_capture: tests/test_capture.c $(CAPTURE_A64_SRCS) $(HDRS) tests/capture_fixture.h
+	$(call msg,A64-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(AARCH64_CC) $(CAPTURE_A64_CFLAGS) -o $@ $< $(CAPTURE_A64_SRCS) -lcmocka
+
+.PHONY: test-aarch64
+test-aarch64: $(BUILD)/aarch64/test_capture
+	$(Q)SPROBE_TEST_SLOW=1 SPROBE_TEST_QEMU=1 tools/run-tests.sh $(BUILD)/test-results/aarch64.res \
+		"$(QEMU_AARCH64) -L / $(BUILD)/aarch64/test_capture"
+TEST_LANES += test-aarch64
+
+# --- unsupported platforms ----------------------------------------------
+# Builds the portable half with backends/unsupported.c instead of linux.c
+# and checks that every capture says -ENOTSUP (never an empty snapshot).
+$(BUILD)/unsupported/capture_unsupported: tests/capture_unsupported.c $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c $(HDRS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -DSPROBE_BACKEND_UNSUPPORTED \
+		-Iinclude -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c -lcmocka
+
+.PHONY: test-unsupported
+test-unsupported: $(BUILD)/unsupported/capture_unsupported
+	$(Q)tools/run-tests.sh $(BUILD)/test-results/unsupported.res $<
+TEST_LANES += test-unsupported
+
+# --- soak: 10^5 torture captures (not part of make test) ----------------
+.PHONY: soak
+soak: $(BUILD)/tests/test_capture_torture
+	$(Q)SPROBE_TORTURE_CAPTURES=100000 SPROBE_TEST_TIMEOUT=14400 \
+		tools/run-tests.sh $(BUILD)/soak-results/soak.res $<

@@ -1,0 +1,29 @@
+# Data file, stream and reports: userspace/datafile.c, stream.c, report.c,
+# userspace/cli/cmd_report.c (library and CLI objects come from the top
+# Makefile's wildcards; tests/test_{datafile,stream,report}.c likewise).
+#
+# Extra lane: test-fuzz-datafile, a bounded libFuzzer run of the reader and
+# the reports (ASan + UBSan), seeded from tests/corpus/datafile. New inputs
+# go to build/fuzz/corpus-datafile, never into the source tree.
+#   make test-fuzz-datafile FUZZ_SECONDS=600   (a longer run by hand)
+
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/report.c
+
+$(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
+		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile_crc.h
+	$(call msg,FUZZ-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
+		-Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		$(FUZZ_DATAFILE_SRCS) -o $@
+
+.PHONY: test-fuzz-datafile
+test-fuzz-datafile: $(FUZZ_DATAFILE)
+	$(Q)rm -rf $(BUILD)/fuzz/corpus-datafile && mkdir -p $(BUILD)/fuzz/corpus-datafile
+	$(Q)tools/run-tests.sh $(BUILD)/test-results/fuzz-datafile.res \
+		"$(FUZZ_DATAFILE) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus-datafile tests/corpus/datafile"
+
+TEST_LANES += test-fuzz-datafile

@@ -1,0 +1,80 @@
+# Deferred unwinding, module inventory and symbolization (userspace/unwind.c,
+# modules.c, symbolize.c): test libraries, per-test flags, the aarch64 lane.
+
+UNWIND_LIBDIR := $(BUILD)/tests/unwind_testlib
+UNWIND_LIBSRC := tests/unwind_testlib/testlib.c
+UNWIND_LIBCFLAGS := -O2 -g -fPIC -shared -fomit-frame-pointer -fasynchronous-unwind-tables
+OBJCOPY ?= objcopy
+STRIP ?= strip
+READELF ?= readelf
+
+# The same code four ways: full .symtab; stripped (.dynsym only); stripped
+# with its debug file under debug/.build-id/; stripped with a .gnu_debuglink
+# and no build-id (so only the link can find the debug file).
+UNWIND_TESTLIBS := $(UNWIND_LIBDIR)/libsprobe_testlib.so \
+		   $(UNWIND_LIBDIR)/libsprobe_testlib_stripped.so \
+		   $(UNWIND_LIBDIR)/libsprobe_testlib_bid.so \
+		   $(UNWIND_LIBDIR)/libsprobe_testlib_link.so
+
+$(UNWIND_LIBDIR)/libsprobe_testlib.so: $(UNWIND_LIBSRC)
+	$(call msg,TESTLIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNWIND_LIBCFLAGS) -Wl,-soname,$(@F) -o $@ $<
+
+$(UNWIND_LIBDIR)/libsprobe_testlib_stripped.so: $(UNWIND_LIBSRC)
+	$(call msg,TESTLIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNWIND_LIBCFLAGS) -Wl,-soname,$(@F) -o $@.tmp $<
+	$(Q)$(STRIP) --strip-all -o $@ $@.tmp && rm -f $@.tmp
+
+$(UNWIND_LIBDIR)/libsprobe_testlib_bid.so: $(UNWIND_LIBSRC)
+	$(call msg,TESTLIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNWIND_LIBCFLAGS) -Wl,--build-id=sha1 -Wl,-soname,$(@F) -o $@.tmp $<
+	$(Q)id=$$($(READELF) -n $@.tmp | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p'); \
+	  test -n "$$id" || { echo "no build-id in $@.tmp" >&2; exit 1; }; \
+	  dir=$(UNWIND_LIBDIR)/debug/.build-id/$$(echo $$id | cut -c1-2); \
+	  mkdir -p $$dir && \
+	  $(OBJCOPY) --only-keep-debug $@.tmp $$dir/$$(echo $$id | cut -c3-).debug
+	$(Q)$(STRIP) --strip-all -o $@ $@.tmp && rm -f $@.tmp
+
+$(UNWIND_LIBDIR)/libsprobe_testlib_link.so: $(UNWIND_LIBSRC)
+	$(call msg,TESTLIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(UNWIND_LIBCFLAGS) -Wl,--build-id=none -Wl,-soname,$(@F) -o $@.tmp $<
+	$(Q)$(OBJCOPY) --only-keep-debug $@.tmp $(UNWIND_LIBDIR)/libsprobe_testlib_link.debug
+	$(Q)$(STRIP) --strip-all $@.tmp
+	$(Q)cd $(UNWIND_LIBDIR) && $(OBJCOPY) \
+	  --add-gnu-debuglink=libsprobe_testlib_link.debug $(@F).tmp $(@F) && rm -f $(@F).tmp
+
+$(BUILD)/tests/test_symbolize: $(UNWIND_TESTLIBS)
+$(BUILD)/tests/test_unwind: $(UNWIND_TESTLIBS)
+# The known-stack test: callers must be found by CFI, not frame pointers.
+$(BUILD)/tests/test_unwind: TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
+$(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2
+# Both walkers must see the same 35 frames: frame pointers on.
+$(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
+
+# --- aarch64 under qemu-user: the DWARF known-stack test ------------------
+# Cross-builds the capture backend, the FP walker and this part against the
+# arm64 libunwind/libelf/cmocka (tools/deps.d/unwind.list), then runs the
+# known-stack test under qemu-aarch64. Signals take up to ~0.5 s there:
+# SPROBE_TEST_SLOW=1 gives generous deadlines; nothing is timed.
+UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
+UNWIND_QEMU     ?= qemu-aarch64
+UNWIND_A64_SRCS := backends/snapshot.c backends/linux.c userspace/unwind_fp.c \
+		   userspace/unwind.c userspace/modules.c userspace/symbolize.c
+UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -Ibackends \
+		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables
+
+$(BUILD)/aarch64-unwind/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS)
+	$(call msg,A64-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(UNWIND_A64_CC) $(UNWIND_A64_CFLAGS) -o $@ $< $(UNWIND_A64_SRCS) \
+		-lunwind-generic -lunwind -lelf -lz -lcmocka -ldl
+
+.PHONY: test-aarch64-unwind
+test-aarch64-unwind: $(BUILD)/aarch64-unwind/test_unwind
+	$(Q)SPROBE_TEST_SLOW=1 tools/run-tests.sh $(BUILD)/test-results/aarch64-unwind.res \
+		"$(UNWIND_QEMU) -L / $(BUILD)/aarch64-unwind/test_unwind test_known_stack_dwarf"
+TEST_LANES += test-aarch64-unwind

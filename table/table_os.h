@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private: the OS-specific half of the node table. table/table.c holds all
+ * the logic over a mapped byte region; a backend (table_posix.c, later
+ * table_win.c) only creates, opens, maps, re-checks and removes the backing
+ * object. Every function returns 0 or -errno.
+ */
+#ifndef SPROBE_TABLE_OS_H
+#define SPROBE_TABLE_OS_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* errno values the table returns that some C libraries (mingw) lack. */
+#ifndef ESTALE
+#define ESTALE 116	/* Linux's value */
+#endif
+
+/* Private to the library: not exported from libstackprobe.so. */
+#if defined(__GNUC__) && !defined(_WIN32)
+#define SPROBE_TABLE_OS_API __attribute__((visibility("hidden")))
+#else
+#define SPROBE_TABLE_OS_API
+#endif
+
+/* OS resources behind one table. Zero-initialised = nothing to release. */
+struct sprobe_table_os {
+	int fd;		/* POSIX: the open file, -1 when none */
+	void *handle;	/* Windows: the mapping handle, NULL when none */
+	uint64_t dev, ino; /* identity of the created file (unlink check) */
+};
+
+/* Write the default table path for pid into buf (the writer's when pid is
+ * the caller's own). */
+SPROBE_TABLE_OS_API
+int sprobe_table_os__default_path(int pid, char *buf, size_t len);
+
+/* Create a new, exclusive, owner-only object of `size` bytes at path and
+ * map it read-write. On success *base is the mapping. */
+SPROBE_TABLE_OS_API
+int sprobe_table_os__create(const char *path, size_t size,
+			    struct sprobe_table_os *os, void **base);
+
+/* Open path read-only after the ownership and type checks, map all of it.
+ * err (len errlen) gets a reason on failure. */
+SPROBE_TABLE_OS_API
+int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
+			  const void **base, size_t *size, char *err,
+			  size_t errlen);
+
+/* 0 if the object still has `size` bytes, -ESTALE if not. */
+SPROBE_TABLE_OS_API
+int sprobe_table_os__check_size(const struct sprobe_table_os *os, size_t size);
+
+/* Unmap; close; if unlink_path is not NULL, remove it when it still names
+ * the object created by sprobe_table_os__create. */
+SPROBE_TABLE_OS_API
+void sprobe_table_os__close(struct sprobe_table_os *os, void *base,
+			    size_t size, const char *unlink_path);
+
+SPROBE_TABLE_OS_API
+int sprobe_table_os__getpid(void);
+
+/* CLOCK_MONOTONIC (monotonic != 0) or CLOCK_REALTIME, in ns. */
+SPROBE_TABLE_OS_API
+uint64_t sprobe_table_os__clock_ns(int monotonic);
+
+#endif

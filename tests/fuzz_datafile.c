@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * libFuzzer target for the data-file reader and the reports built on it:
+ * any byte string must give records, "cut short" or a clear error, never a
+ * crash, a hang, a leak or undefined behaviour; and whatever was read must
+ * render in every format.
+ *
+ *   make test-fuzz-datafile           (bounded run, part of make test)
+ *   build/fuzz/fuzz_datafile DIR...   (longer runs by hand)
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stackprobe/datafile.h>
+#include <stackprobe/report.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static FILE *sink;
+	struct sprobe_datafile_reader *rd;
+	struct sprobe_df_record rec;
+	int rc;
+
+	if (!sink)
+		sink = fopen("/dev/null", "w");
+	/* 1. The reader alone: every record decodes, the end is explained. */
+	rd = sprobe_datafile_reader__from_mem(data, size);
+	if (!rd)
+		abort();
+	while ((rc = sprobe_datafile_reader__next(rd, &rec)) == 1) {
+		/* Re-encoding what was read must work and give a payload no
+		 * larger than the format allows. */
+		long n = sprobe_df__encode(&rec, NULL, 0);
+
+		if (n < 0 || n > (long)SPROBE_DF_MAX_PAYLOAD)
+			abort();
+	}
+	int st = sprobe_datafile_reader__status(rd);
+
+	if (rc == 0 && st != SPROBE_DF_COMPLETE && st != SPROBE_DF_CUT_SHORT)
+		abort();
+	if (rc < 0 && (st != SPROBE_DF_CORRUPT || !*sprobe_datafile_reader__error(rd)))
+		abort();
+	sprobe_datafile_reader__free(rd);
+
+	/* 2. The report over the same bytes, in every format, with and
+	 * without a thread filter. */
+	for (uint32_t tid = 0; tid < 2; tid++) {
+		struct sprobe_report *r = sprobe_report__new(&(struct sprobe_report_opts){
+			.sz = sizeof(struct sprobe_report_opts), .tid = tid ? 101 : 0 });
+
+		rd = sprobe_datafile_reader__from_mem(data, size);
+		if (!r || !rd)
+			abort();
+		rc = sprobe_report__load(r, rd);
+		if (rc == -ENOMEM)
+			abort();
+		for (int f = SPROBE_REPORT_TEXT; f <= SPROBE_REPORT_JSON; f++)
+			if (sprobe_report__write(r, sink, (enum sprobe_report_format)f) != 0)
+				abort();
+		sprobe_datafile_reader__free(rd);
+		sprobe_report__free(r);
+	}
+	return 0;
+}

@@ -1,0 +1,1160 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Capture backend: the seed's known-stack acceptance test, the contract of
+ * the signal protocol (drops with reasons, refusing a taken signal, stale
+ * signals), the copy itself (bytes, bounds, truncation, sigaltstack), the
+ * frame-pointer unwinder on hostile input, and the no-allocation claim
+ * checked by a malloc interposer.
+ *
+ * Built with -fno-omit-frame-pointer (mk/capture.mk). Runs natively and
+ * under qemu-aarch64 (SPROBE_TEST_SLOW=1: generous deadlines; no timing is
+ * asserted anywhere).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capture_fixture.h"
+#include "sprobe_test.h"
+
+/* ------------------------------------------------------------------ */
+/* malloc interposer                                                   */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Every allocation entry point of the process comes through here. A call
+ * made while the calling thread has the capture signal blocked is a call
+ * from inside the capture handler (the handler blocks every signal while
+ * it runs, and no worker here blocks it otherwise). Calls by the thread
+ * that marked itself `t_count_mine` are counted separately: that is the
+ * probe thread, whose warm captures must not allocate either.
+ */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+static _Atomic int g_watch_signo;
+static _Atomic unsigned g_alloc_in_handler;
+static _Atomic unsigned g_alloc_mine;
+static __thread int t_count_mine;
+
+static void note_alloc(void)
+{
+	int sig = atomic_load_explicit(&g_watch_signo, memory_order_relaxed);
+
+	if (sig) {
+		sigset_t cur;
+
+		pthread_sigmask(SIG_BLOCK, NULL, &cur);
+		if (sigismember(&cur, sig))
+			atomic_fetch_add(&g_alloc_in_handler, 1);
+	}
+	if (t_count_mine)
+		atomic_fetch_add(&g_alloc_mine, 1);
+}
+
+void *malloc(size_t n)
+{
+	note_alloc();
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+	note_alloc();
+	return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+	note_alloc();
+	return __libc_realloc(p, n);
+}
+
+void free(void *p)
+{
+	if (p)
+		note_alloc();
+	__libc_free(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Known stack: a leaf with a fixed shape, called from a marker        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * sprobe_test_leaf(int *ready, int *stop): sets *ready, spins until *stop.
+ * Written in assembly so its shape does not depend on the compiler: on
+ * x86_64 it keeps a frame record (push rbp), on aarch64 it is a true leaf
+ * without one, so its caller is only in LR, which the unwinder must use.
+ */
+void sprobe_test_leaf(_Atomic int *ready, _Atomic int *stop);
+#if defined(__x86_64__)
+__asm__(".text\n"
+	".globl sprobe_test_leaf\n"
+	".type sprobe_test_leaf, @function\n"
+	"sprobe_test_leaf:\n"
+	".cfi_startproc\n"
+	"	push %rbp\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset %rbp, -16\n"
+	"	mov %rsp, %rbp\n"
+	".cfi_def_cfa_register %rbp\n"
+	"	movl $1, (%rdi)\n"
+	"1:	pause\n"
+	"	movl (%rsi), %eax\n"
+	"	test %eax, %eax\n"
+	"	je 1b\n"
+	"	pop %rbp\n"
+	".cfi_def_cfa %rsp, 8\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size sprobe_test_leaf, .-sprobe_test_leaf\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl sprobe_test_leaf\n"
+	".type sprobe_test_leaf, %function\n"
+	"sprobe_test_leaf:\n"
+	".cfi_startproc\n"
+	"	mov w2, #1\n"
+	"	stlr w2, [x0]\n"
+	"1:	yield\n"
+	"	ldar w3, [x1]\n"
+	"	cbz w3, 1b\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size sprobe_test_leaf, .-sprobe_test_leaf\n");
+#endif
+
+struct known {
+	_Atomic int ready, stop;
+	_Atomic pid_t tid;
+	uint64_t marker_ret; /* known_marker's return address: in its caller */
+	volatile int after;
+};
+
+/* The marker: the leaf's caller. Its own return address (into
+ * known_caller) must show up too. The store after the call keeps the call
+ * from becoming a tail call. */
+__attribute__((noinline, noclone)) static void known_marker(struct known *k)
+{
+	k->marker_ret = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	sprobe_test_leaf(&k->ready, &k->stop);
+	k->after++;
+}
+
+__attribute__((noinline, noclone)) static void known_caller(struct known *k)
+{
+	known_marker(k);
+	k->after++;
+}
+
+static void *known_main(void *arg)
+{
+	struct known *k = arg;
+
+	atomic_store(&k->tid, (pid_t)syscall(SYS_gettid));
+	known_caller(k);
+	return NULL;
+}
+
+/* The capturer of the running test, freed by the teardown if the test
+ * fails half-way (one capturer per process: a leak would fail the rest). */
+static struct sprobe_capturer *g_cur;
+
+static struct sprobe_capturer *track(struct sprobe_capturer *c)
+{
+	if (c)
+		g_cur = c;
+	return c;
+}
+
+static void untrack(struct sprobe_capturer *c)
+{
+	if (c == g_cur)
+		g_cur = NULL;
+	sprobe_capturer__free(c);
+}
+
+static int teardown(void **state)
+{
+	untrack(g_cur);
+	return 0;
+}
+
+/* qemu-user emulates the guest's signal masks: /proc/<tid>/status shows
+ * the host thread's, so "this thread blocks the signal" cannot be seen. */
+static bool under_qemu(void)
+{
+	const char *q = getenv("SPROBE_TEST_QEMU");
+
+	return q && *q == '1';
+}
+
+static struct sprobe_capturer *new_capturer(uint32_t strategy, uint32_t method)
+{
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o),
+		.timeout_ns = fx_timeout_ns(),
+		.strategy = strategy,
+		.method = method,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+
+	if (!c)
+		print_message("sprobe_capturer__new: %s\n", strerror(errno));
+	return c;
+}
+
+static void check_known_stack(uint32_t strategy)
+{
+	struct known k = { 0 };
+	struct sprobe_capturer *c = new_capturer(strategy, SPROBE_METHOD_SIGNAL);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+	pthread_t th;
+	bool leaf = false, marker = false, caller = false;
+	uint64_t m = (uint64_t)(uintptr_t)known_marker;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(pthread_create(&th, NULL, known_main, &k), 0);
+	assert_int_equal(fx_wait_flag(&k.ready, fx_timeout_ns()), 0);
+
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_false(sprobe_snapshot__frames_resolved(s));
+	assert_int_equal(sprobe_snapshot__unwind_fp(s), 0);
+	assert_true(sprobe_snapshot__frames_resolved(s));
+	atomic_store(&k.stop, 1);
+	pthread_join(th, NULL);
+
+	t = fx_find(s, atomic_load(&k.tid));
+	assert_non_null(t);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_NONE);
+	assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
+	assert_true(t->nframes >= 3);
+	for (uint32_t i = 0; i < t->nframes; i++) {
+		uint64_t pc = t->frames[i].pc;
+
+		if (i == 0 && pc >= (uint64_t)(uintptr_t)sprobe_test_leaf &&
+		    pc < (uint64_t)(uintptr_t)sprobe_test_leaf + 64)
+			leaf = true;
+		if (i > 0 && pc > m && pc - m < 4096)
+			marker = true;
+		if (i > 0 && pc == k.marker_ret)
+			caller = true;
+	}
+	if (!leaf || !marker || !caller) {
+		print_message("ip=%#llx leaf=%p marker=%p marker_ret=%#llx frames:",
+			      (unsigned long long)t->ip, (void *)sprobe_test_leaf,
+			      (void *)known_marker, (unsigned long long)k.marker_ret);
+		for (uint32_t i = 0; i < t->nframes; i++)
+			print_message(" %#llx", (unsigned long long)t->frames[i].pc);
+		print_message("\n");
+	}
+	assert_true(leaf);   /* frame 0: the parked leaf */
+	assert_true(marker); /* the leaf's caller: known_marker */
+	assert_true(caller); /* the marker's caller: known_caller */
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static void test_known_stack(void **state)
+{
+	check_known_stack(SPROBE_STRATEGY_PARALLEL);
+}
+
+static void test_known_stack_sequential(void **state)
+{
+	check_known_stack(SPROBE_STRATEGY_SEQUENTIAL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Coverage and drop reasons                                           */
+/* ------------------------------------------------------------------ */
+
+static void test_all_siblings_not_caller(void **state)
+{
+	enum { N = 6 };
+	struct worker w[N];
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	const struct sprobe_snapshot_stats *st;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+
+	assert_non_null(c);
+	assert_non_null(s);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], i % 2 ? PARK_PIPE : PARK_SPIN, 0), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	st = sprobe_snapshot__stats(s);
+	assert_true(fx_stats_consistent(st));
+	assert_null(fx_find(s, self));
+	for (int i = 0; i < N; i++) {
+		struct sprobe_thread_sample *t = fx_find(s, atomic_load(&w[i].tid));
+
+		assert_non_null(t);
+		if (t->stage != SPROBE_STAGE_RAW)
+			print_message("tid %d dropped: %s\n", t->tid,
+				      sprobe_drop_reason__str(t->drop_reason));
+		assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+		assert_int_equal(t->method, SPROBE_METHOD_SIGNAL);
+		assert_true(t->stack_len > 0);
+		assert_true(t->stack_addr <= t->sp && t->sp < t->stack_addr + t->stack_len);
+		assert_true(t->sp - t->stack_addr <= SPROBE_REDZONE);
+		assert_true(t->stack_top >= t->stack_addr + t->stack_len);
+		assert_true(t->signal_ns <= t->entry_ns && t->entry_ns <= t->exit_ns);
+		assert_true(t->ip != 0);
+#if defined(__x86_64__)
+		assert_true(t->regs[7] == t->sp && t->regs[16] == t->ip && t->regs[6] == t->fp);
+#else
+		assert_true(t->has_lr && t->regs[30] == t->lr && t->regs[31] == t->sp &&
+			    t->regs[32] == t->ip && t->regs[29] == t->fp);
+#endif
+	}
+	assert_true(st->threads_captured >= N);
+	assert_true(st->pause_ns > 0);
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static void test_blocking_thread_dropped(void **state)
+{
+	struct worker blk, run;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+
+	if (under_qemu())
+		SPROBE_SKIP("qemu-user: /proc status shows the host's signal mask, not the guest's");
+
+	assert_non_null(c);
+	assert_int_equal(fx_worker_start(&blk, PARK_SIGBLOCK, sprobe_capturer__signo(c)), 0);
+	assert_int_equal(fx_worker_start(&run, PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = fx_find(s, atomic_load(&blk.tid));
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_EMPTY);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_BLOCKED);
+	assert_true(sprobe_snapshot__stats(s)->dropped[SPROBE_DROP_BLOCKED] >= 1);
+	t = fx_find(s, atomic_load(&run.tid));
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	/* Unwinding skips the dropped thread and says so. */
+	assert_int_equal(sprobe_unwind_fp(fx_find(s, atomic_load(&blk.tid))), -ENODATA);
+	/* Found out while waiting the first time (its signal is now pending);
+	 * from then on checked before signalling (and, its signal pending,
+	 * not signalled again): still dropped as blocked. */
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		t = fx_find(s, atomic_load(&blk.tid));
+		assert_non_null(t);
+		assert_int_equal(t->drop_reason, SPROBE_DROP_BLOCKED);
+		assert_int_equal(fx_find(s, atomic_load(&run.tid))->stage, SPROBE_STAGE_RAW);
+	}
+	fx_worker_stop(&blk);
+	fx_worker_stop(&run);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* The hook runs between enumeration and the signal. */
+struct hook_ctx {
+	pid_t victim;
+	int action; /* 0 exit, 1 block the signal */
+	struct worker *w;
+	int fired;
+};
+
+static void before_signal(void *arg, pid_t tid)
+{
+	struct hook_ctx *h = arg;
+
+	if (tid != h->victim || h->fired)
+		return;
+	h->fired = 1;
+	if (h->action == 0) {
+		/* The thread exits and is reaped: its tid is gone. */
+		fx_worker_stop(h->w);
+	} else {
+		/* The thread starts blocking the signal after we checked. */
+		atomic_store(&h->w->ready, 0);
+		char ch = 'b';
+		assert_int_equal(write(h->w->pipe[1], &ch, 1), 1);
+		assert_int_equal(fx_wait_flag(&h->w->ready, fx_timeout_ns()), 0);
+	}
+}
+
+/* A worker variant that, on its first pipe byte, blocks sig then parks. */
+static void *late_block_main(void *arg)
+{
+	struct worker *w = arg;
+	sigset_t set;
+	char ch;
+
+	atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&w->ready, 1);
+	while (read(w->pipe[0], &ch, 1) < 0 && errno == EINTR)
+		;
+	sigemptyset(&set);
+	sigaddset(&set, w->signo);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	atomic_store(&w->ready, 1);
+	while (read(w->pipe[0], &ch, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void test_thread_exits_before_signal(void **state)
+{
+	struct worker victim, other;
+	struct hook_ctx h = { .action = 0, .w = &victim };
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o), .timeout_ns = fx_timeout_ns(),
+		.before_signal = before_signal, .hook_ctx = &h,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+
+	assert_non_null(c);
+	assert_int_equal(fx_worker_start(&victim, PARK_PIPE, 0), 0);
+	assert_int_equal(fx_worker_start(&other, PARK_SPIN, 0), 0);
+	h.victim = atomic_load(&victim.tid);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_int_equal(h.fired, 1);
+	t = fx_find(s, h.victim);
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_EMPTY);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_EXITED);
+	assert_non_null(fx_find(s, atomic_load(&other.tid)));
+	assert_int_equal(fx_find(s, atomic_load(&other.tid))->stage, SPROBE_STAGE_RAW);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	assert_true(sprobe_snapshot__stats(s)->dropped[SPROBE_DROP_EXITED] >= 1);
+	fx_worker_stop(&other);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static void test_thread_blocks_after_check(void **state)
+{
+	struct worker victim;
+	struct hook_ctx h = { .action = 1, .w = &victim };
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o), .timeout_ns = fx_timeout_ns(),
+		.before_signal = before_signal, .hook_ctx = &h,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+	char ch = 'x';
+
+	if (under_qemu())
+		SPROBE_SKIP("qemu-user: /proc status shows the host's signal mask, not the guest's");
+
+	assert_non_null(c);
+	memset(&victim, 0, sizeof(victim));
+	victim.signo = sprobe_capturer__signo(c);
+	assert_int_equal(pipe(victim.pipe), 0);
+	assert_int_equal(pthread_create(&victim.th, NULL, late_block_main, &victim), 0);
+	assert_int_equal(fx_wait_flag(&victim.ready, fx_timeout_ns()), 0);
+	h.victim = atomic_load(&victim.tid);
+	/* The signal stays pending in the blocking thread; the capture must
+	 * notice (SigBlk re-read while waiting) and drop it as blocked, not
+	 * hang and not wait for the thread. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = fx_find(s, h.victim);
+	assert_non_null(t);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_BLOCKED);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	/* The stale signal is still queued. Freeing the capturer discards it
+	 * (SIG_IGN) before restoring the default action, which would
+	 * otherwise kill the process when the thread unblocks. */
+	untrack(c);
+	{
+		sigset_t set;
+
+		/* The victim exits with the signal still blocked; check the
+		 * queue was really emptied from this thread's view too. */
+		sigpending(&set);
+		assert_false(sigismember(&set, victim.signo));
+	}
+	assert_int_equal(write(victim.pipe[1], &ch, 1), 1);
+	pthread_join(victim.th, NULL);
+	close(victim.pipe[0]);
+	close(victim.pipe[1]);
+	sprobe_snapshot__free(s);
+}
+
+static void app_handler(int sig)
+{
+	(void)sig;
+}
+
+static void test_app_handler_refused(void **state)
+{
+	struct sigaction sa, cur;
+	struct sprobe_capture_opts o = { .sz = sizeof(o) };
+	struct sprobe_capturer *c;
+	int sig;
+
+	/* Take the signal the capturer would pick first. */
+	c = track(sprobe_capturer__new(NULL));
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	assert_true(sig >= SIGRTMIN && sig <= SIGRTMAX);
+	untrack(c);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = app_handler;
+	assert_int_equal(sigaction(sig, &sa, NULL), 0);
+
+	/* Asked for explicitly: refused with EBUSY. */
+	o.signo = sig;
+	errno = 0;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EBUSY);
+	/* Picked automatically: another one. */
+	c = track(sprobe_capturer__new(NULL));
+	assert_non_null(c);
+	assert_int_not_equal(sprobe_capturer__signo(c), sig);
+	untrack(c);
+	/* The application's handler was never replaced. */
+	assert_int_equal(sigaction(sig, NULL, &cur), 0);
+	assert_ptr_equal(cur.sa_handler, app_handler);
+	sa.sa_handler = SIG_DFL;
+	sigaction(sig, &sa, NULL);
+}
+
+/* The application replaces our handler after we installed it: captures
+ * refuse instead of sending signals that would now reach the app. */
+static void test_handler_replaced(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(8, 4096);
+	struct sigaction sa, ours;
+	int sig;
+
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = app_handler;
+	assert_int_equal(sigaction(sig, &sa, &ours), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), -EBUSY);
+	assert_int_equal(sigaction(sig, &ours, NULL), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static void test_bad_options(void **state)
+{
+	struct sprobe_capture_opts o = { .sz = sizeof(o) };
+	struct sprobe_capturer *c, *c2;
+
+	o.signo = SIGURG;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.signo = SIGPROF;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.signo = SIGRTMAX + 1;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.signo = 0;
+	o.max_stack_bytes = SPROBE_MAX_STACK_BYTES + 1;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.max_stack_bytes = 0;
+	o.method = SPROBE_METHOD_SUSPEND;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	o.method = 0;
+	o.sz = 0;
+	assert_null(sprobe_capturer__new(&o));
+	assert_int_equal(errno, EINVAL);
+	assert_null(sprobe_snapshot__new(SPROBE_MAX_THREADS_LIMIT + 1, 0));
+	assert_int_equal(errno, EINVAL);
+	assert_null(sprobe_snapshot__new(1, SPROBE_MAX_STACK_BYTES + 1));
+	assert_int_equal(errno, EINVAL);
+
+	/* One capturer per process. */
+	c = track(sprobe_capturer__new(NULL));
+	assert_non_null(c);
+	c2 = track(sprobe_capturer__new(NULL));
+	assert_null(c2);
+	assert_int_equal(errno, EBUSY);
+	assert_int_equal(sprobe_capturer__capture(c, NULL), -EINVAL);
+	assert_int_equal(sprobe_capturer__capture(NULL, NULL), -EINVAL);
+	untrack(c);
+	sprobe_capturer__free(NULL);
+	sprobe_snapshot__free(NULL);
+	assert_int_equal(sprobe_capturer__signo(NULL), -EINVAL);
+	assert_int_equal(sprobe_unwind_fp(NULL), -EINVAL);
+	assert_int_equal(sprobe_snapshot__unwind_fp(NULL), -EINVAL);
+	assert_int_equal(sprobe_snapshot__nthreads(NULL), 0);
+	assert_null(sprobe_snapshot__stats(NULL));
+	assert_string_equal(sprobe_drop_reason__str(SPROBE_DROP_BLOCKED), "blocked");
+	assert_string_equal(sprobe_drop_reason__str(999), "unknown");
+}
+
+/* ------------------------------------------------------------------ */
+/* The copy                                                            */
+/* ------------------------------------------------------------------ */
+
+struct patterned {
+	_Atomic int ready, stop;
+	_Atomic pid_t tid;
+	uint64_t pat_addr;
+	size_t depth; /* bytes of stack to use below the pattern */
+};
+
+__attribute__((noinline, noclone)) static void spin_with(struct patterned *p, volatile uint8_t *buf)
+{
+	atomic_store(&p->ready, 1);
+	while (!atomic_load(&p->stop))
+		buf[0] = buf[0];
+}
+
+__attribute__((noinline, noclone)) static void patterned_frame(struct patterned *p)
+{
+	volatile uint8_t pat[1024];
+	volatile uint8_t *deep;
+
+	for (size_t i = 0; i < sizeof(pat); i++)
+		pat[i] = (uint8_t)(i * 7 + 3);
+	p->pat_addr = (uint64_t)(uintptr_t)pat;
+	deep = p->depth ? __builtin_alloca(p->depth) : pat;
+	if (p->depth)
+		memset((void *)deep, 0x5a, p->depth);
+	spin_with(p, deep);
+	p->tid = p->tid; /* keep pat alive across the call */
+	pat[0] = pat[1];
+}
+
+static void *patterned_main(void *arg)
+{
+	struct patterned *p = arg;
+
+	atomic_store(&p->tid, (pid_t)syscall(SYS_gettid));
+	patterned_frame(p);
+	return NULL;
+}
+
+static void test_copy_bytes_match(void **state)
+{
+	struct patterned p = { .depth = 0 };
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+	pthread_t th;
+
+	assert_non_null(c);
+	assert_int_equal(pthread_create(&th, NULL, patterned_main, &p), 0);
+	assert_int_equal(fx_wait_flag(&p.ready, fx_timeout_ns()), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	atomic_store(&p.stop, 1);
+	pthread_join(th, NULL);
+	t = fx_find(s, p.tid);
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_false(t->truncated);
+	assert_true(p.pat_addr >= t->stack_addr);
+	assert_true(p.pat_addr + 1024 <= t->stack_addr + t->stack_len);
+	for (size_t i = 0; i < 1024; i++)
+		assert_int_equal(t->stack[p.pat_addr - t->stack_addr + i], (uint8_t)(i * 7 + 3));
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static void test_truncated_at_cap(void **state)
+{
+	struct patterned p = { .depth = 64 * 1024 };
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o), .timeout_ns = fx_timeout_ns(), .max_stack_bytes = 8192,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_snapshot *small = sprobe_snapshot__new(64, 4096);
+	struct sprobe_thread_sample *t;
+	pthread_t th;
+
+	assert_non_null(c);
+	assert_non_null(small);
+	assert_int_equal(pthread_create(&th, NULL, patterned_main, &p), 0);
+	assert_int_equal(fx_wait_flag(&p.ready, fx_timeout_ns()), 0);
+	/* The capturer's cap. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = fx_find(s, p.tid);
+	assert_non_null(t);
+	if (!t->truncated)
+		print_message("sp=%#llx top=%#llx len=%zu stage=%u drop=%u\n",
+			      (unsigned long long)t->sp, (unsigned long long)t->stack_top,
+			      t->stack_len, t->stage, t->drop_reason);
+	assert_true(t->truncated);
+	assert_int_equal(t->stack_len, (t->sp - t->stack_addr) + 8192);
+	assert_true(t->stack_top > t->sp + 8192);
+	/* The snapshot's cap, when smaller. */
+	assert_int_equal(sprobe_capturer__capture(c, small), 0);
+	t = fx_find(small, p.tid);
+	assert_non_null(t);
+	if (!t->truncated)
+		print_message("sp=%#llx top=%#llx len=%zu stage=%u drop=%u\n",
+			      (unsigned long long)t->sp, (unsigned long long)t->stack_top,
+			      t->stack_len, t->stage, t->drop_reason);
+	assert_true(t->truncated);
+	assert_int_equal(t->stack_len, (t->sp - t->stack_addr) + 4096);
+	atomic_store(&p.stop, 1);
+	pthread_join(th, NULL);
+	sprobe_snapshot__free(small);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* A thread interrupted while it runs an application handler on a
+ * sigaltstack: the copy comes from the altstack, bounded by it. */
+static _Atomic int alt_ready, alt_stop;
+static void alt_handler(int sig)
+{
+	(void)sig;
+	atomic_store(&alt_ready, 1);
+	while (!atomic_load(&alt_stop))
+		;
+}
+
+struct alt_thread {
+	_Atomic pid_t tid;
+	uint8_t *mem;
+	size_t size;
+};
+
+static void *alt_main(void *arg)
+{
+	struct alt_thread *a = arg;
+	stack_t ss = { .ss_sp = a->mem, .ss_size = a->size };
+
+	atomic_store(&a->tid, (pid_t)syscall(SYS_gettid));
+	sigaltstack(&ss, NULL);
+	raise(SIGUSR2); /* runs alt_handler on the altstack until alt_stop */
+	return NULL;
+}
+
+static void test_sigaltstack(void **state)
+{
+	struct alt_thread a = { .size = 64 * 1024 };
+	struct sigaction sa, old;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_thread_sample *t;
+	pthread_t th;
+
+	assert_non_null(c);
+	a.mem = malloc(a.size);
+	assert_non_null(a.mem);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = alt_handler;
+	sa.sa_flags = SA_ONSTACK;
+	assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+	atomic_store(&alt_ready, 0);
+	atomic_store(&alt_stop, 0);
+	assert_int_equal(pthread_create(&th, NULL, alt_main, &a), 0);
+	assert_int_equal(fx_wait_flag(&alt_ready, fx_timeout_ns()), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	atomic_store(&alt_stop, 1);
+	pthread_join(th, NULL);
+	sigaction(SIGUSR2, &old, NULL);
+	t = fx_find(s, a.tid);
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_true(t->sp >= (uint64_t)(uintptr_t)a.mem &&
+		    t->sp < (uint64_t)(uintptr_t)a.mem + a.size);
+	assert_int_equal(t->stack_top, (uint64_t)(uintptr_t)a.mem + a.size);
+	assert_true(t->stack_addr >= (uint64_t)(uintptr_t)a.mem);
+	free(a.mem);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Signals the probe did not send                                      */
+/* ------------------------------------------------------------------ */
+
+static void test_foreign_signals_ignored(void **state)
+{
+	struct worker w;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	siginfo_t si;
+	int sig;
+
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	assert_int_equal(fx_worker_start(&w, PARK_PIPE, 0), 0);
+	/* A plain tgkill (SI_TKILL), and forged SI_QUEUE values with every
+	 * slot index and generations never handed out: all ignored, and
+	 * the process survives (the default action would kill it). */
+	assert_int_equal(syscall(SYS_tgkill, getpid(), atomic_load(&w.tid), sig), 0);
+	for (uint64_t v = 0; v < 64; v++) {
+		memset(&si, 0, sizeof(si));
+		si.si_signo = sig;
+		si.si_code = SI_QUEUE;
+		si.si_pid = getpid();
+		si.si_uid = getuid();
+		si.si_value.sival_ptr = (void *)(uintptr_t)((v * 0x10001ull) << 16 | v);
+		assert_int_equal(syscall(SYS_rt_tgsigqueueinfo, getpid(), atomic_load(&w.tid), sig, &si), 0);
+	}
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, atomic_load(&w.tid)));
+	assert_int_equal(fx_find(s, atomic_load(&w.tid))->stage, SPROBE_STAGE_RAW);
+	fx_worker_stop(&w);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* No allocation                                                       */
+/* ------------------------------------------------------------------ */
+
+static void test_no_alloc_in_window(void **state)
+{
+	enum { N = 8 };
+	const int CAPTURES = under_qemu() ? 4 : 200;
+	struct worker w[N];
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	sigset_t set, old;
+	int sig;
+
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	/* The interposer works: an allocation with the signal blocked counts. */
+	atomic_store(&g_watch_signo, sig);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	{
+		/* volatile: the compiler may drop a malloc/free pair. */
+		void *volatile p = malloc(8);
+
+		free(p);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	assert_int_equal(atomic_load(&g_alloc_in_handler), 2);
+	atomic_store(&g_alloc_in_handler, 0);
+
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], i < N / 2 ? PARK_MALLOC : PARK_PIPE, 0), 0);
+	/* Warm up the snapshot and the capturer. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	unsigned captured = 0;
+	t_count_mine = 1;
+	for (int k = 0; k < CAPTURES; k++) {
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
+
+		captured += st->threads_captured;
+		if (st->threads_dropped)
+			for (int r = 0; r < SPROBE_DROP__COUNT; r++)
+				if (st->dropped[r])
+					print_message("capture %d: %u dropped %s\n", k,
+						      st->dropped[r], sprobe_drop_reason__str(r));
+	}
+	t_count_mine = 0;
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	atomic_store(&g_watch_signo, 0);
+	/* The workers allocated all along; the handlers never did. */
+	for (int i = 0; i < N / 2; i++)
+		assert_true(w[i].iterations > 0);
+	assert_true(captured >= (unsigned)CAPTURES * N);
+	assert_int_equal(atomic_load(&g_alloc_in_handler), 0);
+	/* A warm capture allocates nothing on the probe side either. */
+	assert_int_equal(atomic_load(&g_alloc_mine), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* Many threads (sorting and range tables beyond small-buffer sizes):
+ * still no allocation once warm. */
+static void test_warm_capture_many_threads(void **state)
+{
+	enum { N = 300 };
+	struct worker *w;
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	unsigned captured = 0;
+
+	if (under_qemu())
+		SPROBE_SKIP("300 threads under qemu-user: native lane only");
+	w = calloc(N, sizeof(*w));
+	c = new_capturer(0, 0);
+	s = sprobe_snapshot__new(N + 16, 16384);
+	assert_non_null(w);
+	assert_non_null(c);
+	assert_non_null(s);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	atomic_store(&g_alloc_mine, 0);
+	t_count_mine = 1;
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		captured += sprobe_snapshot__stats(s)->threads_captured;
+		assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	}
+	t_count_mine = 0;
+	assert_int_equal(atomic_load(&g_alloc_mine), 0);
+	assert_true(captured >= 3 * N);
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	free(w);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* VM_READV method (the seed's strategy)                               */
+/* ------------------------------------------------------------------ */
+
+static void test_vm_readv_method(void **state)
+{
+	struct patterned p = { .depth = 0 };
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	struct sprobe_thread_sample *t;
+	pthread_t th;
+	char a[8] = "abcdefg", b[8];
+	struct iovec l = { b, 8 }, r = { a, 8 };
+
+	if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) < 0)
+		SPROBE_SKIP("process_vm_readv: %s (qemu-user has none)", strerror(errno));
+	c = new_capturer(0, SPROBE_METHOD_VM_READV);
+	s = sprobe_snapshot__new(64, 0);
+	assert_non_null(c);
+	assert_int_equal(pthread_create(&th, NULL, patterned_main, &p), 0);
+	assert_int_equal(fx_wait_flag(&p.ready, fx_timeout_ns()), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	atomic_store(&p.stop, 1);
+	pthread_join(th, NULL);
+	t = fx_find(s, p.tid);
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_int_equal(t->method, SPROBE_METHOD_VM_READV);
+	for (size_t i = 0; i < 1024; i++)
+		assert_int_equal(t->stack[p.pat_addr - t->stack_addr + i], (uint8_t)(i * 7 + 3));
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Frame-pointer unwinder on hostile copies                            */
+/* ------------------------------------------------------------------ */
+
+static uint64_t fake_stack[1024];
+
+static void fake_sample(struct sprobe_thread_sample *t, size_t words)
+{
+	memset(t, 0, sizeof(*t));
+	t->stage = SPROBE_STAGE_RAW;
+	t->stack = (const uint8_t *)fake_stack;
+	t->stack_addr = 0x7f0000000000ull;
+	t->sp = t->stack_addr;
+	t->stack_len = words * 8;
+	t->ip = 0x401000;
+}
+
+#define FAKE_ADDR(w) (0x7f0000000000ull + (uint64_t)(w) * 8)
+
+static void test_unwind_fp_hostile(void **state)
+{
+	static struct sprobe_thread_sample t;
+	int n;
+
+	/* A clean chain of 3 records then a zero frame pointer. */
+	fake_sample(&t, 64);
+	memset(fake_stack, 0, sizeof(fake_stack));
+	t.fp = FAKE_ADDR(4);
+	fake_stack[4] = FAKE_ADDR(10); fake_stack[5] = 0x402000;
+	fake_stack[10] = FAKE_ADDR(20); fake_stack[11] = 0x403000;
+	fake_stack[20] = 0; fake_stack[21] = 0x404000;
+	n = sprobe_unwind_fp(&t);
+	assert_int_equal(n, 4);
+	assert_int_equal(t.stage, SPROBE_STAGE_UNWOUND);
+	assert_int_equal(t.frames[0].pc, 0x401000);
+	assert_int_equal(t.frames[0].method, SPROBE_FRAME_IP);
+	assert_int_equal(t.frames[1].pc, 0x402000);
+	assert_int_equal(t.frames[1].method, SPROBE_FRAME_FP);
+	assert_int_equal(t.frames[3].pc, 0x404000);
+
+	/* A loop: the record points at itself. */
+	fake_sample(&t, 64);
+	t.fp = FAKE_ADDR(4);
+	fake_stack[4] = FAKE_ADDR(4); fake_stack[5] = 0x402000;
+	assert_int_equal(sprobe_unwind_fp(&t), 2);
+	/* A cycle of two. */
+	fake_sample(&t, 64);
+	t.fp = FAKE_ADDR(4);
+	fake_stack[4] = FAKE_ADDR(8); fake_stack[5] = 0x402000;
+	fake_stack[8] = FAKE_ADDR(4); fake_stack[9] = 0x403000;
+	assert_int_equal(sprobe_unwind_fp(&t), 3);
+	/* Frame pointer outside the copy, below SP, misaligned, or whose
+	 * record straddles the end: IP only. */
+	uint64_t bad[] = { 0, 0x1234, FAKE_ADDR(64), FAKE_ADDR(63), FAKE_ADDR(4) + 3,
+			   0x7f0000000000ull - 16, ~0ull - 7 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		fake_sample(&t, 64);
+		t.fp = bad[i];
+		assert_int_equal(sprobe_unwind_fp(&t), 1);
+	}
+	/* A garbage return address ends the walk. */
+	fake_sample(&t, 64);
+	t.fp = FAKE_ADDR(4);
+	fake_stack[4] = FAKE_ADDR(10); fake_stack[5] = 0x10;
+	assert_int_equal(sprobe_unwind_fp(&t), 1);
+	/* A long, well-formed chain stops at SPROBE_MAX_FRAMES. */
+	fake_sample(&t, 1024);
+	t.fp = FAKE_ADDR(0);
+	for (int i = 0; i < 500; i++) {
+		fake_stack[2 * i] = FAKE_ADDR(2 * i + 2);
+		fake_stack[2 * i + 1] = 0x500000 + (uint64_t)i;
+	}
+	assert_int_equal(sprobe_unwind_fp(&t), SPROBE_MAX_FRAMES);
+	/* LR: taken when the first record does not hold it (a leaf)... */
+	fake_sample(&t, 64);
+	t.fp = FAKE_ADDR(4);
+	fake_stack[4] = 0; fake_stack[5] = 0x402000;
+	t.has_lr = true;
+	t.lr = 0x405000;
+	assert_int_equal(sprobe_unwind_fp(&t), 3);
+	assert_int_equal(t.frames[1].pc, 0x405000);
+	assert_int_equal(t.frames[1].method, SPROBE_FRAME_LR);
+	assert_int_equal(t.frames[2].pc, 0x402000);
+	/* ...and not duplicated when the function already saved it. */
+	t.lr = 0x402000;
+	assert_int_equal(sprobe_unwind_fp(&t), 2);
+	/* Not captured: refused. */
+	fake_sample(&t, 64);
+	t.stage = SPROBE_STAGE_EMPTY;
+	assert_int_equal(sprobe_unwind_fp(&t), -ENODATA);
+}
+
+/* Reuse: the same snapshot through several captures with a changing
+ * thread set; samples never describe a thread that is gone. */
+static void test_snapshot_reuse(void **state)
+{
+	struct worker w[4];
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+
+	assert_non_null(c);
+	for (int round = 0; round < 4; round++) {
+		assert_int_equal(fx_worker_start(&w[round], PARK_PIPE, 0), 0);
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+		for (int i = 0; i <= round; i++)
+			assert_non_null(fx_find(s, atomic_load(&w[i].tid)));
+		sprobe_snapshot__unwind_fp(s);
+		assert_true(sprobe_snapshot__frames_resolved(s));
+	}
+	for (int i = 0; i < 4; i++)
+		fx_worker_stop(&w[i]);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_false(sprobe_snapshot__frames_resolved(s));
+	/* pthread_join() returns when the thread cleared its tid, which is
+	 * before the kernel removes it from /proc/self/task: a joined thread
+	 * may still be listed, but never captured. */
+	for (int i = 0; i < 4; i++) {
+		struct sprobe_thread_sample *t = fx_find(s, w[i].tid);
+
+		assert_true(t == NULL || (t->stage == SPROBE_STAGE_EMPTY &&
+					  t->drop_reason != SPROBE_DROP_NONE));
+	}
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* More threads than slots: the rest are counted as NO_SLOT. */
+static void test_more_threads_than_slots(void **state)
+{
+	struct worker w[5];
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(2, 4096);
+	const struct sprobe_snapshot_stats *st;
+
+	assert_non_null(c);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	st = sprobe_snapshot__stats(s);
+	assert_int_equal(sprobe_snapshot__nthreads(s), 2);
+	assert_true(st->threads_total >= 5);
+	assert_int_equal(st->dropped[SPROBE_DROP_NO_SLOT], st->threads_total - 2);
+	assert_true(fx_stats_consistent(st));
+	assert_null(sprobe_snapshot__thread(s, 2));
+	assert_int_equal(errno, ERANGE);
+	for (int i = 0; i < 5; i++)
+		fx_worker_stop(&w[i]);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* A forked child must not signal its parent's threads. */
+static void test_fork_child_refused(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(8, 4096);
+	int st = 0;
+	pid_t pid;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(sprobe_capturer__capture(c, s) == -ECHILD ? 0 : 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	/* The parent's capturer is unaffected. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_teardown(test_known_stack, teardown),
+	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),
+	cmocka_unit_test_teardown(test_all_siblings_not_caller, teardown),
+	cmocka_unit_test_teardown(test_blocking_thread_dropped, teardown),
+	cmocka_unit_test_teardown(test_thread_exits_before_signal, teardown),
+	cmocka_unit_test_teardown(test_thread_blocks_after_check, teardown),
+	cmocka_unit_test_teardown(test_app_handler_refused, teardown),
+	cmocka_unit_test_teardown(test_handler_replaced, teardown),
+	cmocka_unit_test_teardown(test_bad_options, teardown),
+	cmocka_unit_test_teardown(test_copy_bytes_match, teardown),
+	cmocka_unit_test_teardown(test_truncated_at_cap, teardown),
+	cmocka_unit_test_teardown(test_sigaltstack, teardown),
+	cmocka_unit_test_teardown(test_foreign_signals_ignored, teardown),
+	cmocka_unit_test_teardown(test_no_alloc_in_window, teardown),
+	cmocka_unit_test_teardown(test_warm_capture_many_threads, teardown),
+	cmocka_unit_test_teardown(test_vm_readv_method, teardown),
+	cmocka_unit_test_teardown(test_unwind_fp_hostile, teardown),
+	cmocka_unit_test_teardown(test_snapshot_reuse, teardown),
+	cmocka_unit_test_teardown(test_more_threads_than_slots, teardown),
+	cmocka_unit_test_teardown(test_fork_child_refused, teardown),
+};
+
+SPROBE_TEST_MAIN(tests)

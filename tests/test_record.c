@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * End-to-end tests of the main job: `stackprobe record`, `report`, `dump`
+ * and the LD_PRELOAD agent, on real processes (build/demo and
+ * build/victim, see tests/workloads/).
+ *
+ * Shares are statistical: the demo's compute threads do 3 units of work in
+ * parse_json for 1 in compress_reply, so 3/4 of their samples should be
+ * under parse_json. The test accepts [0.58, 0.92] with >= 60 samples (a
+ * loaded 2-CPU machine completes fewer captures than asked: each waits for
+ * CPU slots): at p = 0.75 and n = 60 the binomial standard deviation is
+ * 0.056, so the band is 3 sigma wide on each side (more with more
+ * samples), and still excludes the 0.5 that an unwinder confusing the two
+ * siblings would give.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/report.h>
+
+#include "sprobe_test.h"
+
+#define CLI "build/stackprobe"
+#define OUT "build/test-out"
+
+/* Run a shell command; capture stdout (and stderr if merge) into a malloc'd
+ * string; return the exit status (-1 if it did not exit). */
+static int run(const char *cmd, char **out)
+{
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	assert_non_null(buf);
+	size_t n;
+	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += n;
+		if (cap - len < 4096) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+	}
+	buf[len] = '\0';
+	int st = pclose(p);
+	if (out)
+		*out = buf;
+	else
+		free(buf);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Sum the counts of folded lines whose thread starts with `thread` and that
+ * contain every one of the `need` substrings. */
+static unsigned long folded_count(const char *folded, const char *thread, const char *need1,
+				  const char *need2)
+{
+	unsigned long total = 0;
+	const char *line = folded;
+	while (*line) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		char tmp[8192];
+		if (len < sizeof(tmp)) {
+			memcpy(tmp, line, len);
+			tmp[len] = '\0';
+			char *sp = strrchr(tmp, ' ');
+			if (sp && strncmp(tmp, thread, strlen(thread)) == 0 &&
+			    (!need1 || strstr(tmp, need1)) && (!need2 || strstr(tmp, need2)))
+				total += strtoul(sp + 1, NULL, 10);
+		}
+		line += len + (eol ? 1 : 0);
+	}
+	return total;
+}
+
+/* True when no node table is left for the pid written in PIDFILE. */
+static bool table_gone(const char *pidfile)
+{
+	FILE *f = fopen(pidfile, "r");
+	int pid = 0;
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	char path[64];
+	snprintf(path, sizeof(path), "/dev/shm/stackprobe-%d.table", pid);
+	return access(path, F_OK) != 0;
+}
+
+static int setup_dir(void **state)
+{
+	mkdir("build", 0755);
+	mkdir(OUT, 0755);
+	return 0;
+}
+
+static void test_record_wall_shares(void **state)
+{
+	char *out;
+	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 4", &out);
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(out, "demo: "));
+	free(out);
+
+	rc = run(CLI " report -i " OUT "/wall.data --format folded", &out);
+	assert_int_equal(rc, 0);
+	unsigned long parse = folded_count(out, "compute-", ";parse_json;", NULL);
+	unsigned long compress = folded_count(out, "compute-", ";compress_reply;", NULL);
+	unsigned long compute_all = folded_count(out, "compute-", NULL, NULL);
+	unsigned long io_all = folded_count(out, "io-", NULL, NULL);
+	unsigned long io_read = folded_count(out, "io-", ";io_loop;wait_for_input", NULL);
+	print_message("compute: parse_json %lu, compress_reply %lu of %lu; io: %lu of %lu in wait_for_input\n",
+		      parse, compress, compute_all, io_read, io_all);
+	/* The chain only comes out through DWARF (demo has no frame pointers). */
+	assert_true(folded_count(out, "compute-", "serve_requests;handle_request;", NULL) > 0);
+	assert_true(parse + compress >= 60);
+	double share = (double)parse / (double)(parse + compress);
+	assert_true(share >= 0.58 && share <= 0.92);
+	/* Nearly all compute samples are in one of the two (the rest: the
+	 * loop between them). */
+	assert_true(parse + compress >= compute_all * 9 / 10);
+	/* The io thread is always blocked in wait_for_input -> read. */
+	assert_true(io_all >= 30);
+	assert_true(io_read >= io_all * 95 / 100);
+	free(out);
+}
+
+static void test_record_passes_exit_code_and_output(void **state)
+{
+	char *out;
+	assert_int_equal(run(CLI " record -q -o " OUT "/exit.data -- sh -c 'echo hello; exit 7'", &out), 7);
+	assert_string_equal(out, "hello\n");
+	free(out);
+	assert_int_equal(run(CLI " record -q -o " OUT "/kill.data -- "
+				 "sh -c 'echo $$ > " OUT "/kill.pid; kill -TERM $$' 2>/dev/null",
+			     NULL), 128 + SIGTERM);
+	/* record removed the table the killed command could not. */
+	assert_true(table_gone(OUT "/kill.pid"));
+	assert_int_equal(run(CLI " record -q -o " OUT "/none.data -- /nonexistent/program 2>/dev/null",
+			     NULL), 127);
+	/* Usage errors. */
+	assert_int_equal(run(CLI " record 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " record -F 0 -- true 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " record -F 12abc -- true 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " record --mode fast -- true 2>/dev/null", NULL), 2);
+	/* An output that cannot be written fails before anything runs. */
+	assert_int_equal(run(CLI " record -o /nonexistent/dir/x.data -- sh -c 'echo ran' 2>/dev/null", &out),
+			 1);
+	assert_string_equal(out, "");
+	free(out);
+}
+
+static void test_dump_live_process(void **state)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("STACKPROBE_AGENT", "1", 1);
+		setenv("STACKPROBE_FREQ", "199", 1);
+		setenv("LD_PRELOAD", "build/libstackprobe.so", 1);
+		execl("build/demo", "demo", "60", (char *)NULL);
+		_exit(127);
+	}
+	char cmd[256], *out = NULL;
+	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", pid);
+	/* Poll (bounded) until the agent has published the io thread. */
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int rc = -1;
+	for (;;) {
+		free(out);
+		rc = run(cmd, &out);
+		if (rc == 0 && strstr(out, "wait_for_input"))
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - t0.tv_sec > 30)
+			break;
+		struct timespec pause = { 0, 20 * 1000 * 1000 };
+		nanosleep(&pause, NULL); /* poll interval, not synchronisation */
+	}
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	/* Killed: no exit handler removed its table. */
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	unlink(cmd);
+	print_message("%s", out);
+	assert_int_equal(rc, 0);
+	/* The io thread's chain, innermost first. */
+	char *io = strstr(out, "(io)");
+	assert_non_null(io);
+	char *w = strstr(io, "wait_for_input");
+	char *l = strstr(io, "io_loop");
+	char *s = strstr(io, "start_thread");
+	assert_non_null(w);
+	assert_non_null(l);
+	assert_non_null(s);
+	assert_true(w < l && l < s);
+	free(out);
+}
+
+static void test_dump_errors(void **state)
+{
+	char cmd[256], *out;
+	/* A dead pid. */
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", pid);
+	assert_int_equal(run(cmd, &out), 1);
+	assert_non_null(strstr(out, "no process"));
+	free(out);
+	/* A live pid without a table (this test). */
+	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", getpid());
+	assert_int_equal(run(cmd, &out), 1);
+	assert_non_null(strstr(out, "no stackprobe table"));
+	free(out);
+	/* A corrupt table file. */
+	FILE *f = fopen(OUT "/corrupt.table", "w");
+	assert_non_null(f);
+	for (int i = 0; i < 4096; i++)
+		fputc(i * 7, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), CLI " dump %d --table " OUT "/corrupt.table 2>&1", getpid());
+	assert_int_equal(run(cmd, &out), 1);
+	assert_true(strlen(out) > 0 && strlen(out) < 400);
+	free(out);
+	/* Usage errors. */
+	assert_int_equal(run(CLI " dump 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " dump 12x 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " dump -5 2>/dev/null", NULL), 2);
+}
+
+/* The agent must not change what the program does. */
+static void test_agent_is_transparent(void **state)
+{
+	char *plain, *probed;
+	unlink(OUT "/victim.data");
+	unlink(OUT "/victim.data.1");
+	int rc1 = run("build/victim 2>&1", &plain);
+	int rc2 = run("VICTIM_PIDFILE=" OUT "/victim.pid "
+		      "STACKPROBE_OUTPUT=" OUT "/victim.data STACKPROBE_FREQ=999 "
+		      "LD_PRELOAD=build/libstackprobe.so build/victim 2>&1", &probed);
+	print_message("%s", probed);
+	assert_int_equal(rc1, 42);
+	assert_int_equal(rc2, 42);
+	assert_string_equal(plain, probed);
+	free(plain);
+	free(probed);
+
+	/* Both images recorded (the exec'd one into .1), completely. */
+	const char *files[] = { OUT "/victim.data", OUT "/victim.data.1" };
+	for (int i = 0; i < 2; i++) {
+		struct sprobe_report_opts ro = { .sz = sizeof(ro) };
+		struct sprobe_report *r = sprobe_report__new(&ro);
+		assert_non_null(r);
+		assert_int_equal(sprobe_report__load_file(r, files[i]), 0);
+		assert_int_equal(sprobe_report__status(r), SPROBE_DF_COMPLETE);
+		assert_true(sprobe_report__samples(r) > 0);
+		sprobe_report__free(r);
+	}
+	/* No file for the forked or exec'd children, no table left behind. */
+	assert_int_equal(access(OUT "/victim.data.2", F_OK), -1);
+	assert_true(table_gone(OUT "/victim.pid"));
+}
+
+/* Value of a top-level integer member of the JSON report, -1 if absent. */
+static long json_int(const char *json, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	const char *p = strstr(json, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* record loads the eBPF companion (root with CAP_BPF here: CI must not
+ * skip) and writes a kernel window for nearly every self-reported one. */
+static void test_record_kernel_windows(void **state)
+{
+	char *out;
+	int rc = run(CLI " record --bpf -q -F 99 -o " OUT "/bpf.data -- build/demo 1 2>&1", &out);
+	if (rc == 1 && (strstr(out, "CAP_BPF") || strstr(out, "not supported"))) {
+		print_message("%s", out);
+		free(out);
+		SPROBE_SKIP("the kernel refused the eBPF companion (see above)");
+	}
+	assert_int_equal(rc, 0);
+	free(out);
+	assert_int_equal(run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
+	long samples = json_int(out, "samples"), kw = json_int(out, "kernel_windows");
+	print_message("samples %ld, kernel windows %ld\n", samples, kw);
+	assert_true(samples > 0);
+	/* Every signalled thread's window is seen by the kernel; a few may be
+	 * lost (ring buffer) or belong to captures the probe dropped. */
+	assert_true(kw >= samples * 9 / 10);
+	free(out);
+
+	/* --no-bpf: none. */
+	assert_int_equal(run(CLI " record --no-bpf -q -F 99 -o " OUT "/nobpf.data -- build/demo 0.5", NULL), 0);
+	assert_int_equal(run(CLI " report -i " OUT "/nobpf.data --format json", &out), 0);
+	assert_int_equal(json_int(out, "kernel_windows"), 0);
+	assert_true(json_int(out, "samples") > 0);
+	free(out);
+}
+
+/* `stackprobe pause PID` finds the agent's signal and sees its windows. */
+static void test_pause_command(void **state)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("STACKPROBE_AGENT", "1", 1);
+		setenv("STACKPROBE_FREQ", "99", 1);
+		setenv("LD_PRELOAD", "build/libstackprobe.so", 1);
+		execl("build/demo", "demo", "60", (char *)NULL);
+		_exit(127);
+	}
+	char cmd[256], *out;
+	/* Wait (bounded poll) until the agent runs: its table appears after
+	 * its capture handler is installed. */
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	for (int i = 0; i < 3000 && access(cmd, F_OK) != 0; i++) {
+		struct timespec pause = { 0, 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL); /* poll interval, not synchronisation */
+	}
+	assert_int_equal(access(cmd, F_OK), 0);
+	snprintf(cmd, sizeof(cmd), CLI " pause %d -d 1 2>&1", pid);
+	int rc = run(cmd, &out);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
+	unlink(cmd);
+	print_message("%.400s\n", out);
+	assert_int_equal(rc, 0);
+	char *p = strstr(out, "capture windows in");
+	assert_non_null(p);
+	/* "pid N: K capture windows in ...": walk back over K. */
+	while (p > out && p[-1] == ' ')
+		p--;
+	while (p > out && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	assert_true(strtol(p, NULL, 10) > 0);
+	free(out);
+	/* Usage and runtime errors. */
+	assert_int_equal(run(CLI " pause 2>/dev/null", NULL), 2);
+	assert_int_equal(run(CLI " pause 1 -d x 2>/dev/null", NULL), 2);
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), CLI " pause %d 2>/dev/null", pid);
+	assert_int_equal(run(cmd, NULL), 1);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
+	cmocka_unit_test_setup(test_pause_command, setup_dir),
+	cmocka_unit_test_setup(test_record_wall_shares, setup_dir),
+	cmocka_unit_test_setup(test_record_passes_exit_code_and_output, setup_dir),
+	cmocka_unit_test_setup(test_dump_live_process, setup_dir),
+	cmocka_unit_test_setup(test_dump_errors, setup_dir),
+	cmocka_unit_test_setup(test_agent_is_transparent, setup_dir),
+};
+
+SPROBE_TEST_MAIN(tests)

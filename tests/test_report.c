@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Reports: a data file with known samples gives known shares, folded lines
+ * and JSON; the CLI's exit codes on missing, cut-short and corrupt files.
+ *
+ * The workload written here (70 samples):
+ *   tid 101 "main":    30 x [compute_a <- main <- thread_start]
+ *                      10 x [compute_b <- main <- thread_start]
+ *   tid 102 "worker":  20 x [__futex_wait (libc) <- demo+0x5abc <- thread_start]
+ *   tid 103 "blocked": 10 x [0xdead0 (no module) <- thread_start]
+ * Windows: sample k of a thread has entry->exit = (k + 1) us.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <stackprobe/report.h>
+
+#include "sprobe_test.h"
+#include "datafile_fixture.h"
+
+#ifndef SPROBE_CLI
+#define SPROBE_CLI "build/stackprobe"
+#endif
+
+#define PC_A 0x401000ULL
+#define PC_B 0x402000ULL
+#define PC_MAIN 0x403000ULL
+#define PC_START 0x404000ULL
+#define PC_NOSYM 0x405abcULL	/* in demo, no symbol: demo+0x5abc (bias 0x400000) */
+#define PC_WAIT 0x7f0000001234ULL
+#define PC_RAW 0xdead0ULL
+
+static void put(struct df_buf *b, struct sprobe_df_record rec)
+{
+	assert_int_equal(sprobe_datafile_writer__write(b->w, &rec), 0);
+}
+
+static void put_samples(struct df_buf *b, uint32_t tid, int n, const uint64_t *pcs,
+			uint32_t nframes, uint64_t t0)
+{
+	for (int k = 0; k < n; k++) {
+		uint64_t t = t0 + (uint64_t)k * 10000000;	/* 10 ms apart */
+
+		put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+			.time_ns = t, .tid = tid, .method = tid == 103 ? SPROBE_METHOD_ZERO_PAUSE
+								       : SPROBE_METHOD_SIGNAL,
+			.stack_used = 1000u * tid, .signal_ns = t, .entry_ns = t + 500,
+			.exit_ns = t + 500 + (uint64_t)(k + 1) * 1000, .pcs = pcs,
+			.nframes = nframes } });
+	}
+}
+
+/* Write the known workload; finish with a trailer unless !complete. */
+static void make_file(struct df_buf *b, bool complete)
+{
+	static const char cmd[] = "./demo\0--threads\0" "3";
+	static const struct sprobe_df_range demo_r = { 0x400000, 0x500000, 0 };
+	static const struct sprobe_df_range libc_r = { 0x7f0000000000, 0x7f0000100000, 0 };
+	static const uint8_t bid[] = { 0xab, 0xcd };
+	static const uint64_t sa[] = { PC_A, PC_MAIN, PC_START };
+	static const uint64_t sb[] = { PC_B, PC_MAIN, PC_START };
+	static const uint64_t sw[] = { PC_WAIT, PC_NOSYM, PC_START };
+	static const uint64_t sr[] = { PC_RAW, PC_START };
+	static const struct sprobe_df_dropped d1[] = { { 104, SPROBE_DROP_EXITED } };
+	static const struct sprobe_df_dropped d2[] = { { 103, SPROBE_DROP_TIMEOUT } };
+	const uint64_t t0 = 1000000000;
+
+	assert_int_equal(df_buf_open(b), 0);
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER, .header = {
+		.pid = 4242, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 99,
+		.start_realtime_ns = 1764500000000000000ULL, .start_mono_ns = t0,
+		.cmdline = cmd, .cmdline_len = sizeof(cmd) - 1 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD,
+		.thread = { .tid = 101, .name = "main", .name_len = 4 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD,
+		.thread = { .tid = 102, .name = "worker", .name_len = 6 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD,
+		.thread = { .tid = 103, .name = "blocked", .name_len = 7 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 0, .load_bias = 0x400000, .build_id = bid, .build_id_len = 2,
+		.path = "/usr/bin/demo", .path_len = 13, .ranges = &demo_r, .nranges = 1 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 1, .load_bias = 0x7f0000000000, .path = "/lib/libc.so.6",
+		.path_len = 14, .ranges = &libc_r, .nranges = 1 } });
+	put_samples(b, 101, 30, sa, 3, t0 + 1000);
+	put_samples(b, 101, 10, sb, 3, t0 + 400000000);
+	put_samples(b, 102, 20, sw, 3, t0 + 2000);
+	put_samples(b, 103, 10, sr, 2, t0 + 3000);
+	for (int c = 0; c < 3; c++) {
+		struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE, .capture = {
+			.time_ns = t0 + (uint64_t)c * 10000000, .threads_total = 4,
+			.threads_captured = 3, .threads_dropped = 1, .pause_ns = 3000,
+			.capture_ns = 20000, .dropped_tids = c < 2 ? d1 : d2, .ndropped_tids = 1 } };
+
+		rec.capture.dropped[c < 2 ? SPROBE_DROP_EXITED : SPROBE_DROP_TIMEOUT] = 1;
+		put(b, rec);
+	}
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_KWINDOW, .kwindow = {
+		.tid = 101, .generate_ns = 100, .deliver_ns = 200, .sigreturn_ns = 4200 } });
+	struct sprobe_df_record lost = { .type = SPROBE_DF_LOST, .lost = { .time_ns = t0 } };
+
+	lost.lost.lost[SPROBE_DF_SAMPLE] = 5;
+	put(b, lost);
+	/* Symbols last, as the agent writes them at flush. */
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_A, .module = 0, .name = "compute_a", .name_len = 9 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_B, .module = 0, .name = "compute_b", .name_len = 9 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_MAIN, .module = 0, .name = "main", .name_len = 4 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_START, .module = 0, .name = "thread_start", .name_len = 12 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_WAIT, .module = 1, .offset = 0x34, .name = "__futex_wait", .name_len = 12 } });
+	if (complete) {
+		struct sprobe_df_trailer tr = { .end_mono_ns = t0 + 1000000000 };	/* 1 s */
+
+		tr.lost[SPROBE_DF_SAMPLE] = 5;
+		assert_int_equal(sprobe_datafile_writer__finish(b->w, &tr), 0);
+	}
+	assert_int_equal(df_buf_take(b), 0);
+}
+
+/* Run REPORT on B's bytes with the given options; output in a malloc'd
+ * string. */
+static char *report_of(const struct df_buf *b, enum sprobe_report_format fmt, uint32_t tid,
+		       int *status)
+{
+	struct sprobe_report *r = sprobe_report__new(&(struct sprobe_report_opts){
+		.sz = sizeof(struct sprobe_report_opts), .tid = tid, .source = "known.data" });
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_mem(b->bytes, b->len);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	assert_non_null(r);
+	assert_non_null(rd);
+	assert_int_equal(sprobe_report__load(r, rd), 0);
+	assert_int_equal(sprobe_report__write(r, f, fmt), 0);
+	fclose(f);
+	if (status)
+		*status = sprobe_report__status(r);
+	sprobe_datafile_reader__free(rd);
+	sprobe_report__free(r);
+	return out;
+}
+
+/* The line of OUT that follows SECTION and contains NEEDLE. */
+static const char *line_with(const char *out, const char *section, const char *needle,
+			     char *line, size_t cap)
+{
+	const char *p = strstr(out, section);
+
+	assert_non_null(p);
+	while ((p = strchr(p, '\n'))) {
+		const char *e = strchr(++p, '\n');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		if (n == 0)
+			break;	/* end of the section */
+		if (n < cap) {
+			memcpy(line, p, n);
+			line[n] = '\0';
+			if (strstr(line, needle))
+				return line;
+		}
+	}
+	fail_msg("no line with '%s' after '%s' in:\n%s", needle, section, out);
+	return NULL;
+}
+
+static void assert_func_row(const char *out, const char *name, unsigned long self,
+			    const char *self_pct, unsigned long total, const char *total_pct)
+{
+	char line[256], want[256], fn[128];
+	unsigned long s, t;
+	char sp[16], tp[16];
+
+	line_with(out, "Top functions by self", name, line, sizeof(line));
+	assert_int_equal(sscanf(line, " %lu %15s %lu %15s %127s", &s, sp, &t, tp, fn), 5);
+	snprintf(want, sizeof(want), "%lu %s %lu %s %s", self, self_pct, total, total_pct, name);
+	char got[256];
+
+	snprintf(got, sizeof(got), "%lu %s %lu %s %s", s, sp, t, tp, fn);
+	assert_string_equal(got, want);
+}
+
+static void test_text_shares(void **state)
+{
+	struct df_buf b;
+	char line[256];
+	int st;
+
+	make_file(&b, true);
+	char *out = report_of(&b, SPROBE_REPORT_TEXT, 0, &st);
+
+	/* SPROBE_TEST_DUMP=1: show the report (and leave the data file in
+	 * /tmp) for a human to look at. */
+	if (getenv("SPROBE_TEST_DUMP")) {
+		char path[64];
+
+		print_message("%s", out);
+		if (df_write_tmp(b.bytes, b.len, path, sizeof(path)) == 0)
+			print_message("data file left at %s\n", path);
+	}
+	assert_int_equal(st, SPROBE_DF_COMPLETE);
+	assert_non_null(strstr(out, "command:  ./demo --threads 3"));
+	assert_non_null(strstr(out, "pid 4242, wall mode, 99 Hz"));
+	assert_non_null(strstr(out, "file:     complete"));
+	assert_non_null(strstr(out, "samples:  70 in 3 captures"));
+	assert_func_row(out, "compute_a", 30, "42.86%", 30, "42.86%");
+	assert_func_row(out, "__futex_wait", 20, "28.57%", 20, "28.57%");
+	assert_func_row(out, "compute_b", 10, "14.29%", 10, "14.29%");
+	assert_func_row(out, "0xdead0", 10, "14.29%", 10, "14.29%");
+	/* By total: thread_start is in every stack, main in 40. */
+	line_with(out, "Top functions by total", "thread_start", line, sizeof(line));
+	assert_non_null(strstr(line, "0   0.00%       70 100.00%"));
+	line_with(out, "Top functions by total", " main", line, sizeof(line));
+	assert_non_null(strstr(line, "40  57.14%"));
+	line_with(out, "Top functions by total", "demo+0x5abc", line, sizeof(line));
+	assert_non_null(strstr(line, "20  28.57%"));
+
+	/* Threads: share and window percentiles. main has windows 1..30 and
+	 * 1..10 us: 40 values, median (rank 20) = 10 us, p99 (rank 40) and
+	 * max = 30 us. */
+	line_with(out, "Threads", "main", line, sizeof(line));
+	assert_non_null(strstr(line, "     101  main                   40  57.14%    10.0us    30.0us    30.0us"));
+	line_with(out, "Threads", "blocked", line, sizeof(line));
+	assert_non_null(strstr(line, "zero-pause=10"));
+	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */
+	assert_non_null(strstr(out, "overall: 70 windows"));
+	assert_non_null(strstr(out, "total pause 0.785 ms = 0.0785% of 1.000 s wall time"));
+	assert_non_null(strstr(out, "capture methods: signal 60 (85.7%) zero-pause 10 (14.3%)"));
+	/* Drops. */
+	assert_non_null(strstr(out, "records lost in the stream (queue full): 5 (sample 5)"));
+	assert_non_null(strstr(out, "threads not captured: 3 of 12 thread-captures (exited 2, timeout 1)"));
+	line_with(out, "dropped threads", "104", line, sizeof(line));
+	assert_non_null(strstr(line, "exited=2"));
+	/* Kernel windows are shown when present. */
+	line_with(out, "Kernel-measured", "main", line, sizeof(line));
+	assert_non_null(strstr(line, "4.0us"));
+	free(out);
+	df_buf_close(&b);
+}
+
+static void test_folded_lines(void **state)
+{
+	static const char *const want[] = {
+		"main-101;thread_start;main;compute_a 30",
+		"main-101;thread_start;main;compute_b 10",
+		"worker-102;thread_start;demo+0x5abc;__futex_wait 20",
+		"blocked-103;thread_start;0xdead0 10",
+	};
+	struct df_buf b;
+	size_t nlines = 0;
+
+	make_file(&b, true);
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		bool found = false;
+
+		for (size_t i = 0; i < 4; i++)
+			found |= strcmp(l, want[i]) == 0;
+		if (!found)
+			fail_msg("unexpected folded line '%s'", l);
+		nlines++;
+	}
+	assert_int_equal(nlines, 4);
+	free(out);
+
+	/* --tid filter. */
+	out = report_of(&b, SPROBE_REPORT_FOLDED, 102, NULL);
+	assert_string_equal(out, "worker-102;thread_start;demo+0x5abc;__futex_wait 20\n");
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 102, NULL);
+	assert_non_null(strstr(out, "samples:  20 in"));
+	assert_non_null(strstr(out, "filter:   tid 102 only"));
+	assert_null(strstr(out, "compute_a"));
+	free(out);
+	df_buf_close(&b);
+}
+
+/* JSON: valid (checked by python3's json module) and holding what was
+ * written. */
+static void test_json_content(void **state)
+{
+	struct df_buf b;
+	char path[64], cmd[512], res[512];
+
+	make_file(&b, true);
+	char *out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+
+	assert_non_null(strstr(out, "\"status\": \"complete\""));
+	assert_non_null(strstr(out, "\"cmdline\": [\"./demo\", \"--threads\", \"3\"]"));
+	assert_non_null(strstr(out, "{\"name\": \"compute_a\", \"module\": \"/usr/bin/demo\", \"self\": 30, \"total\": 30}"));
+	assert_non_null(strstr(out, "{\"name\": \"__futex_wait\", \"module\": \"/lib/libc.so.6\", \"self\": 20, \"total\": 20}"));
+	assert_non_null(strstr(out, "{\"tid\": 102, \"count\": 20, \"frames\": [\"thread_start\", \"demo+0x5abc\", \"__futex_wait\"]}"));
+	assert_non_null(strstr(out, "\"stream_lost\": {\"header\": 0, \"thread\": 0, \"module\": 0, \"symbol\": 0, \"sample\": 5,"));
+	assert_non_null(strstr(out, "\"threads_not_captured\": {\"exited\": 2, \"blocked\": 0, \"timeout\": 1,"));
+
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+		 "t={x[\"tid\"]: x for x in d[\"threads\"]}; "
+		 "print(d[\"samples\"], t[101][\"samples\"], t[101][\"window\"][\"median_ns\"], "
+		 "t[104][\"dropped\"][\"exited\"], d[\"pause\"][\"total_ns\"], d[\"wall_ns\"], "
+		 "d[\"methods\"][\"zero-pause\"], len(d[\"stacks\"]))' %s", path);
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	assert_string_equal(res, "70 40 10000 2 785000 1000000000 10 4\n");
+	unlink(path);
+	free(out);
+	df_buf_close(&b);
+}
+
+/* A report of a file without a trailer says so, in every format, and still
+ * shows what it holds. */
+static void test_cut_short_is_reported(void **state)
+{
+	struct df_buf b;
+	int st;
+
+	make_file(&b, false);
+	char *out = report_of(&b, SPROBE_REPORT_TEXT, 0, &st);
+
+	assert_int_equal(st, SPROBE_DF_CUT_SHORT);
+	assert_non_null(strstr(out, "file:     CUT SHORT: file cut short"));
+	assert_non_null(strstr(out, "samples:  70 in 3 captures"));
+	free(out);
+	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+	assert_non_null(strstr(out, "\"status\": \"cut_short\""));
+	assert_non_null(strstr(out, "\"trailer\": null"));
+	free(out);
+	df_buf_close(&b);
+}
+
+/* ---- the CLI ------------------------------------------------------------ */
+
+static int run_cli(const char *args, char *out, size_t cap, char *err, size_t errcap)
+{
+	char cmd[1024], errpath[] = "/tmp/sprobe-report-err-XXXXXX";
+	int fd = mkstemp(errpath);
+
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "%s %s 2>%s", SPROBE_CLI, args, errpath);
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	size_t n = fread(out, 1, cap - 1, p);
+
+	out[n] = '\0';
+	int st = pclose(p);
+	FILE *e = fopen(errpath, "r");
+
+	n = fread(err, 1, errcap - 1, e);
+	err[n] = '\0';
+	fclose(e);
+	unlink(errpath);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cli_exit_codes(void **state)
+{
+	static char out[65536];
+	char err[4096], path[64], args[256];
+	struct df_buf b;
+
+	make_file(&b, true);
+	assert_int_equal(df_write_tmp(b.bytes, b.len, path, sizeof(path)), 0);
+
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "compute_a"));
+	assert_string_equal(err, "");
+	snprintf(args, sizeof(args), "report -i %s --format folded --tid 103", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "blocked-103;thread_start;0xdead0 10\n");
+
+	/* Missing file: 1 and a one-line reason. */
+	assert_int_equal(run_cli("report -i /nonexistent/x.data", out, sizeof(out), err,
+				 sizeof(err)), 1);
+	assert_non_null(strstr(err, "cannot open /nonexistent/x.data: No such file"));
+
+	/* Cut short (inside the last record): still reports, says so, exit 0. */
+	assert_int_equal(truncate(path, (off_t)b.len - 5), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "cut short"));
+	assert_non_null(strstr(out, "CUT SHORT"));
+	assert_non_null(strstr(out, "compute_a"));
+
+	/* Corrupt (a flipped byte in the middle): 1, names the offset. */
+	unlink(path);
+	b.bytes[b.len / 2] ^= 0x40;
+	assert_int_equal(df_write_tmp(b.bytes, b.len, path, sizeof(path)), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "corrupt"));
+	assert_non_null(strstr(err, "at offset"));
+	assert_string_equal(out, "");
+	unlink(path);
+
+	/* Not a data file. */
+	assert_int_equal(df_write_tmp("garbage!", 8, path, sizeof(path)), 0);
+	snprintf(args, sizeof(args), "report -i %s", path);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 1);
+	assert_non_null(strstr(err, "not a stackprobe data file"));
+	unlink(path);
+
+	/* Usage errors: 2. */
+	assert_int_equal(run_cli("report --format xml", out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli("report --tid 12x", out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli("report --tid -5", out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli("report --tid 0", out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli("report --top 99999999999999999999", out, sizeof(out), err,
+				 sizeof(err)), 2);
+	assert_int_equal(run_cli("report stray", out, sizeof(out), err, sizeof(err)), 2);
+	assert_int_equal(run_cli("report --help", out, sizeof(out), err, sizeof(err)), 0);
+	assert_non_null(strstr(out, "Examples:"));
+	df_buf_close(&b);
+}
+
+static void test_cli_output_file(void **state)
+{
+	static char out[65536];
+	char err[4096], path[64], opath[] = "/tmp/sprobe-report-out-XXXXXX", args[256];
+	struct df_buf b;
+
+	make_file(&b, true);
+	assert_int_equal(df_write_tmp(b.bytes, b.len, path, sizeof(path)), 0);
+	int fd = mkstemp(opath);
+
+	assert_true(fd >= 0);
+	close(fd);
+	snprintf(args, sizeof(args), "report -i %s -f json -o %s", path, opath);
+	assert_int_equal(run_cli(args, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "");
+	FILE *f = fopen(opath, "r");
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+
+	out[n] = '\0';
+	fclose(f);
+	assert_non_null(strstr(out, "\"format\": \"stackprobe-report\""));
+	unlink(opath);
+	unlink(path);
+	df_buf_close(&b);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_text_shares),
+	cmocka_unit_test(test_folded_lines),
+	cmocka_unit_test(test_json_content),
+	cmocka_unit_test(test_cut_short_is_reported),
+	cmocka_unit_test(test_cli_exit_codes),
+	cmocka_unit_test(test_cli_output_file),
+};
+
+SPROBE_TEST_MAIN(tests)

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * stackprobe report: print a recorded data file as text, folded stacks or
+ * JSON. Exit 0 on success (also for a file cut short: it reports what the
+ * file holds and says so), 1 on a runtime error (missing, unreadable or
+ * corrupt file), 2 on a usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stackprobe/report.h>
+
+#include "cli.h"
+
+#define DEFAULT_INPUT "stackprobe.data"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: stackprobe report [-i FILE] [--format text|folded|json] [--tid TID]\n"
+	      "                         [--top N] [-o FILE]\n"
+	      "\n"
+	      "Summarise a data file written by 'stackprobe record' or the agent.\n"
+	      "\n"
+	      "Options:\n"
+	      "  -i, --input FILE     data file to read (default: " DEFAULT_INPUT ")\n"
+	      "  -f, --format FMT     text (default): top functions, threads, pauses, drops\n"
+	      "                       folded: one 'thread;frame;...;frame count' line per stack\n"
+	      "                               (flamegraph.pl, inferno, speedscope)\n"
+	      "                       json: everything, see docs/FORMAT.md\n"
+	      "  -t, --tid TID        only this thread\n"
+	      "  -n, --top N          rows in the text function tables (default 25)\n"
+	      "  -o, --output FILE    write there instead of standard output\n"
+	      "  -h, --help           show this help\n"
+	      "\n"
+	      "Examples:\n"
+	      "  stackprobe report -i server.data\n"
+	      "  stackprobe report -i server.data --format folded | flamegraph.pl > fg.svg\n"
+	      "  stackprobe report -i server.data --format json -o server.json\n"
+	      "  stackprobe report -i server.data --tid 4242\n"
+	      "\n"
+	      "Exit status: 0 ok (a file cut short still reports and says so), 1 error\n"
+	      "(missing or corrupt file), 2 usage error.\n", f);
+}
+
+/* Strict: decimal digits only, no sign, no trailing junk, 1..max. */
+static int parse_u32(const char *s, unsigned long max, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "input", required_argument, NULL, 'i' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "tid", required_argument, NULL, 't' },
+		{ "top", required_argument, NULL, 'n' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	const char *input = DEFAULT_INPUT, *output = NULL;
+	int fmt = SPROBE_REPORT_TEXT, c, err;
+	uint32_t tid = 0, top = 0;
+	struct sprobe_report *r;
+	FILE *out = stdout;
+
+	while ((c = getopt_long(argc, argv, "i:f:t:n:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case 'f':
+			fmt = sprobe_report_format__parse(optarg);
+			if (fmt < 0) {
+				fprintf(stderr, "stackprobe report: unknown format '%s' "
+						"(text, folded or json)\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 't':
+			if (parse_u32(optarg, 0x7fffffffUL, &tid)) {
+				fprintf(stderr, "stackprobe report: --tid wants a thread id "
+						"(a positive decimal number), got '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 'n':
+			if (parse_u32(optarg, 1000000UL, &top)) {
+				fprintf(stderr, "stackprobe report: --top wants a number from 1 "
+						"to 1000000, got '%s'\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return CLI_EXIT_OK;
+		default:
+			usage(stderr);
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "stackprobe report: unexpected argument '%s' "
+				"(the input file goes after -i)\n", argv[optind]);
+		return CLI_EXIT_USAGE;
+	}
+
+	r = sprobe_report__new(&(struct sprobe_report_opts){
+		.sz = sizeof(struct sprobe_report_opts), .tid = tid, .top = top, .source = input });
+	if (!r) {
+		fprintf(stderr, "stackprobe report: %s\n", strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	err = sprobe_report__load_file(r, input);
+	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -EPERM) {
+		fprintf(stderr, "stackprobe report: cannot open %s: %s%s\n", input, strerror(-err),
+			err == -ENOENT ? " (record one with 'stackprobe record -o FILE -- CMD')" : "");
+		sprobe_report__free(r);
+		return CLI_EXIT_ERROR;
+	}
+	if (err) {
+		fprintf(stderr, "stackprobe report: %s: %s\n", input,
+			*sprobe_report__message(r) ? sprobe_report__message(r) : strerror(-err));
+		sprobe_report__free(r);
+		return CLI_EXIT_ERROR;
+	}
+	if (sprobe_report__status(r) == SPROBE_DF_CUT_SHORT)
+		fprintf(stderr, "stackprobe report: warning: %s: %s\n", input,
+			sprobe_report__message(r));
+	if (output) {
+		out = fopen(output, "we");
+		if (!out) {
+			fprintf(stderr, "stackprobe report: cannot create %s: %s\n", output,
+				strerror(errno));
+			sprobe_report__free(r);
+			return CLI_EXIT_ERROR;
+		}
+	}
+	err = sprobe_report__write(r, out, (enum sprobe_report_format)fmt);
+	if (output && fclose(out) != 0 && !err)
+		err = -EIO;
+	sprobe_report__free(r);
+	if (err) {
+		fprintf(stderr, "stackprobe report: writing %s: %s\n", output ? output : "output",
+			strerror(-err));
+		return CLI_EXIT_ERROR;
+	}
+	return CLI_EXIT_OK;
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private state shared by modules.c, symbolize.c and unwind.c. Not
+ * installed. Nothing here is async-signal-safe (see symbolize.h).
+ */
+#ifndef SPROBE_MODULES_INTERNAL_H
+#define SPROBE_MODULES_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <libelf.h>
+#include <stackprobe/symbolize.h>
+
+struct sym {
+	uint64_t start;		/* ELF virtual address (unbiased) */
+	uint64_t size;
+	const char *name;	/* points into an open ELF's string table */
+	char *demangled;	/* lazily; SYM_NOT_MANGLED when not C++ */
+	uint8_t bind;		/* STB_* */
+};
+
+#define SYM_NOT_MANGLED ((char *)1)
+
+struct elf_file {
+	int fd;
+	Elf *elf;
+};
+
+struct symtab {
+	int state;		/* 0 not loaded, 1 loaded, -errno failed */
+	struct sym *syms;
+	size_t n;
+	const char *source;	/* see struct sprobe_symbol */
+	struct elf_file files[2]; /* the object, and its debug file */
+	unsigned nfiles;
+	void *membuf;		/* another process's vDSO image, copied */
+};
+
+/* One row of a procedure's CFI table: the register-state rule that holds
+ * for [start, end), as libunwind's unw_reg_states_iterate() produced it
+ * (an opaque blob of blob_size bytes at blobs + blob). */
+struct unw_row {
+	uint64_t start, end;
+	size_t blob;
+};
+
+/* Per-module unwind state, filled on first use by unwind.c: the checked
+ * .eh_frame_hdr index, and the rows of every procedure seen so far, sorted
+ * by start. Plain memory, so modules.c can free it without libunwind. */
+struct unw_cache {
+	int state;		/* 0 not prepared, 1 ready, -errno unusable */
+	uint64_t fde_count;
+	uint64_t table;		/* runtime address of the binary-search table */
+	uint64_t lookups, failures;
+	struct unw_row *rows;
+	size_t nrows, cap_rows;
+	uint8_t *blobs;
+	size_t blob_size, nblobs, cap_blobs; /* counts of blobs */
+	uint64_t *no_cfi;	/* direct-mapped set of ips without CFI, or NULL */
+};
+
+#define UNW_NO_CFI_SLOTS 256
+
+struct module {
+	struct sprobe_module pub; /* first: modules are handed out as &pub */
+	char *path;		/* owned storage for pub.path */
+	char *open_path;	/* what to open(); differs for other processes */
+	uint64_t dev, ino;	/* from /proc/PID/maps (0 for self) */
+	bool vdso_self;		/* the vDSO of this process: ELF is in memory */
+	bool seen;		/* refresh bookkeeping */
+	struct symtab st;
+	struct unw_cache unw;
+};
+
+struct sprobe_modules {
+	pid_t pid;		/* 0: this process */
+	bool empty_mode;
+	bool demangle;
+	char *debug_root;
+	struct module **mods;	/* sorted by pub.start, spans disjoint */
+	size_t n, cap;
+	unsigned long long adds, subs; /* dl_iterate_phdr counters, self only */
+	bool have_counters;
+	uint64_t generation;
+	/* __cxa_demangle, resolved on the first "_Z" name. */
+	int demangler_state;	/* 0 unresolved, 1 ready, -1 unavailable */
+	void *demangler_dl;	/* dlopen handle to release, or NULL */
+	char *(*demangler)(const char *, char *, size_t *, int *);
+};
+
+/* Find the module containing addr (binary search). NULL if none. */
+struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t addr);
+
+/* Parse ELF notes in [p, p + len) (alignment align) for the GNU build-id;
+ * copies at most SPROBE_BUILD_ID_MAX bytes to out. Returns its length or 0. */
+uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint8_t *out);
+
+/* Symbol-table and demangler teardown, in symbolize.c. */
+void sprobe__symtab_release(struct symtab *st);
+void sprobe__demangler_release(struct sprobe_modules *m);
+
+#endif

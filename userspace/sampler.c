@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The sampler: a probe thread that captures, unwinds, publishes and streams.
+ *
+ * Order inside one round, and why:
+ *   1. capture every sibling (the only part that stops anyone: see
+ *      backends/linux.c);
+ *   2. unwind every copy (all threads run again by now);
+ *   3. update the node table, push samples, symbols, thread and module
+ *      records into the stream (bounded queue: never blocks the probe).
+ * Everything the probe allocates is allocated in __start() or grows
+ * rarely (per new thread, per new pc), never inside a window.
+ *
+ * CPU mode, without per-thread timers: before each round the probe reads
+ * every thread's CPU run time (schedstat, first field, in ns) and captures
+ * only the threads that ran for at least one period since their last
+ * sample, carrying the remainder. A thread that keeps blocking is never
+ * signalled. This is the same weighting as a per-thread CLOCK_THREAD_CPUTIME
+ * timer, evaluated at the sampling rate instead of at each expiry.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/sampler.h>
+#include <stackprobe/stream.h>
+#include <stackprobe/symbolize.h>
+#include <stackprobe/table.h>
+#include <stackprobe/unwind.h>
+
+#define DEFAULT_FREQ 99.0
+#define DEFAULT_TABLE_NODES 1024u
+#define DEFAULT_MAX_THREADS 1024u
+
+struct thread_ent {
+	pid_t tid;		/* 0: empty hash slot */
+	uint32_t node;		/* table node index, 0: none */
+	uint64_t round;		/* last round the thread was enumerated */
+	uint64_t cpu_ns;	/* cpu mode: run time at the last sample */
+	uint64_t cpu_credit;	/* cpu mode: run time not yet sampled */
+	bool named;		/* a THREAD record was pushed */
+};
+
+struct pc_set {
+	uint64_t *keys;		/* 0: empty */
+	size_t cap, used;
+};
+
+struct emitted_module {
+	uint64_t start, bias;
+	char *path;
+};
+
+struct sprobe_sampler {
+	struct sprobe_sampler_opts opts;
+	pthread_t probe;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stopping;		/* under lock */
+	int probe_error;	/* -errno that ended the probe early */
+
+	struct sprobe_capturer *capturer;
+	struct sprobe_snapshot *snap;
+	struct sprobe_unwinder *unwinder;
+	struct sprobe_table *table;
+
+	int fd;
+	struct sprobe_datafile_writer *writer;
+	struct sprobe_stream *stream;
+
+	struct thread_ent *threads; /* open addressing, cap power of two */
+	size_t threads_cap;
+	struct pc_set pcs;
+	struct emitted_module *mods;
+	size_t nmods, mods_cap;
+	uint64_t mods_generation;
+	uint64_t round;
+	uint64_t *windows;	/* scratch: window lengths of one round */
+	struct sprobe_df_dropped *dropped; /* scratch */
+
+	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
+		st_window_median;
+	_Atomic uint32_t st_threads;
+};
+
+/* One sampler per process: the capture handler is process-wide. */
+static atomic_flag sampler_running = ATOMIC_FLAG_INIT;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int sprobe_sampler_mode__parse(const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	if (strcmp(name, "wall") == 0)
+		return SPROBE_MODE_WALL;
+	if (strcmp(name, "cpu") == 0)
+		return SPROBE_MODE_CPU;
+	return -EINVAL;
+}
+
+/* ---- tid -> thread_ent ------------------------------------------------ */
+
+static size_t tid_hash(pid_t tid, size_t cap)
+{
+	return ((uint32_t)tid * 2654435761u) & (cap - 1);
+}
+
+/* Find or insert tid. Returns NULL only when the table is full (it is sized
+ * at 2x max_threads and swept every round, so that means more live threads
+ * than the snapshot holds anyway). */
+static struct thread_ent *thread_get(struct sprobe_sampler *s, pid_t tid, bool *fresh)
+{
+	size_t i = tid_hash(tid, s->threads_cap);
+	for (size_t n = 0; n < s->threads_cap; n++, i = (i + 1) & (s->threads_cap - 1)) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == tid) {
+			*fresh = false;
+			return e;
+		}
+		if (e->tid == 0) {
+			memset(e, 0, sizeof(*e));
+			e->tid = tid;
+			*fresh = true;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Remove entries not seen this round (backward-shift deletion keeps the
+ * probe sequences intact), dropping their table nodes. */
+static void threads_sweep(struct sprobe_sampler *s)
+{
+	size_t cap = s->threads_cap;
+	for (size_t i = 0; i < cap; i++) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == 0 || e->round == s->round)
+			continue;
+		if (e->node && s->table)
+			sprobe_table__remove(s->table, e->node);
+		/* backward shift */
+		size_t hole = i, j = i;
+		for (;;) {
+			j = (j + 1) & (cap - 1);
+			struct thread_ent *f = &s->threads[j];
+			if (f->tid == 0)
+				break;
+			size_t home = tid_hash(f->tid, cap);
+			bool movable = hole <= j ? (home <= hole || home > j)
+						 : (home <= hole && home > j);
+			if (movable) {
+				s->threads[hole] = *f;
+				hole = j;
+			}
+		}
+		s->threads[hole].tid = 0;
+		if (hole != i)
+			i--; /* re-examine the entry shifted into i */
+	}
+}
+
+/* ---- set of pcs already symbolized ------------------------------------ */
+
+static int pcs_add(struct pc_set *p, uint64_t pc)
+{
+	if (pc == 0)
+		return 0;
+	if ((p->used + 1) * 2 > p->cap) {
+		size_t ncap = p->cap ? p->cap * 2 : 4096;
+		uint64_t *nk = calloc(ncap, sizeof(*nk));
+		if (!nk)
+			return -ENOMEM;
+		for (size_t i = 0; i < p->cap; i++) {
+			uint64_t k = p->keys[i];
+			if (!k)
+				continue;
+			size_t j = (k * 0x9e3779b97f4a7c15ull) >> 20 & (ncap - 1);
+			while (nk[j])
+				j = (j + 1) & (ncap - 1);
+			nk[j] = k;
+		}
+		free(p->keys);
+		p->keys = nk;
+		p->cap = ncap;
+	}
+	size_t j = (pc * 0x9e3779b97f4a7c15ull) >> 20 & (p->cap - 1);
+	while (p->keys[j]) {
+		if (p->keys[j] == pc)
+			return 0;
+		j = (j + 1) & (p->cap - 1);
+	}
+	p->keys[j] = pc;
+	p->used++;
+	return 1;
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static void push_header(struct sprobe_sampler *s)
+{
+	char buf[4096];
+	size_t len = 0;
+	const char *cmd = s->opts.command_line;
+
+	if (cmd) {
+		len = strlen(cmd);
+		if (len > sizeof(buf))
+			len = sizeof(buf);
+		memcpy(buf, cmd, len);
+	} else {
+		int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t r = read(fd, buf, sizeof(buf));
+			len = r > 0 ? (size_t)r : 0;
+			close(fd);
+		}
+		while (len > 0 && buf[len - 1] == '\0')
+			len--;
+	}
+	struct sprobe_df_record rec = { .type = SPROBE_DF_HEADER };
+	rec.header.pid = (uint32_t)getpid();
+	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
+	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
+	rec.header.start_realtime_ns = real_ns();
+	rec.header.start_mono_ns = mono_ns();
+	rec.header.cmdline = buf;
+	rec.header.cmdline_len = (uint32_t)len;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+static void push_thread_name(struct sprobe_sampler *s, pid_t tid)
+{
+	char path[64], name[64];
+	ssize_t n = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+	}
+	if (n < 0)
+		n = 0;
+	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
+		n--;
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD };
+	rec.thread.tid = (uint32_t)tid;
+	rec.thread.name = name;
+	rec.thread.name_len = (uint32_t)n;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+/* Index under which module m was (or now is) written to the file. */
+static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].start == m->start && s->mods[i].bias == m->bias &&
+		    strcmp(s->mods[i].path, m->path) == 0)
+			return (int)i;
+	if (s->nmods == s->mods_cap) {
+		size_t ncap = s->mods_cap ? s->mods_cap * 2 : 64;
+		struct emitted_module *nm = realloc(s->mods, ncap * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		s->mods = nm;
+		s->mods_cap = ncap;
+	}
+	char *path = strdup(m->path);
+	if (!path)
+		return -ENOMEM;
+	struct emitted_module *e = &s->mods[s->nmods];
+	e->start = m->start;
+	e->bias = m->bias;
+	e->path = path;
+
+	struct sprobe_df_range ranges[SPROBE_MODULE_MAX_SEGS];
+	uint32_t nr = 0;
+	for (uint32_t i = 0; i < m->nsegs && nr < SPROBE_MODULE_MAX_SEGS; i++) {
+		ranges[nr].start = m->segs[i].start;
+		ranges[nr].end = m->segs[i].end;
+		ranges[nr].file_offset = 0;
+		nr++;
+	}
+	struct sprobe_df_record rec = { .type = SPROBE_DF_MODULE };
+	rec.module.index = (uint32_t)s->nmods;
+	rec.module.load_bias = m->bias;
+	rec.module.build_id = m->build_id;
+	rec.module.build_id_len = m->build_id_len;
+	rec.module.path = m->path;
+	rec.module.path_len = (uint32_t)strlen(m->path);
+	rec.module.ranges = ranges;
+	rec.module.nranges = nr;
+	sprobe_stream__push(s->stream, &rec);
+	return (int)s->nmods++;
+}
+
+/* Push a SYMBOL record for each pc of the sample seen for the first time. */
+static void push_symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
+{
+	struct sprobe_modules *mods = sprobe_unwinder__modules(s->unwinder);
+
+	for (uint32_t i = 0; i < ts->nframes; i++) {
+		const struct sprobe_frame *f = &ts->frames[i];
+		if (pcs_add(&s->pcs, f->pc) <= 0)
+			continue;
+		struct sprobe_symbol sym;
+		struct sprobe_df_record rec = { .type = SPROBE_DF_SYMBOL };
+		rec.symbol.pc = f->pc;
+		rec.symbol.module = SPROBE_DF_NO_MODULE;
+		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
+			int mi = module_index(s, sym.module);
+			if (mi >= 0)
+				rec.symbol.module = (uint32_t)mi;
+			if (sym.name) {
+				rec.symbol.name = sym.name;
+				rec.symbol.name_len = (uint32_t)strlen(sym.name);
+				rec.symbol.offset = f->pc - sym.sym_start;
+			} else {
+				rec.symbol.offset = f->pc - sym.module->bias;
+			}
+		}
+		sprobe_stream__push(s->stream, &rec);
+	}
+}
+
+static void publish(struct sprobe_sampler *s, struct thread_ent *e,
+		    const struct sprobe_thread_sample *ts, uint64_t now)
+{
+	struct sprobe_table_frame frames[SPROBE_TABLE_MAX_FRAMES];
+	uint32_t n = ts->nframes < SPROBE_TABLE_MAX_FRAMES ? ts->nframes : SPROBE_TABLE_MAX_FRAMES;
+
+	for (uint32_t i = 0; i < n; i++) {
+		frames[i].pc = ts->frames[i].pc;
+		frames[i].fp = ts->frames[i].fp;
+	}
+	struct sprobe_table_record rec = {
+		.tid = ts->tid,
+		.flags = ts->truncated ? SPROBE_TABLE_NODE_STACK_TRUNCATED : 0,
+		.capture_ns = now,
+		.stack_bytes = ts->stack_top > ts->sp ? ts->stack_top - ts->sp : 0,
+		.nframes = n,
+		.frames = frames,
+	};
+	if (e->node) {
+		if (sprobe_table__update(s->table, e->node, &rec) == 0)
+			return;
+		e->node = 0;
+	}
+	int idx = sprobe_table__insert(s->table, &rec);
+	if (idx > 0)
+		e->node = (uint32_t)idx;
+	else
+		atomic_fetch_add_explicit(&s->st_table_errors, 1, memory_order_relaxed);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* cpu mode: run time of tid in ns from schedstat, 0 if unreadable. */
+static uint64_t thread_cpu_ns(pid_t tid)
+{
+	char path[64], buf[96];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strtoull(buf, NULL, 10);
+}
+
+static void round_once(struct sprobe_sampler *s)
+{
+	uint64_t t0 = mono_ns();
+	int err = sprobe_capturer__capture(s->capturer, s->snap);
+	if (err >= 0) {
+		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
+		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
+		for (uint32_t i = 0; i < nt; i++) {
+			struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
+			if (ts->stage == SPROBE_STAGE_RAW)
+				sprobe_unwinder__unwind(s->unwinder, ts, NULL);
+		}
+		sprobe_snapshot__set_frames_resolved(s->snap, true);
+	}
+	if (err < 0) {
+		if (err == -ENOTSUP)
+			s->probe_error = err;
+		return;
+	}
+	s->round++;
+
+	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s->snap);
+	uint32_t n = sprobe_snapshot__nthreads(s->snap), nwin = 0, ndropped = 0;
+	uint64_t period_ns = (uint64_t)(1e9 / s->opts.freq_hz);
+
+	if (sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder)) != s->mods_generation)
+		s->mods_generation = sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder));
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
+		bool fresh = false;
+		struct thread_ent *e = ts->tid > 0 ? thread_get(s, ts->tid, &fresh) : NULL;
+
+		if (ts->drop_reason != SPROBE_DROP_NONE || ts->stage == SPROBE_STAGE_EMPTY) {
+			if (ndropped < SPROBE_DF_MAX_DROPPED_TIDS && ts->tid > 0) {
+				s->dropped[ndropped].tid = (uint32_t)ts->tid;
+				s->dropped[ndropped].reason = ts->drop_reason;
+				ndropped++;
+			}
+			/* An exited thread is forgotten by the sweep. */
+			if (e && ts->drop_reason != SPROBE_DROP_EXITED)
+				e->round = s->round;
+			continue;
+		}
+		if (!e)
+			continue;
+		e->round = s->round;
+		if (fresh || !e->named) {
+			push_thread_name(s, ts->tid);
+			e->named = true;
+		}
+		if (s->opts.mode == SPROBE_MODE_CPU) {
+			/* Weight by CPU time: emit one sample per period of run
+			 * time since the last one (at most a few per round). */
+			uint64_t cpu = thread_cpu_ns(ts->tid);
+			if (fresh)
+				e->cpu_ns = cpu;
+			e->cpu_credit += cpu > e->cpu_ns ? cpu - e->cpu_ns : 0;
+			e->cpu_ns = cpu;
+			if (e->cpu_credit < period_ns) {
+				if (s->table)
+					publish(s, e, ts, t0);
+				continue;
+			}
+		}
+		if (ts->exit_ns > ts->entry_ns)
+			s->windows[nwin++] = ts->exit_ns - ts->entry_ns;
+		if (s->table)
+			publish(s, e, ts, t0);
+		push_symbols(s, ts);
+		uint32_t reps = 1;
+		if (s->opts.mode == SPROBE_MODE_CPU) {
+			reps = (uint32_t)(e->cpu_credit / period_ns);
+			e->cpu_credit -= (uint64_t)reps * period_ns;
+			if (reps > 16)
+				reps = 16; /* a long gap is not a burst of samples */
+		}
+		for (uint32_t r = 0; r < reps; r++)
+			sprobe_stream__push_thread_sample(s->stream, ts, t0);
+		atomic_fetch_add_explicit(&s->st_samples, reps, memory_order_relaxed);
+	}
+
+	struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE };
+	rec.capture.time_ns = t0;
+	rec.capture.threads_total = st->threads_total;
+	rec.capture.threads_captured = st->threads_captured;
+	rec.capture.threads_dropped = st->threads_dropped;
+	memcpy(rec.capture.dropped, st->dropped, sizeof(rec.capture.dropped));
+	rec.capture.pause_ns = st->pause_ns;
+	rec.capture.capture_ns = st->capture_ns;
+	rec.capture.dropped_tids = s->dropped;
+	rec.capture.ndropped_tids = ndropped;
+	sprobe_stream__push(s->stream, &rec);
+
+	threads_sweep(s);
+
+	if (nwin) {
+		qsort(s->windows, nwin, sizeof(uint64_t), cmp_u64);
+		atomic_store_explicit(&s->st_window_median, s->windows[nwin / 2],
+				      memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->st_threads_dropped, st->threads_dropped,
+				  memory_order_relaxed);
+	atomic_store_explicit(&s->st_threads, st->threads_total, memory_order_relaxed);
+	if (s->opts.status) {
+		struct sprobe_sampler_stats now;
+		sprobe_sampler__stats(s, &now);
+		struct sprobe_sampler_status *o = s->opts.status;
+		atomic_store_explicit(&o->rounds, now.rounds, memory_order_relaxed);
+		atomic_store_explicit(&o->samples, now.samples, memory_order_relaxed);
+		atomic_store_explicit(&o->threads_dropped, now.threads_dropped, memory_order_relaxed);
+		atomic_store_explicit(&o->stream_dropped, now.stream_dropped, memory_order_relaxed);
+		atomic_store_explicit(&o->window_median_ns, now.last_window_median_ns,
+				      memory_order_relaxed);
+		atomic_store_explicit(&o->threads, now.threads, memory_order_relaxed);
+	}
+}
+
+static void *probe_main(void *arg)
+{
+	struct sprobe_sampler *s = arg;
+	sigset_t all;
+
+	/* The probe never takes the capture signal (it is excluded from
+	 * captures) nor the application's: keep it out of signal routing. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "stackprobe");
+
+	uint64_t period = (uint64_t)(1e9 / s->opts.freq_hz);
+	uint64_t start = mono_ns();
+	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
+	uint64_t next = start + period;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stopping && !s->probe_error) {
+		struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
+		int rc = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		if (s->stopping)
+			break;
+		if (rc != ETIMEDOUT)
+			continue;
+		pthread_mutex_unlock(&s->lock);
+		uint64_t now = mono_ns();
+		if (end && now >= end) {
+			pthread_mutex_lock(&s->lock);
+			break;
+		}
+		round_once(s);
+		next += period;
+		now = mono_ns();
+		if (next < now) /* overran: skip the missed ticks, do not burst */
+			next = now + period;
+		pthread_mutex_lock(&s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void sampler_free(struct sprobe_sampler *s)
+{
+	if (!s)
+		return;
+	sprobe_stream__free(s->stream);
+	sprobe_datafile_writer__free(s->writer);
+	if (s->fd >= 0)
+		close(s->fd);
+	sprobe_table__close(s->table);
+	sprobe_unwinder__free(s->unwinder);
+	sprobe_snapshot__free(s->snap);
+	sprobe_capturer__free(s->capturer);
+	for (size_t i = 0; i < s->nmods; i++)
+		free(s->mods[i].path);
+	free(s->mods);
+	free(s->pcs.keys);
+	free(s->threads);
+	free(s->windows);
+	free(s->dropped);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *opts)
+{
+	struct sprobe_sampler *s;
+	int err = 0;
+
+	if (!opts || opts->sz < sizeof(size_t) || opts->sz > sizeof(*opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (atomic_flag_test_and_set(&sampler_running)) {
+		errno = EBUSY;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		atomic_flag_clear(&sampler_running);
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->fd = -1;
+	memcpy(&s->opts, opts, opts->sz);
+	s->opts.sz = sizeof(s->opts);
+	if (s->opts.freq_hz == 0)
+		s->opts.freq_hz = DEFAULT_FREQ;
+	if (!(s->opts.freq_hz > 0 && s->opts.freq_hz <= 10000) ||
+	    s->opts.mode > SPROBE_MODE_CPU || s->opts.duration_s < 0) {
+		err = EINVAL;
+		goto fail_early;
+	}
+	if (!s->opts.max_threads)
+		s->opts.max_threads = DEFAULT_MAX_THREADS;
+	if (!s->opts.table_capacity)
+		s->opts.table_capacity = DEFAULT_TABLE_NODES;
+	pthread_mutex_init(&s->lock, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+
+	s->threads_cap = 1;
+	while (s->threads_cap < 2 * (size_t)s->opts.max_threads)
+		s->threads_cap <<= 1;
+	s->threads = calloc(s->threads_cap, sizeof(*s->threads));
+	s->windows = calloc(s->opts.max_threads, sizeof(*s->windows));
+	s->dropped = calloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
+	if (!s->threads || !s->windows || !s->dropped) {
+		err = ENOMEM;
+		goto fail;
+	}
+
+	struct sprobe_capture_opts copts = {
+		.sz = sizeof(copts),
+		.signo = s->opts.signo,
+		.max_stack_bytes = s->opts.max_stack_bytes,
+		.max_threads = s->opts.max_threads,
+	};
+	s->capturer = sprobe_capturer__new(&copts);
+	if (!s->capturer) {
+		err = errno;
+		goto fail;
+	}
+	s->snap = sprobe_snapshot__new(s->opts.max_threads, s->opts.max_stack_bytes);
+	if (!s->snap) {
+		err = errno;
+		goto fail;
+	}
+	struct sprobe_unwinder_opts uopts = { .sz = sizeof(uopts) };
+	s->unwinder = sprobe_unwinder__new(&uopts);
+	if (!s->unwinder) {
+		err = errno;
+		goto fail;
+	}
+	if (!s->opts.no_table) {
+		s->table = sprobe_table__create(s->opts.table_path, s->opts.table_capacity);
+		if (!s->table) {
+			err = errno;
+			goto fail;
+		}
+	}
+	if (s->opts.output) {
+		s->fd = open(s->opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (s->fd < 0) {
+			err = errno;
+			goto fail;
+		}
+		struct sprobe_datafile_writer_opts wopts = { .sz = sizeof(wopts) };
+		s->writer = sprobe_datafile_writer__new(s->fd, &wopts);
+		if (!s->writer) {
+			err = errno;
+			goto fail;
+		}
+		struct sprobe_stream_sink sink = sprobe_stream_sink__datafile(s->writer);
+		struct sprobe_stream_opts sopts = { .sz = sizeof(sopts),
+						    .capacity_bytes = s->opts.queue_bytes };
+		s->stream = sprobe_stream__new(&sink, &sopts);
+		if (!s->stream) {
+			err = errno;
+			goto fail;
+		}
+		push_header(s);
+	}
+	err = pthread_create(&s->probe, NULL, probe_main, s);
+	if (err)
+		goto fail;
+	return s;
+
+fail:
+	sampler_free(s);
+	atomic_flag_clear(&sampler_running);
+	errno = err;
+	return NULL;
+fail_early:
+	free(s);
+	atomic_flag_clear(&sampler_running);
+	errno = err;
+	return NULL;
+}
+
+int sprobe_sampler__stop(struct sprobe_sampler *s)
+{
+	int err = 0;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	pthread_join(s->probe, NULL);
+
+	if (s->stream) {
+		struct sprobe_stream_stats st;
+		struct sprobe_df_trailer tr = { 0 };
+		err = sprobe_stream__close(s->stream);
+		sprobe_stream__stats(s->stream, &st);
+		tr.end_realtime_ns = real_ns();
+		tr.end_mono_ns = mono_ns();
+		memcpy(tr.lost, st.dropped_by_type, sizeof(tr.lost));
+		int e2 = sprobe_datafile_writer__finish(s->writer, &tr);
+		if (!err)
+			err = e2;
+	}
+	if (!err && s->probe_error)
+		err = s->probe_error;
+	sampler_free(s);
+	atomic_flag_clear(&sampler_running);
+	return err;
+}
+
+void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler_stats *out)
+{
+	struct sprobe_sampler *m = (struct sprobe_sampler *)s;
+	memset(out, 0, sizeof(*out));
+	out->rounds = atomic_load_explicit(&m->st_rounds, memory_order_relaxed);
+	out->samples = atomic_load_explicit(&m->st_samples, memory_order_relaxed);
+	out->threads_dropped = atomic_load_explicit(&m->st_threads_dropped, memory_order_relaxed);
+	out->table_errors = atomic_load_explicit(&m->st_table_errors, memory_order_relaxed);
+	out->last_window_median_ns = atomic_load_explicit(&m->st_window_median, memory_order_relaxed);
+	out->threads = atomic_load_explicit(&m->st_threads, memory_order_relaxed);
+	if (m->stream) {
+		struct sprobe_stream_stats st;
+		sprobe_stream__stats(m->stream, &st);
+		out->stream_dropped = st.dropped;
+	}
+}

@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Symbolization with libelf (see symbolize.h for the search order and the
+ * "never a wrong name" rule). Not async-signal-safe: runs only after every
+ * captured thread runs again.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "modules_internal.h"
+
+void sprobe__symtab_release(struct symtab *st)
+{
+	for (size_t i = 0; i < st->n; i++)
+		if (st->syms[i].demangled != SYM_NOT_MANGLED)
+			free(st->syms[i].demangled);
+	free(st->syms);
+	for (unsigned i = 0; i < st->nfiles; i++) {
+		if (st->files[i].elf)
+			elf_end(st->files[i].elf);
+		if (st->files[i].fd >= 0)
+			close(st->files[i].fd);
+	}
+	free(st->membuf);
+	memset(st, 0, sizeof(*st));
+}
+
+void sprobe__demangler_release(struct sprobe_modules *m)
+{
+	if (m->demangler_dl)
+		dlclose(m->demangler_dl);
+	m->demangler_dl = NULL;
+	m->demangler = NULL;
+	m->demangler_state = 0;
+}
+
+/* Open path as an ELF file. Returns 0 and fills f, or -errno. */
+static int elf_open(const char *path, struct elf_file *f)
+{
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->elf = NULL;
+	if (f->fd < 0)
+		return -errno;
+	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+		if (f->elf)
+			elf_end(f->elf);
+		close(f->fd);
+		f->fd = -1;
+		f->elf = NULL;
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static void elf_close(struct elf_file *f)
+{
+	if (f->elf)
+		elf_end(f->elf);
+	if (f->fd >= 0)
+		close(f->fd);
+	f->elf = NULL;
+	f->fd = -1;
+}
+
+/* The first section of type type (or named name if name != NULL). */
+static Elf_Scn *find_section(Elf *elf, Elf64_Word type, const char *name, GElf_Shdr *out)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, out))
+			continue;
+		if (out->sh_type != type)
+			continue;
+		if (name) {
+			const char *n = elf_strptr(elf, shstrndx, out->sh_name);
+
+			if (!n || strcmp(n, name) != 0)
+				continue;
+		}
+		return scn;
+	}
+	return NULL;
+}
+
+static bool has_symbols(Elf *elf, Elf64_Word type)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(elf, type, NULL, &sh);
+
+	return scn && sh.sh_size >= 2 * (sh.sh_entsize ? sh.sh_entsize : 1);
+}
+
+static uint32_t elf_build_id(Elf *elf, uint8_t *out)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+		uint32_t n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		d = elf_rawdata(scn, NULL);
+		if (d && d->d_buf &&
+		    (n = sprobe__parse_build_id(d->d_buf, d->d_size, sh.sh_addralign, out)))
+			return n;
+	}
+	return 0;
+}
+
+/* Rank for choosing among symbols at one address: lower is better. */
+static int sym_rank(const struct sym *s)
+{
+	int r = s->size ? 0 : 8;
+
+	r += s->bind == STB_GLOBAL ? 0 : s->bind == STB_WEAK ? 2 : 4;
+	r += s->name[0] == '_' ? 1 : 0;
+	return r;
+}
+
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return sym_rank(x) - sym_rank(y);
+}
+
+/* Append the function symbols of every section of type type in elf. */
+static int collect(struct symtab *st, Elf *elf, Elf64_Word type, size_t *cap)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			continue;
+		size_t count = sh.sh_size / sh.sh_entsize;
+
+		for (size_t i = 0; i < count; i++) {
+			GElf_Sym s;
+			const char *name;
+			int t;
+
+			if (!gelf_getsym(d, (int)i, &s))
+				break;
+			t = GELF_ST_TYPE(s.st_info);
+			if ((t != STT_FUNC && t != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF ||
+			    s.st_value == 0)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, s.st_name);
+			if (!name || !name[0])
+				continue;
+			if (st->n == *cap) {
+				size_t nc = *cap ? *cap * 2 : 1024;
+				struct sym *p = realloc(st->syms, nc * sizeof(*p));
+
+				if (!p)
+					return -ENOMEM;
+				st->syms = p;
+				*cap = nc;
+			}
+			st->syms[st->n++] = (struct sym){ s.st_value, s.st_size, name, NULL,
+							  (uint8_t)GELF_ST_BIND(s.st_info) };
+		}
+	}
+	return 0;
+}
+
+static bool same_build_id(Elf *elf, const struct sprobe_module *mod)
+{
+	uint8_t id[SPROBE_BUILD_ID_MAX];
+	uint32_t n = elf_build_id(elf, id);
+
+	return n == mod->build_id_len && memcmp(id, mod->build_id, n) == 0;
+}
+
+/* <root>/.build-id/ab/cdef....debug, checked against the module's id. */
+static int open_debug_by_build_id(struct sprobe_modules *m, const struct sprobe_module *mod,
+				  struct elf_file *f)
+{
+	char hex[2 * SPROBE_BUILD_ID_MAX + 1], path[PATH_MAX];
+
+	if (mod->build_id_len < 2 ||
+	    sprobe_build_id__hex(mod->build_id, mod->build_id_len, hex, sizeof(hex)) < 0)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", m->debug_root, hex, hex + 2);
+	if (elf_open(path, f) != 0)
+		return -ENOENT;
+	if (!same_build_id(f->elf, mod)) {
+		elf_close(f);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int file_crc32(int fd, uint32_t *crc)
+{
+	struct stat sb;
+	void *p;
+
+	if (fstat(fd, &sb) != 0)
+		return -errno;
+	if (sb.st_size == 0) {
+		*crc = (uint32_t)crc32(0L, Z_NULL, 0);
+		return 0;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	uLong c = crc32(0L, Z_NULL, 0);
+	const Bytef *b = p;
+	size_t left = (size_t)sb.st_size;
+
+	while (left) {
+		uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+
+		c = crc32(c, b, chunk);
+		b += chunk;
+		left -= chunk;
+	}
+	munmap(p, (size_t)sb.st_size);
+	*crc = (uint32_t)c;
+	return 0;
+}
+
+/* .gnu_debuglink: NAME next to the object, in its .debug/, or under
+ * <root>/<dir of the object>; the CRC must match. */
+static int open_debug_by_link(struct sprobe_modules *m, struct module *mod, Elf *elf,
+			      struct elf_file *f)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = find_section(elf, SHT_PROGBITS, ".gnu_debuglink", &sh);
+	Elf_Data *d;
+	char dir[PATH_MAX], ldir[PATH_MAX], cand[3][PATH_MAX * 2];
+	uint32_t want;
+
+	if (!scn || !(d = elf_getdata(scn, NULL)) || !d->d_buf || d->d_size < 8)
+		return -ENOENT;
+	const char *name = d->d_buf;
+	size_t nlen = strnlen(name, d->d_size);
+
+	if (nlen == 0 || nlen == d->d_size || strchr(name, '/'))
+		return -ENOENT;
+	size_t crc_off = (nlen + 4) & ~(size_t)3;
+
+	if (crc_off + 4 > d->d_size)
+		return -ENOENT;
+	memcpy(&want, (const char *)d->d_buf + crc_off, 4);
+
+	snprintf(dir, sizeof(dir), "%s", mod->open_path);
+	char *slash = strrchr(dir, '/');
+
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		*slash = '\0';
+	snprintf(ldir, sizeof(ldir), "%s", mod->path);
+	slash = strrchr(ldir, '/');
+	if (!slash)
+		ldir[0] = '\0';
+	else
+		*slash = '\0';
+	snprintf(cand[0], sizeof(cand[0]), "%s/%s", dir, name);
+	snprintf(cand[1], sizeof(cand[1]), "%s/.debug/%s", dir, name);
+	snprintf(cand[2], sizeof(cand[2]), "%s%s/%s", m->debug_root, ldir, name);
+	for (int i = 0; i < 3; i++) {
+		uint32_t crc = 0;
+
+		if (elf_open(cand[i], f) != 0)
+			continue;
+		if (file_crc32(f->fd, &crc) == 0 && crc == want)
+			return 0;
+		elf_close(f);
+	}
+	return -ENOENT;
+}
+
+/* Load the image of this process's vDSO or another process's. */
+static int open_vdso(struct sprobe_modules *m, struct module *mod, struct elf_file *f)
+{
+	size_t len = mod->pub.end - mod->pub.start;
+	char *image;
+
+	f->fd = -1;
+	if (mod->vdso_self) {
+		image = (char *)(uintptr_t)mod->pub.start;
+	} else {
+		char path[64];
+		int fd;
+		ssize_t k;
+
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)m->pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		image = malloc(len);
+		if (!image) {
+			close(fd);
+			return -ENOMEM;
+		}
+		k = pread(fd, image, len, (off_t)mod->pub.start);
+		close(fd);
+		if (k != (ssize_t)len) {
+			free(image);
+			return -EIO;
+		}
+		mod->st.membuf = image;
+	}
+	f->elf = elf_memory(image, len);
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+		if (f->elf)
+			elf_end(f->elf);
+		f->elf = NULL;
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static int load_symtab(struct sprobe_modules *m, struct module *mod)
+{
+	struct symtab *st = &mod->st;
+	struct elf_file obj = { -1, NULL }, dbg = { -1, NULL };
+	size_t cap = 0;
+	int ret;
+
+	if (strcmp(mod->path, "[vdso]") == 0)
+		ret = open_vdso(m, mod, &obj);
+	else
+		ret = elf_open(mod->open_path, &obj);
+	if (ret)
+		return ret;
+	st->files[st->nfiles++] = obj;
+	if (has_symbols(obj.elf, SHT_SYMTAB)) {
+		st->source = obj.fd < 0 ? "memory" : "symtab";
+		ret = collect(st, obj.elf, SHT_SYMTAB, &cap);
+	} else if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0 ||
+		   open_debug_by_link(m, mod, obj.elf, &dbg) == 0) {
+		bool by_id = dbg.elf && same_build_id(dbg.elf, &mod->pub) &&
+			     mod->pub.build_id_len;
+
+		st->files[st->nfiles++] = dbg;
+		st->source = by_id ? "debug-build-id" : "debug-link";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
+		if (ret == 0 && st->n == 0) {
+			st->source = "dynsym";
+			ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
+		}
+	} else {
+		st->source = obj.fd < 0 ? "memory" : "dynsym";
+		ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
+	}
+	if (ret)
+		return ret;
+	qsort(st->syms, st->n, sizeof(*st->syms), cmp_sym);
+	/* One symbol per address: the best-ranked alias. */
+	size_t w = 0;
+
+	for (size_t i = 0; i < st->n; i++) {
+		if (w && st->syms[w - 1].start == st->syms[i].start)
+			continue;
+		st->syms[w++] = st->syms[i];
+	}
+	st->n = w;
+	return 0;
+}
+
+static const struct sym *symtab_lookup(const struct symtab *st, uint64_t addr)
+{
+	size_t lo = 0, hi = st->n;
+
+	/* Find the last symbol starting at or before addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (st->syms[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* lo - 1 is the candidate; a few more back cover a small function
+	 * nested in a bigger one's range (rare; aliases were merged). */
+	for (size_t i = lo, k = 0; i > 0 && k < 4; i--, k++) {
+		const struct sym *s = &st->syms[i - 1];
+
+		if (addr < s->start + s->size || (s->size == 0 && addr == s->start))
+			return s;
+	}
+	return NULL;
+}
+
+static char *cxa_demangle(struct sprobe_modules *m, const char *name)
+{
+	if (m->demangler_state == 0) {
+		void *fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+
+		if (!fn) {
+			m->demangler_dl = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+			if (m->demangler_dl)
+				fn = dlsym(m->demangler_dl, "__cxa_demangle");
+		}
+		m->demangler = (char *(*)(const char *, char *, size_t *, int *))fn;
+		m->demangler_state = fn ? 1 : -1;
+	}
+	if (m->demangler_state == 1) {
+		int status = -1;
+		char *d = m->demangler(name, NULL, NULL, &status);
+
+		if (status == 0 && d)
+			return d;
+		free(d);
+	}
+	return NULL;
+}
+
+/*
+ * The name users read: without a symbol-version suffix (.symtab of a debug
+ * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if C++.
+ * Computed once per symbol.
+ */
+static const char *display_name(struct sprobe_modules *m, struct sym *s)
+{
+	const char *at;
+	char *base = NULL, *d;
+
+	if (s->demangled)
+		return s->demangled == SYM_NOT_MANGLED ? s->name : s->demangled;
+	at = strchr(s->name, '@');
+	if (at && at != s->name)
+		base = strndup(s->name, (size_t)(at - s->name));
+	const char *src = base ? base : s->name;
+
+	if (m->demangle && strncmp(src, "_Z", 2) == 0 && (d = cxa_demangle(m, src))) {
+		free(base);
+		s->demangled = d;
+		return d;
+	}
+	s->demangled = base ? base : SYM_NOT_MANGLED;
+	return base ? base : s->name;
+}
+
+int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out)
+{
+	struct module *mod;
+
+	if (!m || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->pc = pc;
+	mod = sprobe__modules_find(m, pc);
+	if (!mod)
+		return -ENOENT;
+	out->module = &mod->pub;
+	out->module_offset = pc - mod->pub.bias;
+	if (mod->st.state == 0) {
+		int ret = load_symtab(m, mod);
+
+		if (ret) {
+			sprobe__symtab_release(&mod->st);
+			mod->st.state = ret;
+		} else {
+			mod->st.state = 1;
+		}
+	}
+	if (mod->st.state != 1)
+		return 0;
+	struct sym *s = (struct sym *)symtab_lookup(&mod->st, out->module_offset);
+
+	if (!s)
+		return 0;
+	out->name = display_name(m, s);
+	out->sym_start = s->start + mod->pub.bias;
+	out->sym_offset = pc - out->sym_start;
+	out->sym_size = s->size;
+	out->source = mod->st.source;
+	return 0;
+}
+
+int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t len)
+{
+	if (!sym)
+		return -EINVAL;
+	if (!sym->module)
+		return snprintf(buf, len, "0x%" PRIx64, sym->pc);
+	if (!sym->name)
+		return snprintf(buf, len, "%s+0x%" PRIx64, sym->module->name, sym->module_offset);
+	return snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", sym->name, sym->sym_offset,
+			sym->module->name);
+}

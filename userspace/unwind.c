@@ -1,0 +1,622 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Deferred unwinding of copied stacks (see include/stackprobe/unwind.h).
+ *
+ * libunwind's remote interface (not UNW_LOCAL_ONLY: the local library reads
+ * saved registers from live memory and would never look at our copy) over
+ * accessors that serve:
+ *   - stack memory from the copy, [stack_addr, stack_addr + stack_len);
+ *   - code and unwind tables from live memory, but only inside a readable
+ *     segment of a module in the inventory, so a wild address is refused
+ *     instead of dereferenced;
+ *   - registers from the sample (DWARF numbering = libunwind numbering on
+ *     x86_64 and aarch64);
+ *   - find_proc_info from the module's PT_GNU_EH_FRAME binary-search table
+ *     through _U<arch>_dwarf_search_unwind_table (exported by libunwind,
+ *     declared in no header).
+ *
+ * None of this runs inside a suspend window: the samples were copied by the
+ * capture backend and every thread runs again when we get here.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libunwind.h>
+
+#include <stackprobe/unwind.h>
+
+#include "modules_internal.h"
+
+#if defined(__x86_64__)
+#define REG_FP 6
+#define REG_SP 7
+#define REG_IP 16
+#define SEARCH_UNWIND_TABLE _Ux86_64_dwarf_search_unwind_table
+#elif defined(__aarch64__)
+#define REG_FP 29
+#define REG_LR 30
+#define REG_SP 31
+#define REG_IP 32
+#define SEARCH_UNWIND_TABLE _Uaarch64_dwarf_search_unwind_table
+#else
+#error "stackprobe unwinds x86_64 and aarch64 only"
+#endif
+
+int SEARCH_UNWIND_TABLE(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+			unw_proc_info_t *pi, int need_unwind_info, void *arg);
+
+struct sprobe_unwinder {
+	unw_addr_space_t as;
+	struct sprobe_modules *mods;
+	bool own_mods;
+	bool no_dwarf, no_fp;
+	uint32_t max_frames;
+	uint64_t mods_gen;	/* inventory generation last seen */
+	struct sprobe_unwinder_stats st;
+	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
+};
+
+/* State of one walk; the accessors' `arg`. */
+struct walk {
+	struct sprobe_unwinder *u;
+	const struct sprobe_thread_sample *s;
+	uint64_t lo, hi;	/* the copy: [lo, hi) */
+	uint64_t seg_lo, seg_hi; /* last live segment read, [seg_lo, seg_hi) */
+	uint64_t regs[SPROBE_NREGS];
+	bool no_cfi;		/* find_proc_info found no CFI during this step */
+	bool past_copy;		/* a read fell between the copy's end and stack_top */
+};
+
+/* ---- accessors ---- */
+
+static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
+			      int need_unwind_info, void *arg)
+{
+	struct walk *w = arg;
+	struct module *mod = sprobe__modules_find(w->u->mods, ip);
+	int ret;
+
+	w->u->st.table_lookups++;
+	if (!mod || !mod->pub.eh_frame_hdr)
+		goto noinfo;
+	if (mod->unw.state == 0) {
+		/* Check the .eh_frame_hdr once per module: version 1,
+		 * eh_frame_ptr pcrel|sdata4, fde_count udata4, table
+		 * datarel|sdata4 — the only layout libunwind's remote table
+		 * search understands. */
+		const uint8_t *h = (const uint8_t *)(uintptr_t)mod->pub.eh_frame_hdr;
+		uint32_t count;
+
+		mod->unw.state = -ENOTSUP;
+		if (mod->pub.eh_frame_hdr_len >= 12 && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 &&
+		    h[3] == 0x3b) {
+			memcpy(&count, h + 8, 4);
+			if (12 + (uint64_t)count * 8 <= mod->pub.eh_frame_hdr_len) {
+				mod->unw.fde_count = count;
+				mod->unw.table = mod->pub.eh_frame_hdr + 12;
+				mod->unw.state = 1;
+			}
+		}
+	}
+	if (mod->unw.state != 1)
+		goto noinfo;
+
+	unw_dyn_info_t di;
+
+	memset(&di, 0, sizeof(di));
+	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di.start_ip = mod->pub.start;
+	di.end_ip = mod->pub.end;
+	di.u.rti.segbase = mod->pub.eh_frame_hdr;
+	di.u.rti.table_data = mod->unw.table;
+	/* In unw_word_t units; a table entry is two int32 (8 bytes). */
+	di.u.rti.table_len = mod->unw.fde_count * 8 / sizeof(unw_word_t);
+	mod->unw.lookups++;
+	ret = SEARCH_UNWIND_TABLE(as, ip, &di, pi, need_unwind_info, arg);
+	if (ret == -UNW_ENOINFO) {
+		mod->unw.failures++;
+		goto noinfo;
+	}
+	return ret;
+noinfo:
+	w->no_cfi = true;
+	w->u->st.table_failures++;
+	return -UNW_ENOINFO;
+}
+
+static void acc_put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
+{
+	/* libunwind frees table-format unwind info itself. */
+}
+
+static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *arg)
+{
+	return -UNW_ENOINFO; /* no JIT registration (_U_dyn_register) support */
+}
+
+static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+	struct walk *w = arg;
+	struct module *mod;
+
+	if (write)
+		return -UNW_EINVAL;
+	if (addr >= w->lo && w->hi - w->lo >= sizeof(*val) && addr - w->lo <= w->hi - w->lo - sizeof(*val)) {
+		memcpy(val, w->s->stack + (addr - w->lo), sizeof(*val));
+		return 0;
+	}
+	if (addr >= w->seg_lo && addr < w->seg_hi && w->seg_hi - addr >= sizeof(*val)) {
+		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
+		return 0;
+	}
+	mod = sprobe__modules_find(w->u->mods, addr);
+	for (uint32_t i = 0; mod && i < mod->pub.nsegs; i++) {
+		const struct sprobe_segment *sg = &mod->pub.segs[i];
+
+		if (!(sg->prot & (SPROBE_SEG_R | SPROBE_SEG_X)) || addr < sg->start ||
+		    addr >= sg->end || sg->end - addr < sizeof(*val))
+			continue;
+		w->seg_lo = sg->start;
+		w->seg_hi = sg->end;
+		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
+		return 0;
+	}
+	/* A word reaching past the copy's end (or a straddling one) would
+	 * have been there had the copy been longer. */
+	if (addr >= w->lo && addr < w->s->stack_top && addr + sizeof(*val) > w->hi)
+		w->past_copy = true;
+	return -UNW_EINVAL;
+}
+
+static int acc_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg)
+{
+	struct walk *w = arg;
+
+	if (reg < 0 || reg >= SPROBE_NREGS)
+		return -UNW_EBADREG;
+	if (write)
+		w->regs[reg] = *val;
+	else
+		*val = w->regs[reg];
+	return 0;
+}
+
+static int acc_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
+		     void *arg)
+{
+	return -UNW_EBADREG; /* a copied stack has no FP state we need */
+}
+
+static int acc_resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+	return -UNW_EINVAL; /* we only read; resuming a copy is meaningless */
+}
+
+static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
+			     unw_word_t *off, void *arg)
+{
+	return -UNW_ENOINFO; /* names come from symbolize.c, later */
+}
+
+static unw_accessors_t accessors = {
+	.find_proc_info = acc_find_proc_info,
+	.put_unwind_info = acc_put_unwind_info,
+	.get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
+	.access_mem = acc_mem,
+	.access_reg = acc_reg,
+	.access_fpreg = acc_fpreg,
+	.resume = acc_resume,
+	.get_proc_name = acc_get_proc_name,
+};
+
+/* ---- public API ---- */
+
+struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts)
+{
+	struct sprobe_unwinder *u;
+
+	if (opts && opts->sz < offsetof(struct sprobe_unwinder_opts, modules)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (opts && opts->sz >= sizeof(*opts) && opts->modules && opts->modules->pid != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	u->max_frames = SPROBE_MAX_FRAMES;
+	if (opts) {
+		if (opts->max_frames && opts->max_frames < SPROBE_MAX_FRAMES)
+			u->max_frames = opts->max_frames;
+		u->no_dwarf = opts->no_dwarf;
+		u->no_fp = opts->no_fp_fallback;
+		if (opts->sz >= sizeof(*opts))
+			u->mods = opts->modules;
+	}
+	if (!u->mods) {
+		u->mods = sprobe_modules__new(NULL);
+		if (!u->mods) {
+			int e = errno;
+
+			free(u);
+			errno = e;
+			return NULL;
+		}
+		u->own_mods = true;
+	}
+	u->mods_gen = sprobe_modules__generation(u->mods);
+	u->as = unw_create_addr_space(&accessors, 0);
+	if (!u->as) {
+		sprobe_unwinder__free(u);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* Rows are cached per module (struct unw_cache); libunwind's own
+	 * cache would only add a lock and two sigprocmask calls per step. */
+	unw_set_caching_policy(u->as, UNW_CACHE_NONE);
+	return u;
+}
+
+void sprobe_unwinder__free(struct sprobe_unwinder *u)
+{
+	if (!u)
+		return;
+	if (u->as)
+		unw_destroy_addr_space(u->as);
+	if (u->own_mods)
+		sprobe_modules__free(u->mods);
+	free(u);
+}
+
+struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u)
+{
+	return u ? u->mods : NULL;
+}
+
+int sprobe_unwinder__flush(struct sprobe_unwinder *u)
+{
+	if (!u)
+		return -EINVAL;
+	for (size_t i = 0; i < u->mods->n; i++) {
+		struct unw_cache *uc = &u->mods->mods[i]->unw;
+
+		free(uc->rows);
+		free(uc->blobs);
+		free(uc->no_cfi);
+		memset(uc, 0, sizeof(*uc));
+	}
+	return 0;
+}
+
+int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out)
+{
+	if (!u || !out)
+		return -EINVAL;
+	*out = u->st;
+	return 0;
+}
+
+const char *sprobe_unwind_stop__str(enum sprobe_unwind_stop why)
+{
+	switch (why) {
+	case SPROBE_UNWIND_END: return "end";
+	case SPROBE_UNWIND_FP_END: return "fp-end";
+	case SPROBE_UNWIND_TRUNCATED: return "truncated";
+	case SPROBE_UNWIND_BAD: return "bad";
+	case SPROBE_UNWIND_LOOP: return "loop";
+	case SPROBE_UNWIND_MAX_FRAMES: return "max-frames";
+	default: return "?";
+	}
+}
+
+static void push(struct sprobe_unwinder *u, struct sprobe_thread_sample *s, uint64_t pc,
+		 uint64_t cfa, uint32_t method)
+{
+	s->frames[s->nframes++] = (struct sprobe_frame){ .pc = pc, .fp = cfa, .method = method };
+	u->st.frames_by_method[method < 5 ? method : 0]++;
+}
+
+/*
+ * Frame-pointer walk from (ip, sp, fp[, lr]) appended to s->frames, whose
+ * last entry is already ip. first: ip is the interrupted frame, so the
+ * aarch64 link register may still hold its caller.
+ */
+static enum sprobe_unwind_stop fp_tail(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+				       uint64_t ip, uint64_t sp, uint64_t fp, bool first)
+{
+	struct sprobe_thread_sample *t = &u->tmp;
+
+	memcpy(t, s, offsetof(struct sprobe_thread_sample, nframes));
+	t->ip = t->regs[REG_IP] = ip;
+	t->sp = t->regs[REG_SP] = sp;
+	t->fp = t->regs[REG_FP] = fp;
+	if (!first) {
+		t->has_lr = false;
+		t->lr = 0;
+	}
+	t->nframes = 0;
+	if (sprobe_unwind_fp(t) < 0 || t->nframes == 0)
+		return SPROBE_UNWIND_BAD;
+	for (uint32_t i = 1; i < t->nframes; i++) {
+		if (s->nframes >= u->max_frames)
+			return SPROBE_UNWIND_MAX_FRAMES;
+		push(u, s, t->frames[i].pc, t->frames[i].fp, t->frames[i].method);
+	}
+	return s->nframes >= u->max_frames ? SPROBE_UNWIND_MAX_FRAMES : SPROBE_UNWIND_FP_END;
+}
+
+/* ---- per-module cache of CFI rows ---- */
+
+static const struct unw_row *rows_find(const struct unw_cache *uc, uint64_t ip)
+{
+	size_t lo = 0, hi = uc->nrows;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (uc->rows[mid].start <= ip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo && ip < uc->rows[lo - 1].end)
+		return &uc->rows[lo - 1];
+	return NULL;
+}
+
+/* Remember ips the .eh_frame_hdr search found nothing for, so a hot
+ * no-CFI frame does not repeat the search (direct-mapped: a collision only
+ * costs a repeated search). */
+static size_t no_cfi_slot(uint64_t ip)
+{
+	return (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 56) % UNW_NO_CFI_SLOTS;
+}
+
+static bool no_cfi_has(const struct unw_cache *uc, uint64_t ip)
+{
+	return uc->no_cfi && uc->no_cfi[no_cfi_slot(ip)] == ip;
+}
+
+static void no_cfi_add(struct unw_cache *uc, uint64_t ip)
+{
+	if (!uc->no_cfi)
+		uc->no_cfi = calloc(UNW_NO_CFI_SLOTS, sizeof(*uc->no_cfi));
+	if (uc->no_cfi)
+		uc->no_cfi[no_cfi_slot(ip)] = ip;
+}
+
+struct fill {
+	struct module *mod;
+	int err;
+};
+
+/* unw_reg_states_iterate() callback: one row of the procedure's CFI table.
+ * The blob is libunwind's own register-state record, replayed later with
+ * unw_apply_reg_state(); we copy it and never look inside. */
+static int row_cb(void *token, void *data, size_t size, unw_word_t start, unw_word_t end)
+{
+	struct fill *f = token;
+	struct unw_cache *uc = &f->mod->unw;
+	size_t pos;
+
+	if (!uc->blob_size)
+		uc->blob_size = size;
+	if (size != uc->blob_size || end <= start) {
+		f->err = -EINVAL;
+		return -UNW_EINVAL;
+	}
+	if (rows_find(uc, start))
+		return 0; /* already cached (a procedure seen via another ip) */
+	if (uc->nblobs == uc->cap_blobs) {
+		size_t cap = uc->cap_blobs ? uc->cap_blobs * 2 : 64;
+		uint8_t *b = realloc(uc->blobs, cap * size);
+
+		if (!b)
+			goto nomem;
+		uc->blobs = b;
+		uc->cap_blobs = cap;
+	}
+	if (uc->nrows == uc->cap_rows) {
+		size_t cap = uc->cap_rows ? uc->cap_rows * 2 : 64;
+		struct unw_row *r = realloc(uc->rows, cap * sizeof(*r));
+
+		if (!r)
+			goto nomem;
+		uc->rows = r;
+		uc->cap_rows = cap;
+	}
+	memcpy(uc->blobs + uc->nblobs * size, data, size);
+	/* Insert in start order (cold path: a memmove is fine). */
+	for (pos = uc->nrows; pos > 0 && uc->rows[pos - 1].start > start; pos--)
+		;
+	memmove(&uc->rows[pos + 1], &uc->rows[pos], (uc->nrows - pos) * sizeof(*uc->rows));
+	uc->rows[pos] = (struct unw_row){ start, end, uc->nblobs++ };
+	uc->nrows++;
+	return 0;
+nomem:
+	f->err = -ENOMEM;
+	return -UNW_ENOMEM;
+}
+
+/*
+ * Cold path: have libunwind find the procedure containing ip (our
+ * find_proc_info, the .eh_frame_hdr search) and run its CFI program, then
+ * keep every row. Returns the row for ip, or NULL (no CFI: w->no_cfi set).
+ */
+static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w,
+				       struct module *mod, uint64_t ip)
+{
+	struct walk w2 = *w;
+	struct fill f = { mod, 0 };
+	unw_cursor_t c2;
+
+	w2.regs[REG_IP] = ip;
+	w2.no_cfi = false;
+	if (unw_init_remote(&c2, u->as, &w2) < 0)
+		return NULL;
+	unw_reg_states_iterate(&c2, row_cb, &f);
+	if (w2.no_cfi)
+		w->no_cfi = true;
+	return rows_find(&mod->unw, ip);
+}
+
+int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+			    enum sprobe_unwind_stop *why)
+{
+	enum sprobe_unwind_stop stop = SPROBE_UNWIND_BAD;
+	struct walk w;
+	unw_cursor_t c;
+	uint64_t prev_sp = 0, prev_ip = 0;
+	unsigned same_sp = 0;
+	bool exact = true; /* frame 0's ip is exact; callers' are return addresses */
+
+	if (!u || !s || s->stage == SPROBE_STAGE_EMPTY || !s->stack || !s->stack_len)
+		return -EINVAL;
+	if (sprobe_modules__generation(u->mods) != u->mods_gen) {
+		/* Modules were replaced: their row caches went with them. */
+		u->mods_gen = sprobe_modules__generation(u->mods);
+		u->st.module_refreshes++;
+	}
+	s->nframes = 0;
+	u->st.samples++;
+
+	memset(&w, 0, sizeof(w));
+	w.u = u;
+	w.s = s;
+	w.lo = s->stack_addr;
+	w.hi = s->stack_addr + s->stack_len;
+	memcpy(w.regs, s->regs, sizeof(w.regs));
+	w.regs[REG_IP] = s->ip;
+	w.regs[REG_SP] = s->sp;
+	w.regs[REG_FP] = s->fp;
+#ifdef REG_LR
+	if (s->has_lr)
+		w.regs[REG_LR] = s->lr;
+#endif
+
+	if (s->ip == 0)
+		goto out;
+	push(u, s, s->ip, s->sp, SPROBE_FRAME_IP);
+	if (u->no_dwarf) {
+		stop = fp_tail(u, s, s->ip, s->sp, s->fp, true);
+		goto out;
+	}
+	if (unw_init_remote(&c, u->as, &w) < 0)
+		goto out;
+	prev_ip = s->ip;
+	prev_sp = s->sp;
+	for (;;) {
+		uint64_t look = exact ? prev_ip : prev_ip - 1;
+		struct module *mod = sprobe__modules_find(u->mods, look);
+		const struct unw_row *row = NULL;
+		unw_word_t ip = 0, sp = 0;
+		bool sig;
+		int ret;
+
+		if (s->nframes >= u->max_frames) {
+			stop = SPROBE_UNWIND_MAX_FRAMES;
+			break;
+		}
+		/* Warm path: the row is cached with the module; no lookup, no
+		 * lock, no system call. */
+		if (mod) {
+			row = rows_find(&mod->unw, look);
+			if (!row && !no_cfi_has(&mod->unw, look)) {
+				row = cold_fill(u, &w, mod, look);
+				if (!row)
+					no_cfi_add(&mod->unw, look);
+			}
+		}
+		if (!row) {
+			/* No CFI here (JIT code, assembly without CFI, a
+			 * module without .eh_frame_hdr): frame pointers take
+			 * over from this frame, and the frames say so. */
+			unw_word_t fp = 0;
+
+			unw_get_reg(&c, REG_FP, &fp);
+			u->st.table_failures += mod ? 0 : 1;
+			stop = u->no_fp ? SPROBE_UNWIND_BAD
+					: fp_tail(u, s, prev_ip, prev_sp, fp, s->nframes == 1);
+			break;
+		}
+		/* A sigreturn trampoline's caller was interrupted, not
+		 * calling: its ip is exact. */
+		sig = unw_is_signal_frame(&c) > 0;
+		ret = unw_apply_reg_state(&c, mod->unw.blobs + row->blob * mod->unw.blob_size);
+		if (ret == 0) {
+			stop = SPROBE_UNWIND_END;
+			break;
+		}
+		if (ret < 0) {
+			stop = w.past_copy ? SPROBE_UNWIND_TRUNCATED : SPROBE_UNWIND_BAD;
+			break;
+		}
+		unw_get_reg(&c, UNW_REG_IP, &ip);
+		unw_get_reg(&c, UNW_REG_SP, &sp);
+		if (ip == 0) {
+			stop = SPROBE_UNWIND_END;
+			break;
+		}
+		if (sp < prev_sp || (sp == prev_sp && (ip == prev_ip || ++same_sp > 2))) {
+			stop = SPROBE_UNWIND_LOOP;
+			break;
+		}
+		if (sp != prev_sp)
+			same_sp = 0;
+		push(u, s, ip, sp, SPROBE_FRAME_DWARF);
+		prev_ip = ip;
+		prev_sp = sp;
+		exact = sig;
+	}
+out:
+	s->stage = SPROBE_STAGE_UNWOUND;
+	u->st.frames += s->nframes;
+	u->st.stops[stop]++;
+	if (why)
+		*why = stop;
+	return (int)s->nframes;
+}
+
+int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
+{
+	uint32_t n;
+	int ret, done = 0;
+
+	if (!u || !snap)
+		return -EINVAL;
+	/* Outside any window: the loader lock is free to take. A failed
+	 * refresh leaves the previous inventory, still the best we have. */
+	ret = sprobe_modules__refresh(u->mods);
+	(void)ret;
+	n = sprobe_snapshot__nthreads(snap);
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
+
+		if (!t || t->stage == SPROBE_STAGE_EMPTY)
+			continue;
+		if (sprobe_unwinder__unwind(u, t, NULL) >= 0)
+			done++;
+	}
+	sprobe_snapshot__set_frames_resolved(snap, true);
+	return done;
+}
+
+int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
+			       struct sprobe_unwinder *u)
+{
+	int ret;
+
+	if (!c || !snap || !u)
+		return -EINVAL;
+	ret = sprobe_capturer__capture(c, snap);
+	if (ret < 0)
+		return ret;
+	/* Every window is closed when capture returns: all threads run. */
+	ret = sprobe_unwinder__unwind_snapshot(u, snap);
+	return ret < 0 ? ret : 0;
+}
