@@ -229,6 +229,28 @@ int main(int argc, char **argv)
 		.sz = sizeof(mo), .kernel_lost = st.lost + st.no_state + st.missed,
 	};
 	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, n, &mo);
+	/* Where the kernel-minus-self difference goes: before the handler's
+	 * first clock read and after its last one. */
+	uint64_t pre_med = 0, post_med = 0, pre_p90 = 0, post_p90 = 0;
+	if (m) {
+		size_t npairs;
+		const struct sprobe_pause_pair *pp = sprobe_pause_merge__pairs(m, &npairs);
+		uint64_t *pre = calloc(npairs + 1, sizeof(*pre)), *post = calloc(npairs + 1, sizeof(*post));
+		if (pre && post && npairs) {
+			for (size_t i = 0; i < npairs; i++) {
+				pre[i] = sw[pp[i].self_idx].entry_ns - kw[pp[i].kernel_idx].deliver_ns;
+				post[i] = kw[pp[i].kernel_idx].sigreturn_ns - sw[pp[i].self_idx].exit_ns;
+			}
+			qsort(pre, npairs, sizeof(*pre), cmp_u64);
+			qsort(post, npairs, sizeof(*post), cmp_u64);
+			pre_med = pct(pre, npairs, 50);
+			pre_p90 = pct(pre, npairs, 90);
+			post_med = pct(post, npairs, 50);
+			post_p90 = pct(post, npairs, 90);
+		}
+		free(pre);
+		free(post);
+	}
 	sprobe_pause__free(p);
 	free(sw);
 	close(stats_fd);
@@ -261,6 +283,10 @@ int main(int argc, char **argv)
 		       (unsigned long long)with[r].rt_med, (unsigned long long)with[r].rt_p90);
 	}
 	if (m) {
+		printf("\nkernel - self = deliver->handler entry (median %llu, p90 %llu ns) + handler "
+		       "exit->rt_sigreturn (median %llu, p90 %llu ns)\n",
+		       (unsigned long long)pre_med, (unsigned long long)pre_p90,
+		       (unsigned long long)post_med, (unsigned long long)post_p90);
 		printf("\nthe same windows from both sides (last phase, stats on):\n");
 		sprobe_pause_merge__print(m, stdout);
 		sprobe_pause_merge__free(m);

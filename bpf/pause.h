@@ -42,6 +42,8 @@ enum sprobe_pause_bpf_mode {
 #define SPROBE_PAUSE_F_INCOMPLETE   (1u << 2) /* no sigreturn (exit/longjmp) */
 #define SPROBE_PAUSE_F_NESTED	    (1u << 3) /* another handler ran inside */
 #define SPROBE_PAUSE_F_QUEUED	    (1u << 4) /* more generations waiting */
+#define SPROBE_PAUSE_F_SWITCH_IN_UNSEEN (1u << 5) /* switched out, no switch-in
+						   * event before sigreturn */
 
 /* One closed (or abandoned) window. Ring-buffer record. */
 struct sprobe_pause_event {
@@ -53,10 +55,14 @@ struct sprobe_pause_event {
 	__u64 deliver_ns;
 	__u64 sigreturn_ns;	/* 0 if SPROBE_PAUSE_F_INCOMPLETE */
 	__u64 offcpu_ns;	/* switched out inside [deliver, sigreturn] */
+	__u64 runq_ns;		/* runnable but waiting for a CPU, inside the
+				 * window: the kernel's own sched_info.run_delay
+				 * delta (0 without CONFIG_SCHED_INFO) */
 	__u32 nswitches;	/* times switched out inside the window */
 	__u32 npreempt;		/* ... of which involuntary (preempted) */
+	__u32 nruns;		/* times given a CPU inside the window:
+				 * sched_info.pcount delta */
 	__u32 flags;		/* SPROBE_PAUSE_F_* */
-	__u32 _pad;
 };
 
 /* Indexes into the `counters` array (global in .bss, atomically added). */
@@ -111,6 +117,8 @@ struct sprobe_pause_tid_state {
 	__u64 deliver_ns;
 	__u64 offcpu_start_ns;	/* 0 while on CPU */
 	__u64 offcpu_ns;
+	__u64 run_delay0;	/* sched_info.run_delay at deliver */
+	__u64 pcount0;		/* sched_info.pcount at deliver */
 	__u32 nswitches;
 	__u32 npreempt;
 };

@@ -45,8 +45,9 @@ _Static_assert(SPROBE_PAUSE_KW_GROUP == SPROBE_PAUSE_F_GROUP, "flags");
 _Static_assert(SPROBE_PAUSE_KW_INCOMPLETE == SPROBE_PAUSE_F_INCOMPLETE, "flags");
 _Static_assert(SPROBE_PAUSE_KW_NESTED == SPROBE_PAUSE_F_NESTED, "flags");
 _Static_assert(SPROBE_PAUSE_KW_QUEUED == SPROBE_PAUSE_F_QUEUED, "flags");
+_Static_assert(SPROBE_PAUSE_KW_SWITCH_IN_UNSEEN == SPROBE_PAUSE_F_SWITCH_IN_UNSEEN, "flags");
 _Static_assert((int)SPROBE_PAUSE_MODE_TIMER == (int)SPROBE_PAUSE_BPF_MODE_TIMER, "mode");
-_Static_assert(sizeof(struct sprobe_pause_event) == 64, "event layout is ABI with BPF");
+_Static_assert(sizeof(struct sprobe_pause_event) == 72, "event layout is ABI with BPF");
 #if defined(__x86_64__)
 _Static_assert(__NR_rt_sigreturn == 15, "x86_64 rt_sigreturn");
 #elif defined(__aarch64__)
@@ -301,8 +302,10 @@ static int on_event(void *ctx, void *data, size_t size)
 	w->deliver_ns = e->deliver_ns;
 	w->sigreturn_ns = e->sigreturn_ns;
 	w->offcpu_ns = e->offcpu_ns;
+	w->runq_ns = e->runq_ns;
 	w->nswitches = e->nswitches;
 	w->npreempt = e->npreempt;
+	w->nruns = e->nruns;
 	p->received++;
 	return 0;
 }

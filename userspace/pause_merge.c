@@ -178,6 +178,14 @@ static void fill_dists(struct sprobe_pause_summary *s, const struct ranges *r,
 	dist_of(scratch, n, &s->offcpu);
 
 	n = 0;
+	for (size_t i = 0; i < r->nk; i++) {
+		const struct sprobe_pause_kwindow *k = &kw[r->kidx[i]];
+		if (k_complete(k))
+			scratch[n++] = k->runq_ns;
+	}
+	dist_of(scratch, n, &s->runq);
+
+	n = 0;
 	for (size_t i = 0; i < r->ns; i++) {
 		const struct sprobe_pause_swindow *w = &sw[r->sidx[i]];
 		if (s_valid(w))
@@ -443,6 +451,7 @@ static void print_summary(FILE *f, const struct sprobe_pause_summary *s)
 	print_dist(f, "self-reported pause", &s->self_pause);
 	print_dist(f, "kernel - self", &s->difference);
 	print_dist(f, "off-CPU in window", &s->offcpu);
+	print_dist(f, "  waiting for a CPU", &s->runq);
 	for (int r = 1; r < SPROBE_PAUSE_R__COUNT; r++)
 		if (s->unmatched_by_reason[r])
 			fprintf(f, "    unmatched: %u %s\n", s->unmatched_by_reason[r],

@@ -262,6 +262,8 @@ int sprobe_trace__kernel_window(struct sprobe_trace *t, const struct sprobe_paus
 	}
 	fputs(",\"args\":{\"offcpu_us\":", t->f);
 	put_us(t->f, w->offcpu_ns);
+	fputs(",\"runq_us\":", t->f);
+	put_us(t->f, w->runq_ns);
 	fprintf(t->f, ",\"switches\":%u,\"preempted\":%u,\"flags\":%u,\"generated\":%s}",
 		w->nswitches, w->npreempt, w->flags, w->generate_ns ? "true" : "false");
 	return end(t);

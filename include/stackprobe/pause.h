@@ -48,6 +48,10 @@ extern "C" {
 #define SPROBE_PAUSE_KW_INCOMPLETE  (1u << 2) /* no rt_sigreturn seen */
 #define SPROBE_PAUSE_KW_NESTED	    (1u << 3) /* another handler ran inside */
 #define SPROBE_PAUSE_KW_QUEUED	    (1u << 4) /* more generations waited */
+/* Switched out inside the window and no switch-in event was seen before
+ * rt_sigreturn: offcpu_ns counts that segment up to rt_sigreturn (an upper
+ * bound). runq_ns / nruns are unaffected. */
+#define SPROBE_PAUSE_KW_SWITCH_IN_UNSEEN (1u << 5)
 
 /* One window as the kernel saw it. */
 struct sprobe_pause_kwindow {
@@ -58,9 +62,14 @@ struct sprobe_pause_kwindow {
 	uint64_t generate_ns;	/* 0 with SPROBE_PAUSE_KW_NO_GENERATE */
 	uint64_t deliver_ns;
 	uint64_t sigreturn_ns;	/* 0 with SPROBE_PAUSE_KW_INCOMPLETE */
-	uint64_t offcpu_ns;
+	uint64_t offcpu_ns;	/* switched out: sched_switch out -> in pairs */
+	uint64_t runq_ns;	/* runnable, waiting for a CPU: the task's own
+				 * sched_info.run_delay delta (0 without
+				 * CONFIG_SCHED_INFO) */
 	uint32_t nswitches;	/* switched out inside the window */
 	uint32_t npreempt;	/* ... of which involuntarily */
+	uint32_t nruns;		/* given a CPU inside the window (pcount delta) */
+	uint32_t _pad;
 };
 
 /* One window as the handler reported it (sprobe_thread_sample's
@@ -270,6 +279,7 @@ struct sprobe_pause_summary {
 	struct sprobe_pause_dist self_pause;  /* exit - entry (matched) */
 	struct sprobe_pause_dist difference;  /* kernel - self pause (matched) */
 	struct sprobe_pause_dist offcpu;      /* offcpu_ns (complete windows) */
+	struct sprobe_pause_dist runq;	      /* runq_ns (complete windows) */
 	/* kernel_pause.total / wall_ns (opts), 0 if wall_ns is 0. */
 	double pause_share;
 };
