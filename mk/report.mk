@@ -12,7 +12,8 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
-FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/report.c
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/report.c \
+	userspace/pause_merge.c userspace/trace.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
 		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile_crc.h

@@ -19,6 +19,9 @@
 
 #include "report_outputs.h"
 
+#include <stackprobe/pause.h>
+#include <stackprobe/trace.h>
+
 /* ---- small containers -------------------------------------------------- */
 
 #define VEC(T) struct { T *v; size_t n, cap; }
@@ -296,6 +299,10 @@ struct sprobe_report {
 	uint64_t cap_pause_ns;
 	u64vec capture_ns;
 	uint64_t kwindows;
+	/* Both sides of every capture window, for the kernel-vs-self check
+	 * (userspace/pause_merge.c) and the trace timeline. */
+	VEC(struct sprobe_pause_kwindow) kwv;
+	VEC(struct sprobe_pause_swindow) swv;
 
 	uint64_t t_min, t_max;	/* monotonic ns seen in records */
 
@@ -376,6 +383,8 @@ void sprobe_report__free(struct sprobe_report *r)
 	free(r->samples.v);
 	free(r->pcs.v);
 	free(r->capture_ns.v);
+	free(r->kwv.v);
+	free(r->swv.v);
 	free(r->funcs.v);
 	u64map_free(&r->pc_func);
 	bytemap_free(&r->stackmap);
@@ -543,6 +552,10 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		if (s->stack_used > t->stack_max)
 			t->stack_max = s->stack_used;
 		if (s->entry_ns && s->exit_ns >= s->entry_ns) {
+			struct sprobe_pause_swindow sw = { .tid = (pid_t)s->tid, .signal_ns = s->signal_ns,
+							   .entry_ns = s->entry_ns, .exit_ns = s->exit_ns };
+			if (VEC_PUSH(r->swv, sw))
+				return -ENOMEM;
 			r->samples.v[r->samples.n - 1].window_ns = s->exit_ns - s->entry_ns;
 			if (VEC_PUSH(t->win, s->exit_ns - s->entry_ns))
 				return -ENOMEM;
@@ -588,6 +601,14 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			return -ENOMEM;
 		t = &r->threads.v[ti];
 		r->kwindows++;
+		struct sprobe_pause_kwindow kw = {
+			.tid = (pid_t)k->tid, .generate_ns = k->generate_ns, .deliver_ns = k->deliver_ns,
+			.sigreturn_ns = k->sigreturn_ns, .offcpu_ns = k->offcpu_ns,
+			.flags = (k->generate_ns ? 0 : SPROBE_PAUSE_KW_NO_GENERATE) |
+				 (k->sigreturn_ns ? 0 : SPROBE_PAUSE_KW_INCOMPLETE),
+		};
+		if (k->deliver_ns && VEC_PUSH(r->kwv, kw))
+			return -ENOMEM;
 		if (k->deliver_ns && k->sigreturn_ns >= k->deliver_ns &&
 		    VEC_PUSH(t->kpause, k->sigreturn_ns - k->deliver_ns))
 			return -ENOMEM;
@@ -989,6 +1010,46 @@ static const char *thread_label(const struct thread *t)
 	return t->name && *t->name ? t->name : "?";
 }
 
+/* ---- kernel vs self-reported windows ------------------------------------ */
+
+/* Match the selected threads' kernel windows with their self-reported ones
+ * (see userspace/pause_merge.c). NULL with errno on failure; a report
+ * without kernel windows gets NULL with errno ENOENT. */
+static struct sprobe_pause_merge *pause_check(const struct sprobe_report *r)
+{
+	struct sprobe_pause_kwindow *kw;
+	struct sprobe_pause_swindow *sw;
+	size_t nk = 0, ns = 0;
+
+	if (!r->kwv.n) {
+		errno = ENOENT;
+		return NULL;
+	}
+	kw = malloc((r->kwv.n + 1) * sizeof(*kw));
+	sw = malloc((r->swv.n + 1) * sizeof(*sw));
+	if (!kw || !sw) {
+		free(kw);
+		free(sw);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < r->kwv.n; i++)
+		if (selected(r, (uint32_t)r->kwv.v[i].tid))
+			kw[nk++] = r->kwv.v[i];
+	for (size_t i = 0; i < r->swv.n; i++)
+		if (selected(r, (uint32_t)r->swv.v[i].tid))
+			sw[ns++] = r->swv.v[i];
+	struct sprobe_pause_merge_opts mo = {
+		.sz = sizeof(mo),
+		.wall_ns = wall_ns(r),
+		.kernel_lost = r->lost[SPROBE_DF_KWINDOW],
+	};
+	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, ns, &mo);
+	free(kw);
+	free(sw);
+	return m;
+}
+
 static void text_drops(FILE *o, const struct sprobe_report *r)
 {
 	uint64_t lt = lost_total(r);
@@ -1178,19 +1239,16 @@ static int write_text(struct sprobe_report *r, FILE *o)
 		fputc('\n', o);
 	}
 	if (r->kwindows) {
-		fprintf(o, "\nKernel-measured windows (eBPF: signal_deliver -> rt_sigreturn)\n");
-		fprintf(o, "  %8s  %-16s %8s %9s %9s %9s %12s %10s\n", "tid", "name", "windows",
-			"p50", "p99", "max", "gen->deliver", "offcpu");
-		for (size_t i = 0; i < r->threads.n; i++) {
-			const struct thread *t = &r->threads.v[i];
-
-			if (!selected(r, t->tid) || (!t->kpause.n && !t->kdelay.n))
-				continue;
-			fprintf(o, "  %8u  %-16s %8zu %7.1fus %7.1fus %7.1fus %10.1fus %8.1fus\n", t->tid,
-				thread_label(t), t->kpause.n, us(pct(&t->kpause, 50)),
-				us(pct(&t->kpause, 99)), us(pct(&t->kpause, 100)),
-				us(pct(&t->kdelay, 50)), us(t->koffcpu));
-		}
+		/* Every window seen from both sides: the kernel's (eBPF) and
+		 * the handler's own, matched and compared. */
+		struct sprobe_pause_merge *m = pause_check(r);
+		fputc('\n', o);
+		if (m)
+			sprobe_pause_merge__print(m, o);
+		else
+			fprintf(o, "Pause check: cannot match %" PRIu64 " kernel windows (%s)\n",
+				r->kwindows, strerror(errno));
+		sprobe_pause_merge__free(m);
 	}
 	text_drops(o, r);
 	return 0;
@@ -1317,6 +1375,98 @@ static void jlost(FILE *o, const uint64_t *lost)
 		t += lost[i];
 	}
 	fprintf(o, "\"total\": %" PRIu64 "}", t);
+}
+
+static void jpdist(FILE *o, const char *name, const struct sprobe_pause_dist *d, bool last)
+{
+	fprintf(o, "\"%s\": {\"count\": %" PRIu64 ", \"median_ns\": %" PRIu64
+		   ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"total_ns\": %" PRIu64 "}%s",
+		name, d->count, d->median, d->p99, d->max, d->total, last ? "" : ", ");
+}
+
+static void jpsummary(FILE *o, const struct sprobe_pause_summary *s)
+{
+	fprintf(o, "{\"tid\": %d, \"matched\": %u, \"kernel_only\": %u, \"self_only\": %u, ",
+		(int)s->tid, s->matched, s->kernel_only, s->self_only);
+	jpdist(o, "delivery", &s->delivery, false);
+	jpdist(o, "kernel_pause", &s->kernel_pause, false);
+	jpdist(o, "self_pause", &s->self_pause, false);
+	jpdist(o, "kernel_minus_self", &s->difference, false);
+	jpdist(o, "offcpu", &s->offcpu, false);
+	fprintf(o, "\"pause_share\": %.9f}", s->pause_share);
+}
+
+/* "pause_check": null without kernel windows, else the overall and
+ * per-thread comparison of kernel and self-reported windows. */
+static void json_pause_check(const struct sprobe_report *r, FILE *o)
+{
+	struct sprobe_pause_merge *m = pause_check(r);
+	size_t n = 0;
+
+	if (!m) {
+		fputs("null", o);
+		return;
+	}
+	fputs("{\n    \"overall\": ", o);
+	jpsummary(o, sprobe_pause_merge__overall(m));
+	fputs(",\n    \"threads\": [", o);
+	const struct sprobe_pause_summary *t = sprobe_pause_merge__threads(m, &n);
+	for (size_t i = 0; i < n; i++) {
+		fputs(i ? ",\n      " : "\n      ", o);
+		jpsummary(o, &t[i]);
+	}
+	fputs("\n    ]\n  }", o);
+	sprobe_pause_merge__free(m);
+}
+
+/* ---- trace (Chrome trace-event JSON, Perfetto) --------------------------- */
+
+static int write_trace(struct sprobe_report *r, FILE *o)
+{
+	char pname[256];
+	size_t n = 0;
+
+	if (r->has_header && r->header.cmdline_len) {
+		n = r->header.cmdline_len < sizeof(pname) - 1 ? r->header.cmdline_len : sizeof(pname) - 1;
+		memcpy(pname, r->header.cmdline, n);
+		for (size_t i = 0; i < n; i++)
+			if (pname[i] == '\0')
+				pname[i] = ' ';
+	}
+	pname[n] = '\0';
+	struct sprobe_trace_opts to = { .sz = sizeof(to),
+					.pid = r->has_header && r->header.pid ? (pid_t)r->header.pid : 1,
+					.process_name = n ? pname : NULL };
+	struct sprobe_trace *t = sprobe_trace__new(o, &to);
+	if (!t)
+		return -errno;
+	int err = 0;
+	for (size_t i = 0; i < r->threads.n && !err; i++)
+		if (selected(r, r->threads.v[i].tid) && r->threads.v[i].name)
+			err = sprobe_trace__thread_name(t, (pid_t)r->threads.v[i].tid, r->threads.v[i].name);
+	for (size_t i = 0; i < r->kwv.n && !err; i++)
+		if (selected(r, (uint32_t)r->kwv.v[i].tid))
+			err = sprobe_trace__kernel_window(t, &r->kwv.v[i]);
+	for (size_t i = 0; i < r->swv.n && !err; i++)
+		if (selected(r, (uint32_t)r->swv.v[i].tid))
+			err = sprobe_trace__self_window(t, &r->swv.v[i]);
+	const char *names[SPROBE_MAX_FRAMES];
+	for (size_t i = 0; i < r->samples.n && !err; i++) {
+		const struct sample *sm = &r->samples.v[i];
+		uint32_t tid = r->threads.v[sm->thread].tid;
+		size_t nf = sm->nframes < SPROBE_MAX_FRAMES ? sm->nframes : SPROBE_MAX_FRAMES;
+
+		if (!selected(r, tid))
+			continue;
+		for (size_t f = 0; f < nf; f++) {
+			long fid = func_of(r, r->pcs.v[sm->pc_off + f]);
+			names[f] = fid >= 0 ? func_name(r, (uint32_t)fid) : NULL;
+		}
+		err = sprobe_trace__sample(t, (pid_t)tid, sm->time_ns, names, nf);
+	}
+	int ferr = sprobe_trace__finish(t);
+	sprobe_trace__free(t);
+	return err ? err : ferr;
 }
 
 static int write_json(struct sprobe_report *r, FILE *o)
@@ -1477,7 +1627,9 @@ static int write_json(struct sprobe_report *r, FILE *o)
 				m->ranges[k].start, m->ranges[k].end, m->ranges[k].file_offset);
 		fputs("]}", o);
 	}
-	fprintf(o, "\n  ],\n  \"kernel_windows\": %" PRIu64 "\n}\n", r->kwindows);
+	fprintf(o, "\n  ],\n  \"kernel_windows\": %" PRIu64 ",\n  \"pause_check\": ", r->kwindows);
+	json_pause_check(r, o);
+	fprintf(o, "\n}\n");
 	return 0;
 }
 
@@ -1509,6 +1661,9 @@ int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_
 	case SPROBE_REPORT_SVG:
 		err = sprobe_report__write_svg(r, out);
 		break;
+	case SPROBE_REPORT_TRACE:
+		err = write_trace(r, out);
+		break;
 	default:
 		return -EINVAL;
 	}
@@ -1535,6 +1690,8 @@ int sprobe_report_format__parse(const char *name)
 		return SPROBE_REPORT_SPEEDSCOPE;
 	if (!strcmp(name, "svg"))
 		return SPROBE_REPORT_SVG;
+	if (!strcmp(name, "trace"))
+		return SPROBE_REPORT_TRACE;
 	return -EINVAL;
 }
 

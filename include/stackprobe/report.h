@@ -37,6 +37,7 @@ enum sprobe_report_format {
 	SPROBE_REPORT_PPROF,		/* gzip-compressed profile.proto */
 	SPROBE_REPORT_SPEEDSCOPE,	/* speedscope JSON, one profile per thread */
 	SPROBE_REPORT_SVG,		/* self-contained interactive flame graph */
+	SPROBE_REPORT_TRACE,	/* Chrome trace-event JSON (Perfetto): windows + samples */
 };
 
 struct sprobe_report_opts {

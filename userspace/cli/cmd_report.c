@@ -35,6 +35,9 @@ static void usage(FILE *f)
 	      "                       speedscope: speedscope.app JSON, one profile per thread\n"
 	      "                       svg: interactive flame graph (hover, click to zoom) plus\n"
 	      "                            pause cost per thread; one file, no network\n"
+	      "                       trace: Chrome trace-event JSON (Perfetto UI,\n"
+	      "                              chrome://tracing): every capture window, kernel\n"
+	      "                              and self-reported, and every sample, per thread\n"
 	      "  -t, --tid TID        only this thread\n"
 	      "  -n, --top N          rows in the text function tables (default 25)\n"
 	      "  -o, --output FILE    write there instead of standard output\n"
@@ -47,6 +50,7 @@ static void usage(FILE *f)
 	      "  stackprobe report -i server.data --format pprof -o server.pb.gz && go tool pprof -top server.pb.gz\n"
 	      "  stackprobe report -i server.data --format speedscope -o server.speedscope.json\n"
 	      "  stackprobe report -i server.data --format svg -o server.svg\n"
+	      "  stackprobe report -i server.data --format trace -o server.trace.json\n"
 	      "  stackprobe report -i server.data --tid 4242\n"
 	      "  ssh host cat /tmp/app.data | stackprobe report -i -\n"
 	      "\n"
@@ -96,7 +100,7 @@ int cmd_report(int argc, char **argv)
 			fmt = sprobe_report_format__parse(optarg);
 			if (fmt < 0) {
 				fprintf(stderr, "stackprobe report: unknown format '%s' "
-						"(text, folded, json, pprof, speedscope or svg)\n", optarg);
+						"(text, folded, json, pprof, speedscope, svg or trace)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
