@@ -1733,10 +1733,13 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
+		/* The folded report's thread label, so every stack format
+		 * names threads alike. */
 		struct sprobe_report_sample out = {
-			.tid = t->tid, .thread_name = thread_label(t), .time_ns = s->time_ns,
-			.window_ns = s->window_ns, .method = s->method, .truncated = s->truncated,
-			.pcs = r->pcs.v + s->pc_off, .nframes = s->nframes,
+			.tid = t->tid, .thread_name = t->name && *t->name ? t->name : "thread",
+			.time_ns = s->time_ns, .window_ns = s->window_ns, .method = s->method,
+			.truncated = s->truncated,
+			.pcs = s->nframes ? r->pcs.v + s->pc_off : NULL, .nframes = s->nframes,
 		};
 		int rc;
 

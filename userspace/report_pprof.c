@@ -236,7 +236,8 @@ static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 	long id;
 
 	p->scratch[0] = s->tid;
-	memcpy(p->scratch + 1, s->pcs, n * sizeof(uint64_t));
+	if (n)
+		memcpy(p->scratch + 1, s->pcs, n * sizeof(uint64_t));
 	id = ro_strtab__intern(&p->keys, p->scratch, (1 + n) * sizeof(uint64_t));
 	if (id < 0)
 		return -ENOMEM;

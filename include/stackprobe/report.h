@@ -127,12 +127,12 @@ int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info
  * Pointers are valid during the callback only. */
 struct sprobe_report_sample {
 	uint32_t tid;
-	const char *thread_name;	/* last name seen, or "?" */
+	const char *thread_name;	/* last name seen, or "thread" (as folded) */
 	uint64_t time_ns;		/* CLOCK_MONOTONIC */
 	uint64_t window_ns;		/* capture window entry -> exit; 0 if none */
 	uint32_t method;		/* enum sprobe_method */
 	bool truncated;			/* stack longer than the copy cap */
-	const uint64_t *pcs;		/* innermost first */
+	const uint64_t *pcs;		/* innermost first; NULL if nframes is 0 */
 	uint32_t nframes;
 };
 

@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # Independent reader for `stackprobe report --format svg` (tests/test_outputs.c).
 #
-#   check_svg.py FILE.svg FOLDED.txt
+#   check_svg.py FILE.svg FOLDED.txt [SCRIPT_OUT.js]
 #
 # Parses FILE as XML (xml.etree, not our code) and checks: it is an SVG
 # with an inline script and no external reference (no href/src attribute,
 # no http(s) URL other than the SVG namespace); the samples graph holds a
 # frame for every frame name of the folded report (thread labels included),
 # its root frame counts all the folded samples and each thread frame counts
-# that thread's folded samples. Prints a JSON summary; exit 1 on a mismatch.
+# that thread's folded samples. With SCRIPT_OUT, writes the inline script
+# there (for a syntax check with node --check). Prints a JSON summary; exit
+# 1 on a mismatch.
 import json
 import re
 import sys
@@ -32,8 +34,12 @@ raw = open(svg_path, encoding='utf-8').read()
 root = ET.fromstring(raw)
 if root.tag != NS + 'svg':
     fail('root element is ' + root.tag)
-if not root.findall('.//' + NS + 'script'):
+scripts = root.findall('.//' + NS + 'script')
+if not scripts:
     fail('no inline script (hover and zoom need one)')
+if len(sys.argv) > 3:
+    with open(sys.argv[3], 'w', encoding='utf-8') as f:
+        f.write(''.join(s.text or '' for s in scripts))
 for el in root.iter():
     for k in el.attrib:
         if k.endswith('href') or k == 'src':
