@@ -102,8 +102,10 @@ static void one_input(const uint8_t *data, size_t size)
 		if (rc == -ENOMEM)
 			abort();
 		for (int f = SPROBE_REPORT_TEXT; f <= SPROBE_REPORT_TRACE; f++)
-			if (sprobe_report__write(r, sink, (enum sprobe_report_format)f) != 0)
+			if ((rc = sprobe_report__write(r, sink, (enum sprobe_report_format)f)) != 0) {
+				fprintf(stderr, "format %d failed: %d\n", f, rc);
 				abort();
+			}
 		sprobe_datafile_reader__free(rd);
 		sprobe_report__free(r);
 	}

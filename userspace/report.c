@@ -1435,21 +1435,27 @@ static int write_trace(struct sprobe_report *r, FILE *o)
 	}
 	pname[n] = '\0';
 	struct sprobe_trace_opts to = { .sz = sizeof(to),
-					.pid = r->has_header && r->header.pid ? (pid_t)r->header.pid : 1,
+					/* a hostile header may hold any pid */
+					.pid = r->has_header && (pid_t)r->header.pid > 0 ? (pid_t)r->header.pid : 1,
 					.process_name = n ? pname : NULL };
 	struct sprobe_trace *t = sprobe_trace__new(o, &to);
 	if (!t)
 		return -errno;
+	/* A hostile file may hold items the trace cannot show (tid 0, a
+	 * window ending before it starts): they are skipped (-EINVAL); only
+	 * -ENOMEM and -EIO end the trace. */
+#define TRACE_ITEM(call) do { int e_ = (call); if (e_ && e_ != -EINVAL) err = e_; } while (0)
 	int err = 0;
 	for (size_t i = 0; i < r->threads.n && !err; i++)
 		if (selected(r, r->threads.v[i].tid) && r->threads.v[i].name)
-			err = sprobe_trace__thread_name(t, (pid_t)r->threads.v[i].tid, r->threads.v[i].name);
+			TRACE_ITEM(sprobe_trace__thread_name(t, (pid_t)r->threads.v[i].tid,
+							     r->threads.v[i].name));
 	for (size_t i = 0; i < r->kwv.n && !err; i++)
 		if (selected(r, (uint32_t)r->kwv.v[i].tid))
-			err = sprobe_trace__kernel_window(t, &r->kwv.v[i]);
+			TRACE_ITEM(sprobe_trace__kernel_window(t, &r->kwv.v[i]));
 	for (size_t i = 0; i < r->swv.n && !err; i++)
 		if (selected(r, (uint32_t)r->swv.v[i].tid))
-			err = sprobe_trace__self_window(t, &r->swv.v[i]);
+			TRACE_ITEM(sprobe_trace__self_window(t, &r->swv.v[i]));
 	const char *names[SPROBE_MAX_FRAMES];
 	for (size_t i = 0; i < r->samples.n && !err; i++) {
 		const struct sample *sm = &r->samples.v[i];
@@ -1460,10 +1466,16 @@ static int write_trace(struct sprobe_report *r, FILE *o)
 			continue;
 		for (size_t f = 0; f < nf; f++) {
 			long fid = func_of(r, r->pcs.v[sm->pc_off + f]);
+			if (fid == -ENOMEM) {
+				err = -ENOMEM;
+				break;
+			}
 			names[f] = fid >= 0 ? func_name(r, (uint32_t)fid) : NULL;
 		}
-		err = sprobe_trace__sample(t, (pid_t)tid, sm->time_ns, names, nf);
+		if (!err)
+			TRACE_ITEM(sprobe_trace__sample(t, (pid_t)tid, sm->time_ns, names, nf));
 	}
+#undef TRACE_ITEM
 	int ferr = sprobe_trace__finish(t);
 	sprobe_trace__free(t);
 	return err ? err : ferr;
