@@ -22,6 +22,7 @@
 volatile int symtest_sink;
 int symtest_exe_function(int x);
 
+static const int symtest_exe_function_line = __LINE__ + 2;
 __attribute__((noinline)) int symtest_exe_function(int x)
 {
 	for (int i = 0; i < x; i++)
@@ -203,6 +204,40 @@ static void test_libc_name_without_version(void **state)
 	assert_int_equal(sprobe_modules__symbolize(m, f + 1, &s), 0);
 	print_message("  libc symbols from: %s\n", s.source);
 	assert_non_null(strstr(s.module->name, "libc.so"));
+	sprobe_modules__free(m);
+}
+
+/* Line numbers from DWARF: this file is built with -g; a stripped library
+ * has none; libc has them when its debug file is installed. */
+static void test_source_lines(void **state)
+{
+	struct sprobe_modules *m = sprobe_modules__new(NULL);
+	uint64_t f = (uint64_t)(uintptr_t)symtest_exe_function;
+	const char *file = NULL;
+	int line = 0;
+	struct sprobe_symbol s;
+	void *h;
+
+	assert_non_null(m);
+	assert_int_equal(sprobe_modules__source_line(m, f + 4, &file, &line), 0);
+	print_message("  symtest_exe_function+4 at %s:%d\n", file, line);
+	assert_non_null(strstr(file, "test_symbolize.c"));
+	assert_true(line >= symtest_exe_function_line && line <= symtest_exe_function_line + 5);
+
+	h = open_lib("libsprobe_testlib_stripped.so");
+	assert_int_equal(sprobe_modules__refresh(m), 1);
+	assert_int_equal(sprobe_modules__source_line(m, hidden_addr(h), &file, &line), -ENOENT);
+	assert_int_equal(sprobe_modules__source_line(m, 0, &file, &line), -ENOENT);
+	assert_int_equal(sprobe_modules__source_line(m, f, NULL, &line), -EINVAL);
+
+	f = (uint64_t)(uintptr_t)dlsym(RTLD_DEFAULT, "clock_nanosleep");
+	assert_int_equal(sprobe_modules__symbolize(m, f, &s), 0);
+	if (strcmp(s.source, "debug-build-id") == 0) {
+		assert_int_equal(sprobe_modules__source_line(m, f + 8, &file, &line), 0);
+		print_message("  clock_nanosleep+8 at %s:%d\n", file, line);
+		assert_non_null(strstr(file, "clock_nanosleep.c"));
+	}
+	dlclose(h);
 	sprobe_modules__free(m);
 }
 
@@ -516,6 +551,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_inventory_build_id_and_eh_frame),
 	cmocka_unit_test(test_shared_library_symbols),
 	cmocka_unit_test(test_libc_name_without_version),
+	cmocka_unit_test(test_source_lines),
 	cmocka_unit_test(test_no_demangle_option),
 	cmocka_unit_test(test_stripped_module_gives_offset),
 	cmocka_unit_test(test_debug_file_by_build_id),

@@ -35,6 +35,8 @@ struct symtab {
 	struct elf_file files[2]; /* the object, and its debug file */
 	unsigned nfiles;
 	void *membuf;		/* another process's vDSO image, copied */
+	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
+	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
 };
 
 /* One row of a procedure's CFI table: the register-state rule that holds

@@ -5,6 +5,7 @@
  * captured thread runs again.
  */
 #include <dlfcn.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -22,6 +23,8 @@
 
 void sprobe__symtab_release(struct symtab *st)
 {
+	if (st->dwarf)
+		dwarf_end(st->dwarf);
 	for (size_t i = 0; i < st->n; i++)
 		if (st->syms[i].demangled != SYM_NOT_MANGLED)
 			free(st->syms[i].demangled);
@@ -529,6 +532,59 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	out->sym_offset = pc - out->sym_start;
 	out->sym_size = s->size;
 	out->source = mod->st.source;
+	return 0;
+}
+
+/* Load the symbol table first: it opens the object and its debug file. */
+static struct module *loaded_module(struct sprobe_modules *m, uint64_t pc)
+{
+	struct sprobe_symbol tmp;
+
+	if (sprobe_modules__symbolize(m, pc, &tmp) != 0)
+		return NULL;
+	return sprobe__modules_find(m, pc);
+}
+
+int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
+				int *line)
+{
+	struct module *mod;
+	struct symtab *st;
+	Dwarf_Die cu;
+	Dwarf_Line *l;
+	const char *src;
+	int ln = 0;
+
+	if (!m || !file || !line)
+		return -EINVAL;
+	mod = loaded_module(m, pc);
+	if (!mod)
+		return -ENOENT;
+	st = &mod->st;
+	if (st->dwarf_state == 0) {
+		/* The debug file if there is one (it holds the DWARF of a
+		 * stripped object), else the object itself (built with -g). */
+		st->dwarf_state = -ENOENT;
+		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
+			Dwarf *dw = st->files[i].elf ? dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL)
+						     : NULL;
+
+			if (dw) {
+				st->dwarf = dw;
+				st->dwarf_state = 1;
+				break;
+			}
+		}
+	}
+	if (st->dwarf_state != 1)
+		return -ENOENT;
+	if (!dwarf_addrdie(st->dwarf, pc - mod->pub.bias, &cu))
+		return -ENOENT;
+	l = dwarf_getsrc_die(&cu, pc - mod->pub.bias);
+	if (!l || dwarf_lineno(l, &ln) != 0 || !(src = dwarf_linesrc(l, NULL, NULL)))
+		return -ENOENT;
+	*file = src;
+	*line = ln;
 	return 0;
 }
 

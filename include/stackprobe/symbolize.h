@@ -167,6 +167,17 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc,
 			      struct sprobe_symbol *out);
 
 /*
+ * Source file and line of pc from the DWARF line table (libdw) of the
+ * module's debug file, or of the module itself when built with -g. Pass
+ * pc - 1 for return addresses, as for sprobe_modules__symbolize(). Returns
+ * 0 and sets *file (owned by the inventory, valid as long as the module)
+ * and *line; -ENOENT when no line information covers pc (stripped module,
+ * no debug file); -EINVAL on NULL arguments. Not async-signal-safe.
+ */
+int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
+				int *line);
+
+/*
  * Format a lookup result: "name+0x1a (libfoo.so)", "libfoo.so+0x1234" when
  * no symbol covers the pc, "0x7f..." when no module does. Returns the length
  * snprintf would have written (may exceed len), -EINVAL on NULL sym.
