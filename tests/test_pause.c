@@ -494,6 +494,88 @@ static void test_every_window_seen(void **state)
 	free(w);
 }
 
+/* The real capture backend: every window of every captured thread is seen
+ * by the kernel and contains the handler's self-reported window. */
+static void test_real_capturer_windows_seen(void **state)
+{
+	struct sprobe_capture_opts co = { .sz = sizeof(co) };
+	struct sprobe_capturer *c = sprobe_capturer__new(&co);
+	struct worker *w = calloc(NTHREADS, sizeof(*w));
+	const int captures = 50;
+
+	assert_non_null(c);
+	assert_non_null(w);
+	struct sprobe_pause_opts o = {
+		.sz = sizeof(o), .tgid = getpid(), .signo = sprobe_capturer__signo(c),
+		.quiet = true,
+	};
+	struct sprobe_pause *p = sprobe_pause__new(&o);
+	if (!p) {
+		int err = errno;
+		sprobe_capturer__free(c);
+		free(w);
+		if ((err == EPERM || err == EACCES) && !have_bpf_caps())
+			SPROBE_SKIP("no privilege for the companion");
+		if (err == ENOTSUP)
+			SPROBE_SKIP("companion not supported here");
+		fail_msg("companion: %s", strerror(err));
+	}
+	for (int t = 0; t < NTHREADS; t++) {
+		worker_init(&w[t], H_QUICK, t % 2 == 1, -1);
+		start_worker(&w[t]);
+	}
+	struct sprobe_snapshot *snap = sprobe_snapshot__new(0, 0);
+	assert_non_null(snap);
+	size_t cap = (size_t)captures * 64, ns = 0;
+	struct sprobe_pause_swindow *sw = calloc(cap, sizeof(*sw));
+	assert_non_null(sw);
+	for (int i = 0; i < captures; i++) {
+		assert_int_equal(sprobe_capturer__capture(c, snap), 0);
+		for (uint32_t t = 0; t < sprobe_snapshot__nthreads(snap) && ns < cap; t++) {
+			const struct sprobe_thread_sample *smp = sprobe_snapshot__thread(snap, t);
+			if (smp->drop_reason == SPROBE_DROP_NONE &&
+			    sprobe_pause_swindow__from_sample(&sw[ns], smp) == 0)
+				ns++;
+		}
+	}
+	for (int t = 0; t < NTHREADS; t++)
+		stop_worker(&w[t]);
+	assert_true(ns >= (size_t)captures * NTHREADS);
+
+	size_t nk;
+	const struct sprobe_pause_kwindow *kw = collect(p, ns, &nk);
+	struct sprobe_pause_stats st;
+	assert_int_equal(sprobe_pause__stats(p, &st), 0);
+	struct sprobe_pause_merge_opts mo = {
+		.sz = sizeof(mo), .kernel_lost = st.lost + st.no_state + st.missed,
+	};
+	struct sprobe_pause_merge *m = sprobe_pause_merge__new(kw, nk, sw, ns, &mo);
+	assert_non_null(m);
+	size_t np, nu;
+	const struct sprobe_pause_pair *pairs = sprobe_pause_merge__pairs(m, &np);
+	const struct sprobe_pause_unmatched *un = sprobe_pause_merge__unmatched(m, &nu);
+	for (size_t i = 0; i < nu; i++)
+		print_message("unmatched: side %u tid %d reason %s\n", un[i].side, un[i].tid,
+			      sprobe_pause_reason__str(un[i].reason));
+	print_message("real capturer: %zu self windows, %zu kernel windows, %zu pairs\n", ns, nk, np);
+	assert_int_equal(np, ns);	/* every self-reported window matched */
+	for (size_t i = 0; i < np; i++) {
+		const struct sprobe_pause_kwindow *k = &kw[pairs[i].kernel_idx];
+		const struct sprobe_pause_swindow *s = &sw[pairs[i].self_idx];
+		assert_true(k->deliver_ns <= s->entry_ns);
+		assert_true(s->exit_ns <= k->sigreturn_ns);
+		if (s->signal_ns && k->generate_ns)
+			assert_true(s->signal_ns <= k->generate_ns);
+	}
+	sprobe_pause_merge__print(m, stdout);
+	sprobe_pause_merge__free(m);
+	sprobe_pause__free(p);
+	sprobe_snapshot__free(snap);
+	sprobe_capturer__free(c);
+	free(sw);
+	free(w);
+}
+
 /* Windows no one asked for. Another signal number opens no window. The
  * capture signal sent from outside the process has no generation of ours
  * (probe mode filters the sender) but still stops the thread: the kernel
@@ -1203,6 +1285,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_bad_options),
 	cmocka_unit_test(test_every_window_seen),
 	cmocka_unit_test(test_filters_other_signals),
+	cmocka_unit_test(test_real_capturer_windows_seen),
 	cmocka_unit_test(test_offcpu_preempted),
 	cmocka_unit_test(test_offcpu_blocked),
 	cmocka_unit_test(test_timer_mode_group_signal),
