@@ -150,8 +150,12 @@ static uint64_t x64_frame_extent(uint64_t image_base, const RUNTIME_FUNCTION *fe
 			case 5: /* UWOP_SAVE_NONVOL_FAR */
 			case 9: /* UWOP_SAVE_XMM128_FAR */
 				i += 3; break;
-			case 6: /* v1 SAVE_XMM, v2 EPILOG: two slots either way */
-				i += 2; break;
+			case 6: /* v1: SAVE_XMM (2 slots); v2: EPILOG (1 slot) */
+				i += version == 2 ? 1 : 2; break;
+			case 7: /* v1: SAVE_XMM_FAR (3 slots); v2: spare */
+				if (version != 1)
+					return 0;
+				i += 3; break;
 			case 10: /* UWOP_PUSH_MACHFRAME */
 				extent += info ? 48 : 40; i += 1; break;
 			default:
@@ -200,11 +204,38 @@ static void context_from_sample(CONTEXT *c, const struct sprobe_thread_sample *s
 #error "stackprobe: Windows unwinding supports x86_64 and aarch64 only"
 #endif
 
-static void translate(CONTEXT *c, const struct copy_map *m, bool into_copy)
+/* What translate_in() changed, so translate_out() can undo exactly that. */
+struct translation {
+	DWORD64 before[NGP], after[NGP];
+	bool moved[NGP];
+};
+
+static void translate_in(CONTEXT *c, const struct copy_map *m, struct translation *tr)
 {
 	for (unsigned int i = 0; i < NGP; i++) {
 		DWORD64 *r = gp_reg(c, i);
-		*r = into_copy ? to_copy(m, *r) : to_orig(m, *r);
+		tr->before[i] = *r;
+		*r = to_copy(m, *r);
+		tr->after[i] = *r;
+		tr->moved[i] = tr->before[i] != tr->after[i];
+	}
+}
+
+/*
+ * After a step: a register the step did not touch gets its original value
+ * back; the stack pointer, which the unwinder computed from copy
+ * coordinates, is mapped back. A register the step loaded from the stack
+ * already holds an original value and is left alone, even if that value
+ * happens to lie inside the copy buffer's own address range.
+ */
+static void translate_out(CONTEXT *c, const struct copy_map *m, const struct translation *tr)
+{
+	for (unsigned int i = 0; i < NGP; i++) {
+		DWORD64 *r = gp_reg(c, i);
+		if (r == &SP(c))
+			*r = to_orig(m, *r);
+		else if (tr->moved[i] && *r == tr->after[i])
+			*r = tr->before[i];
 	}
 }
 
@@ -237,7 +268,8 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s)
 
 	while (s->nframes < SPROBE_MAX_FRAMES) {
 		uint64_t pc = PC(&ctx), sp = SP(&ctx);
-		translate(&ctx, &m, true);
+		struct translation tr;
+		translate_in(&ctx, &m, &tr);
 		if (!in_copy(&m, SP(&ctx), 8))
 			break;
 
@@ -283,7 +315,7 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s)
 			RtlVirtualUnwind(UNW_FLAG_NHANDLER, image_base, pc, fe, &ctx,
 					 &handler_data, &establisher, NULL);
 		}
-		translate(&ctx, &m, false);
+		translate_out(&ctx, &m, &tr);
 
 		uint64_t npc = PC(&ctx), nsp = SP(&ctx);
 		/* End of the chain (thread start has pc 0) or no progress. */
