@@ -214,6 +214,19 @@ static int doc_says_eintr(const char *doc, const char *call)
 	return -1;
 }
 
+static long count_samples(const char *path)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	long n = 0;
+	if (!rd)
+		return -1;
+	while (sprobe_datafile_reader__next(rd, &rec) == 1)
+		n += rec.type == SPROBE_DF_SAMPLE;
+	sprobe_datafile_reader__free(rd);
+	return n;
+}
+
 static const char *const calls[] = {
 	"poll", "epoll_wait", "select", "read", "futex_wait_timeout", "nanosleep",
 	"sigtimedwait", "accept", "connect", "sem_wait", "waitpid", "write",
@@ -386,10 +399,10 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 }
 
 /*
- * Signal ownership. (a) The program installs, in main(), a handler for the
- * signal stackprobe picked (SIGRTMIN, the first free one) or for the one
- * STACKPROBE_SIGNAL named: the program's own signal count must stay exact
- * and no foreign signal may reach its handler. (b) The signal is already
+ * Signal ownership. (a) The program installs, in main(), a handler for
+ * SIGRTMIN (what a capturer picking the first free signal would take) or
+ * for the one STACKPROBE_SIGNAL named: the program's own signal count must
+ * stay exact and no foreign signal may reach its handler. (b) The signal is already
  * taken when the agent starts (inherited SIG_IGN): the agent picks another
  * one, or with STACKPROBE_SIGNAL set refuses with a message; the program
  * runs unchanged either way.
@@ -435,7 +448,8 @@ static void test_signal_ownership(void **state)
 	run_free(&r);
 	run_free(&plain);
 
-	/* (a) the program takes the signal after the agent started. */
+	/* (a) the program takes SIGRTMIN after the agent started: the agent
+	 * chose the highest free signal, so no conflict, full sampling. */
 	const char *oargv[] = { SERVICE, "--events", "100", "--own-signal", own, NULL };
 	run_cmd(&plain, NULL, oargv, 0, false, NULL, 0);
 	assert_int_equal(plain.status, 0);
@@ -445,18 +459,35 @@ static void test_signal_ownership(void **state)
 	run_cmd(&r, env3, oargv, 0, false, NULL, 0);
 	print_message("program owns SIGRTMIN after start: exit %d in %.2f s (unsampled %.2f s)\n",
 		      r.status, r.seconds, plain.seconds);
-	if (!getenv("SPROBE_TEST_KNOWN_BUGS") && strcmp(r.out, plain.out) != 0) {
-		/* Known bug (see the hardening report): the program's later
-		 * sigaction replaces the capture handler; captures time out
-		 * and the program's handler receives the capture signals. */
-		print_message("KNOWN BUG, not asserted (SPROBE_TEST_KNOWN_BUGS=1 to assert):\n%s",
-			      strstr(r.out, "own_signal") ?: r.out);
-		run_free(&r);
-		run_free(&plain);
-		SPROBE_SKIP("the program taking the capture signal after start is not handled yet");
-	}
 	assert_int_equal(r.status, 0);
 	assert_string_equal(r.out, plain.out);
+	assert_true(count_samples(OUT "/own.data") > 0);
+	run_free(&r);
+	run_free(&plain);
+
+	/* (a) the program takes the very signal STACKPROBE_SIGNAL named:
+	 * the program wins, sampling stops with a message, the data file is
+	 * finished, the program's results are unchanged. */
+	char own2[16], senv2[64];
+	snprintf(own2, sizeof(own2), "%d", SIGRTMIN + 4);
+	snprintf(senv2, sizeof(senv2), "STACKPROBE_SIGNAL=%d", SIGRTMIN + 4);
+	const char *oargv2[] = { SERVICE, "--events", "100", "--own-signal", own2, NULL };
+	run_cmd(&plain, NULL, oargv2, 0, false, NULL, 0);
+	assert_int_equal(plain.status, 0);
+	const char *env4[] = { "LD_PRELOAD=" AGENT, "STACKPROBE_OUTPUT=" OUT "/own2.data", fenv,
+			       senv2, NULL };
+	run_cmd(&r, env4, oargv2, 0, false, NULL, 0);
+	print_message("program owns STACKPROBE_SIGNAL=%s: exit %d in %.2f s: %.*s\n", own2,
+		      r.status, r.seconds, (int)strcspn(r.err, "\n"), r.err);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, plain.out);
+	assert_non_null(strstr(r.err, "the capture signal: sampling stopped"));
+	struct sprobe_datafile_reader *rd2 = sprobe_datafile_reader__open(OUT "/own2.data");
+	assert_non_null(rd2);
+	while (sprobe_datafile_reader__next(rd2, &rec) == 1)
+		;
+	assert_int_equal(sprobe_datafile_reader__status(rd2), SPROBE_DF_COMPLETE);
+	sprobe_datafile_reader__free(rd2);
 	run_free(&r);
 	run_free(&plain);
 }
