@@ -30,6 +30,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,9 @@
 static struct sprobe_sampler *agent_sampler;
 static pid_t agent_pid;
 static int agent_quiet;
+/* The capture signal the agent chose (0: none). Read by the sigaction and
+ * signal wrappers below; written before the sampler starts. */
+static int agent_signo;
 
 static void agent_msg(const char *fmt, const char *a, const char *b)
 {
@@ -137,6 +141,20 @@ __attribute__((constructor)) static void agent_start(void)
 		return;
 	o.freq_hz = freq;
 	o.signo = (int)sig;
+	/* Without STACKPROBE_SIGNAL, take the highest free real-time signal:
+	 * programs that use real-time signals conventionally number theirs
+	 * up from SIGRTMIN, and a program that installs its handler after
+	 * the agent started would otherwise collide with ours (see the
+	 * sigaction wrapper below and docs/LIMITATIONS.md). */
+	if (!o.signo) {
+		for (int sg = SIGRTMAX; sg >= SIGRTMIN && !o.signo; sg--) {
+			struct sigaction cur;
+			if (sigaction(sg, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+			    cur.sa_handler == SIG_DFL)
+				o.signo = sg;
+		}
+	}
+	agent_signo = o.signo;
 	o.max_stack_bytes = (size_t)maxstack;
 	const char *mode = getenv("STACKPROBE_MODE");
 	if (mode && *mode) {
@@ -190,6 +208,8 @@ __attribute__((constructor)) static void agent_start(void)
 	agent_pid = getpid();
 	agent_sampler = sprobe_sampler__start(&o);
 	if (!agent_sampler)
+		agent_signo = 0;
+	if (!agent_sampler)
 		agent_msg("not sampling: %s%s", strerror(errno),
 			  errno == EEXIST ? " (a node table for this pid already exists)" : "");
 	else
@@ -215,6 +235,57 @@ static void *next_fn(const char *name)
 }
 
 #define EXEC_PREPARE() agent_stop()
+
+/* ---- the program takes the capture signal ---------------------------- */
+/*
+ * A program that installs its own handler for the capture signal after the
+ * agent started would replace the capture handler: every capture would
+ * time out and the program's handler would receive the capture signals.
+ * The program wins: sampling stops (the data file is finished), the
+ * original disposition is restored, a line on stderr says why, and the
+ * program's call goes through unchanged. Only queries (act == NULL) leave
+ * sampling on: any new disposition, even SIG_DFL, would unhook the capture
+ * handler. signal() is wrapped too (glibc's calls its internal sigaction,
+ * which this wrapper does not see); sigset()/bsd_signal() are not.
+ */
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef sighandler_t (*signal_fn)(int, sighandler_t);
+
+static void agent_yield_signal(int sig)
+{
+	if (!agent_sampler || sig != agent_signo || getpid() != agent_pid)
+		return;
+	char num[16];
+	snprintf(num, sizeof(num), "%d", sig);
+	agent_msg("the program installs a handler for signal %s, the capture signal: sampling "
+		  "stopped%s (set STACKPROBE_SIGNAL to a signal it does not use)", num, "");
+	agent_signo = 0;
+	agent_stop();
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	sigaction_fn f = (sigaction_fn)next_fn("sigaction");
+	if (act)
+		agent_yield_signal(sig);
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(sig, act, old);
+}
+
+sighandler_t signal(int sig, sighandler_t handler)
+{
+	signal_fn f = (signal_fn)next_fn("signal");
+	agent_yield_signal(sig);
+	if (!f) {
+		errno = ENOSYS;
+		return SIG_ERR;
+	}
+	return f(sig, handler);
+}
+
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
