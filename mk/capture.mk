@@ -42,8 +42,10 @@ test-unsupported: $(BUILD)/unsupported/capture_unsupported
 	$(Q)tools/run-tests.sh $(BUILD)/test-results/unsupported.res $<
 TEST_LANES += test-unsupported
 
-# --- soak: 10^5 torture captures (not part of make test) ----------------
-.PHONY: soak
-soak: $(BUILD)/tests/test_capture_torture
+# --- soak: 10^5 torture captures (not part of make test; `make soak` runs
+# it before the service soak of mk/hardening.mk) ---------------------------
+.PHONY: soak-capture
+soak: soak-capture
+soak-capture: $(BUILD)/tests/test_capture_torture
 	$(Q)SPROBE_TORTURE_CAPTURES=100000 SPROBE_TEST_TIMEOUT=14400 \
 		tools/run-tests.sh $(BUILD)/soak-results/soak.res $<
