@@ -411,7 +411,8 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	}
 	if (ret)
 		return ret;
-	qsort(st->syms, st->n, sizeof(*st->syms), cmp_sym);
+	if (st->n) /* qsort(NULL, 0, ...) is undefined behaviour */
+		qsort(st->syms, st->n, sizeof(*st->syms), cmp_sym);
 	/* One symbol per address: the best-ranked alias. */
 	size_t w = 0;
 
