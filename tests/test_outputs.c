@@ -551,7 +551,7 @@ static void test_outputs_cli_errors(void **state)
 	write_synthetic(data, &o, seed_now());
 	/* Unknown format: usage error that lists the formats. */
 	assert_int_equal(run(&out, CLI " report -i %s --format flame", data), 2);
-	assert_non_null(strstr(out, "pprof, speedscope or svg"));
+	assert_non_null(strstr(out, "pprof, speedscope, svg or trace"));
 	free(out);
 	/* Unwritable output: runtime error that names the file. */
 	assert_int_equal(run(&out, CLI " report -i %s --format svg -o /nonexistent/dir/x.svg", data),

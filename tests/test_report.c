@@ -246,9 +246,14 @@ static void test_text_shares(void **state)
 	assert_non_null(strstr(out, "threads not captured: 3 of 12 thread-captures (exited 2, timeout 1)"));
 	line_with(out, "dropped threads", "104", line, sizeof(line));
 	assert_non_null(strstr(line, "exited=2"));
-	/* Kernel windows are shown when present. */
-	line_with(out, "Kernel-measured", "main", line, sizeof(line));
-	assert_non_null(strstr(line, "4.0us"));
+	/* Kernel windows are matched with the self-reported ones when
+	 * present: this one (deliver 200, sigreturn 4200) matches none. */
+	assert_non_null(strstr(out, "Pause (kernel: eBPF companion"));
+	line_with(out, "thread 101:", "kernel pause", line, sizeof(line));
+	assert_non_null(strstr(line, "n=1 "));
+	assert_non_null(strstr(line, " 4.000"));
+	line_with(out, "thread 101:", "unmatched", line, sizeof(line));
+	assert_non_null(strstr(line, "1 "));
 	free(out);
 	df_buf_close(&b);
 }
@@ -293,6 +298,46 @@ static void test_folded_lines(void **state)
 
 /* JSON: valid (checked by python3's json module) and holding what was
  * written. */
+/* --format trace: Chrome trace-event JSON with one track per thread, every
+ * self-reported window, every kernel window and every sample; the JSON
+ * report's pause_check has the kernel window as kernel-only. Checked by
+ * python's json module, not by our code. */
+static void test_trace_and_pause_check(void **state)
+{
+	struct df_buf b;
+	char path[64], cmd[768], res[256];
+
+	make_file(&b, true);
+	char *out = report_of(&b, SPROBE_REPORT_TRACE, 0, NULL);
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+		 "e=d[\"traceEvents\"] if isinstance(d, dict) else d; "
+		 "names=[x for x in e if x.get(\"name\")==\"thread_name\"]; "
+		 "c=lambda n: sum(1 for x in e if x.get(\"name\")==n); "
+		 "print(len(names), c(\"handler\"), c(\"kernel pause\"), c(\"sample\"))' %s", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	unlink(path);
+	print_message("trace: %s", res);
+	unsigned tracks, handlers, kpauses, samples;
+	assert_int_equal(sscanf(res, "%u %u %u %u", &tracks, &handlers, &kpauses, &samples), 4);
+	assert_true(tracks >= 3);	/* main, worker, blocked (+ dropped-only) */
+	assert_int_equal(handlers, 70);	/* every window of the file */
+	assert_int_equal(kpauses, 1);
+	assert_int_equal(samples, 70);
+	free(out);
+
+	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+	assert_non_null(strstr(out, "\"pause_check\": {"));
+	assert_non_null(strstr(out, "{\"tid\": 0, \"matched\": 0, \"kernel_only\": 1, \"self_only\": 70"));
+	free(out);
+	df_buf_close(&b);
+}
+
 static void test_json_content(void **state)
 {
 	struct df_buf b;
@@ -551,6 +596,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_text_shares),
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
+	cmocka_unit_test(test_trace_and_pause_check),
 	cmocka_unit_test(test_names_are_escaped),
 	cmocka_unit_test(test_sample_without_frames),
 	cmocka_unit_test(test_cut_short_is_reported),
