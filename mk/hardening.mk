@@ -21,7 +21,8 @@ ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 
 # Every native test, by name, as the top Makefile sees them.
-HARDEN_TEST_NAMES = $(filter-out $(ASAN_EXCLUDED_TESTS),$(patsubst tests/%.c,%,$(TEST_SRCS)))
+# Windows tests (tests/test_windows_*.c) are built by mk/windows.mk only.
+HARDEN_TEST_NAMES = $(filter-out $(ASAN_EXCLUDED_TESTS) test_windows_%,$(patsubst tests/%.c,%,$(TEST_SRCS)))
 TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 
 # The capture copies a live stack (its own, from its signal handler) that
