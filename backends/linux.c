@@ -495,7 +495,7 @@ static uint64_t parse_hex(const char **pp)
 }
 
 /* Re-read /proc/self/maps into c->ranges: rw mappings, ascending. */
-static int refresh_ranges(struct sprobe_capturer *c)
+static int refresh_ranges_once(struct sprobe_capturer *c)
 {
 	size_t len = 0, cap = c->ranges_cap;
 	const char *p, *end;
@@ -539,6 +539,22 @@ static int refresh_ranges(struct sprobe_capturer *c)
 	c->nranges = n;
 	c->maps_stale = false;
 	return 0;
+}
+
+/*
+ * The kernel makes each read(2) of /proc/self/maps consistent, not the
+ * whole file: a mapping created or removed between two reads (an
+ * allocator's mmap, a thread's stack) can show ranges out of order. Such a
+ * parse is refused (-EPROTO: the handler's binary search needs the order)
+ * and the file read again, a bounded number of times.
+ */
+static int refresh_ranges(struct sprobe_capturer *c)
+{
+	int err = -EPROTO;
+
+	for (int attempt = 0; attempt < 16 && err == -EPROTO; attempt++)
+		err = refresh_ranges_once(c);
+	return err;
 }
 
 /* Enumerate /proc/self/task into c->tids, excluding self. */
@@ -727,7 +743,11 @@ static void note_blocked(struct sprobe_capturer *c, pid_t tid)
 
 static void forget_blocked(struct sprobe_capturer *c, pid_t tid)
 {
-	for (uint32_t i = 0; i < c->nblk && i < BLK_MAX; i++) {
+	/* Overflowed (nblk == BLK_MAX + 1): the list is incomplete and stays
+	 * so; removing from it would read blk[BLK_MAX] (found by UBSan). */
+	if (c->nblk > BLK_MAX)
+		return;
+	for (uint32_t i = 0; i < c->nblk; i++) {
 		if (c->blk[i] == tid) {
 			c->blk[i] = c->blk[--c->nblk];
 			return;

@@ -28,12 +28,14 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 # The capture copies a live stack (its own, from its signal handler) that
 # holds other frames' ASan redzones; ASan's memcpy interceptor reports that
 # as a stack-buffer-underflow in capture_handler (backends/linux.c) although
-# the copy is by design. test_unwind captures real threads in-process, so it
-# runs with the intrinsic interceptors off (instrumented loads and stores
-# stay checked; memcpy/memset/memmove ranges do not). The alternative,
+# the copy is by design. The tests that capture real threads in-process run
+# with the intrinsic interceptors off (instrumented loads and stores stay
+# checked; memcpy/memset/memmove ranges do not). The alternative,
 # __attribute__((no_sanitize_address)) plus a non-intercepted copy in the
-# handler, is the capture owner's call. Every other test is fully checked.
-ASAN_CAPTURING_TESTS := test_unwind
+# handler, would leave the window's copy unchecked in every build. Every
+# other test is fully checked.
+ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_failure_modes \
+			test_outputs test_record
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
