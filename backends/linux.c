@@ -77,6 +77,7 @@ enum {
 
 #define CACHELINE 64
 #define BLK_MAX 64
+#define EXCL_MAX SPROBE_MAX_EXCLUDED
 
 struct slot {
 	_Atomic uint64_t state;		     /* gen << 2 | SLOT_* */
@@ -159,6 +160,10 @@ struct sprobe_capturer {
 	bool maps_stale;
 	pid_t blk[BLK_MAX];	/* see known_blocked() */
 	uint32_t nblk;
+	/* Threads left out of every capture (stackprobe's own: see
+	 * sprobe_capturer__exclude_tid()). Under lock. */
+	pid_t excl[EXCL_MAX];
+	uint32_t nexcl;
 };
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -541,7 +546,16 @@ static int refresh_ranges(struct sprobe_capturer *c)
 	return 0;
 }
 
-/* Enumerate /proc/self/task into c->tids, excluding self. */
+static bool is_excluded(const struct sprobe_capturer *c, pid_t tid)
+{
+	for (uint32_t i = 0; i < c->nexcl; i++)
+		if (c->excl[i] == tid)
+			return true;
+	return false;
+}
+
+/* Enumerate /proc/self/task into c->tids, excluding self and the excluded
+ * threads (they are neither signalled nor counted). */
 static int enumerate_threads(struct sprobe_capturer *c, pid_t self)
 {
 	uint32_t n = 0;
@@ -566,7 +580,7 @@ static int enumerate_threads(struct sprobe_capturer *c, pid_t self)
 				continue;
 			for (; *s >= '0' && *s <= '9'; s++)
 				tid = tid * 10 + (*s - '0');
-			if ((pid_t)tid == self)
+			if ((pid_t)tid == self || is_excluded(c, (pid_t)tid))
 				continue;
 			if (n == c->tids_cap) {
 				size_t cap = c->tids_cap;
@@ -1272,6 +1286,41 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 int sprobe_capturer__signo(const struct sprobe_capturer *c)
 {
 	return c ? c->signo : -EINVAL;
+}
+
+int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid)
+{
+	int err = 0;
+
+	if (!c || tid <= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	if (is_excluded(c, tid))
+		err = -EEXIST;
+	else if (c->nexcl == EXCL_MAX)
+		err = -ENOSPC;
+	else
+		c->excl[c->nexcl++] = tid;
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid)
+{
+	int err = -ENOENT;
+
+	if (!c || tid <= 0)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	for (uint32_t i = 0; i < c->nexcl; i++) {
+		if (c->excl[i] == tid) {
+			c->excl[i] = c->excl[--c->nexcl];
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
 }
 
 #endif /* __linux__ */

@@ -1134,7 +1134,92 @@ static void test_fork_child_refused(void **state)
 	untrack(c);
 }
 
+/* ------------------------------------------------------------------ */
+/* Excluded threads (stackprobe's own)                                 */
+/* ------------------------------------------------------------------ */
+
+struct excl_hook {
+	pid_t watch;
+	_Atomic int signalled; /* before_signal calls for `watch` */
+	_Atomic int calls;     /* before_signal calls in all */
+};
+
+static void excl_before_signal(void *arg, pid_t tid)
+{
+	struct excl_hook *h = arg;
+
+	atomic_fetch_add(&h->calls, 1);
+	if (tid == h->watch)
+		atomic_fetch_add(&h->signalled, 1);
+}
+
+static void test_excluded_thread(void **state)
+{
+	struct worker ex, other;
+	struct excl_hook h = { 0 };
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o),
+		.timeout_ns = fx_timeout_ns(),
+		.before_signal = excl_before_signal,
+		.hook_ctx = &h,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	const struct sprobe_snapshot_stats *st;
+	uint32_t total_before;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(fx_worker_start(&ex, PARK_SPIN, 0), 0);
+	assert_int_equal(fx_worker_start(&other, PARK_PIPE, 0), 0);
+	h.watch = atomic_load(&ex.tid);
+
+	/* Before: the thread is there and counted. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, h.watch));
+	assert_int_equal(atomic_load(&h.signalled), 1);
+	total_before = sprobe_snapshot__stats(s)->threads_total;
+
+	assert_int_equal(sprobe_capturer__exclude_tid(c, h.watch), 0);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, h.watch), -EEXIST);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, 0), -EINVAL);
+	assert_int_equal(sprobe_capturer__exclude_tid(NULL, h.watch), -EINVAL);
+	atomic_store(&h.signalled, 0);
+	for (int r = 0; r < 5; r++) {
+		atomic_store(&h.calls, 0);
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		st = sprobe_snapshot__stats(s);
+		assert_true(fx_stats_consistent(st));
+		assert_null(fx_find(s, h.watch));
+		/* Every other thread is still signalled. */
+		assert_non_null(fx_find(s, atomic_load(&other.tid)));
+		assert_true(atomic_load(&h.calls) >= 1);
+		assert_int_equal(st->threads_total, sprobe_snapshot__nthreads(s));
+		assert_int_equal(st->threads_total, total_before - 1);
+	}
+	assert_int_equal(atomic_load(&h.signalled), 0);
+
+	/* Include it again: back in the captures. */
+	assert_int_equal(sprobe_capturer__include_tid(c, h.watch), 0);
+	assert_int_equal(sprobe_capturer__include_tid(c, h.watch), -ENOENT);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, h.watch));
+	assert_int_equal(atomic_load(&h.signalled), 1);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+
+	/* The table is bounded. */
+	for (uint32_t i = 0; i < SPROBE_MAX_EXCLUDED; i++)
+		assert_int_equal(sprobe_capturer__exclude_tid(c, 0x7ffff000 + (pid_t)i), 0);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, 0x7fffff00), -ENOSPC);
+
+	fx_worker_stop(&ex);
+	fx_worker_stop(&other);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_teardown(test_excluded_thread, teardown),
 	cmocka_unit_test_teardown(test_known_stack, teardown),
 	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),
 	cmocka_unit_test_teardown(test_all_siblings_not_caller, teardown),

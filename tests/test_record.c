@@ -130,6 +130,9 @@ static void test_record_wall_shares(void **state)
 	/* The io thread is always blocked in wait_for_input -> read. */
 	assert_true(io_all >= 30);
 	assert_true(io_read >= io_all * 95 / 100);
+	/* stackprobe's own stream writer thread is not profiled. */
+	assert_null(strstr(out, "writer_main"));
+	assert_int_equal(folded_count(out, "sprobe-writer", NULL, NULL), 0);
 	free(out);
 }
 

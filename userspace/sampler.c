@@ -77,6 +77,7 @@ struct sprobe_sampler {
 	int fd;
 	struct sprobe_datafile_writer *writer;
 	struct sprobe_stream *stream;
+	bool writer_excluded;	/* the stream's writer is out of captures */
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
@@ -397,8 +398,23 @@ static uint64_t thread_cpu_ns(pid_t tid)
 	return strtoull(buf, NULL, 10);
 }
 
+/* Leave the stream's writer thread out of the captures: it is ours, not
+ * the application's. Its tid is published by the writer itself when it
+ * starts, so look until it is there (normally before the first round). */
+static void exclude_own_threads(struct sprobe_sampler *s)
+{
+	if (!s->stream || s->writer_excluded)
+		return;
+	pid_t tid = sprobe_stream__writer_tid(s->stream);
+	if (tid > 0) {
+		int err = sprobe_capturer__exclude_tid(s->capturer, tid);
+		s->writer_excluded = err == 0 || err == -EEXIST;
+	}
+}
+
 static void round_once(struct sprobe_sampler *s)
 {
+	exclude_own_threads(s);
 	uint64_t t0 = mono_ns();
 	int err = sprobe_capturer__capture(s->capturer, s->snap);
 	if (err >= 0) {

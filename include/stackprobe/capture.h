@@ -119,7 +119,8 @@ struct sprobe_thread_sample {
 };
 
 struct sprobe_snapshot_stats {
-	uint32_t threads_total;	   /* siblings enumerated (caller excluded) */
+	uint32_t threads_total;	   /* siblings enumerated (caller and
+				    * excluded threads left out) */
 	uint32_t threads_captured;
 	uint32_t threads_dropped;
 	uint32_t dropped[SPROBE_DROP__COUNT]; /* by reason; sums to dropped */
@@ -191,6 +192,27 @@ void sprobe_capturer__free(struct sprobe_capturer *c);
 
 /* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
 int sprobe_capturer__signo(const struct sprobe_capturer *c);
+
+/* How many threads one capturer can exclude. */
+#define SPROBE_MAX_EXCLUDED 16u
+
+/*
+ * Leave thread tid (of this process) out of every later capture: it is not
+ * signalled, gets no sample and is not counted in threads_total (like the
+ * capturing thread itself). For stackprobe's own helper threads (the data
+ * stream's writer), which would otherwise be profiled as application
+ * threads. The exclusion outlives the thread: include it again if the tid
+ * may be reused by an application thread.
+ * Returns 0, -EINVAL (NULL or tid <= 0), -EEXIST (already excluded),
+ * -ENOSPC (SPROBE_MAX_EXCLUDED already), -ENOTSUP (no backend).
+ * Thread-safe (takes the capture lock, so it waits for a running capture);
+ * not async-signal-safe.
+ */
+int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid);
+
+/* Undo sprobe_capturer__exclude_tid(). Returns 0, -EINVAL, -ENOENT (tid was
+ * not excluded), -ENOTSUP. Thread-safe; not async-signal-safe. */
+int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid);
 
 /*
  * Allocate a reusable snapshot: max_threads samples (0: default 1024) each
