@@ -112,6 +112,11 @@ struct sprobe_thread_sample {
 	 * delivery before and sigreturn after, which the eBPF companion
 	 * measures and can match by tid and time). 0 when not applicable. */
 	uint64_t signal_ns, entry_ns, exit_ns;
+	/* CPU-timer samples (sprobe_capturer__cpu_collect()): how many
+	 * periods of the thread's CPU time this sample stands for (>= 1: its
+	 * timer expired again before the probe collected it). 0 in a wall
+	 * capture (one sample). */
+	uint32_t weight;
 	/* Frames, once unwound (stage == UNWOUND). nframes may be 0 for an
 	 * unwalkable stack: check sprobe_snapshot__frames_resolved(). */
 	uint32_t nframes;
@@ -283,6 +288,43 @@ int sprobe_unwind_fp(struct sprobe_thread_sample *t);
  * frames_resolved. Returns 0 or -EINVAL. Not thread-safe against a capture
  * into the same snapshot. */
 int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
+
+/*
+ * CPU-timer capture: each thread is sampled on its own CPU time, not on the
+ * wall clock. The first call starts it: for every sibling thread (caller
+ * and excluded threads left out) the capturer creates a POSIX timer on that
+ * thread's CPU clock that sends the capture signal to the thread itself
+ * (SIGEV_THREAD_ID) every interval_ns of its CPU time; the handler copies
+ * the stack where the CPU was being spent into a slot the capturer owns. A
+ * thread that stays blocked consumes no CPU and is never signalled.
+ * Every call (make one per interval_ns of wall time or so) collects into s
+ * the samples finished since the previous call -- at most one per thread,
+ * with `weight` = the CPU periods it stands for -- re-arms their slots,
+ * deletes the timers of threads that exited and creates timers for new
+ * ones. So the first call returns an empty snapshot. Samples have method
+ * SIGNAL, signal_ns 0 (the kernel sent it) and entry/exit timestamps.
+ * Stats count the collected samples only: threads_total = captured +
+ * dropped (NO_STACK, or NO_SLOT when s is smaller than the thread count).
+ * A late or stale timer signal can never write into a slot that was
+ * reused: each timer carries its slot's generation (see backends/linux.c).
+ * While CPU-timer capture runs, sprobe_capturer__capture() returns -EBUSY.
+ * Returns 0, or -EINVAL (NULL, interval_ns outside [10 us, 1 h]),
+ * -ECHILD (forked child), -EBUSY (handler replaced), -ENOMEM, -EMFILE/-EIO
+ * (/proc/self), -ENOTSUP (no backend). A thread for which no timer can be
+ * made (RLIMIT_SIGPENDING) is left out and tried again at the next call.
+ * Allocates on the first call only (a snapshot of the capturer's
+ * max_threads at s's stack size, plus small tables) and when threads or
+ * mappings change. Serialised with captures by the capturer lock; not
+ * async-signal-safe.
+ */
+int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+				 uint64_t interval_ns);
+
+/* Stop CPU-timer capture: delete every timer, wait for running handlers;
+ * uncollected samples are discarded. Wall captures work again afterwards.
+ * sprobe_capturer__free() does this itself. Returns 0 (also when not
+ * running) or -EINVAL for NULL. Thread-safe; not async-signal-safe. */
+int sprobe_capturer__cpu_stop(struct sprobe_capturer *c);
 
 #ifdef __cplusplus
 }
