@@ -1177,6 +1177,10 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 
 	if (!c || !s || interval_ns < 10000 || interval_ns > 3600ull * 1000000000ull)
 		return -EINVAL;
+	/* VM_READV handlers wait for the probe, which is not there in this
+	 * mode: a timer signal would park the thread until the deadline. */
+	if (c->method != SPROBE_METHOD_SIGNAL)
+		return -EINVAL;
 	if (getpid() != c->pid)
 		return -ECHILD;
 	sprobe_snapshot__reset(s);

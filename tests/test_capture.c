@@ -1337,6 +1337,7 @@ static void test_cpu_timer_blocked_not_signalled(void **state)
 	assert_int_equal(sprobe_capturer__cpu_collect(NULL, s, 1000000), -EINVAL);
 	assert_int_equal(sprobe_capturer__cpu_collect(c, NULL, 1000000), -EINVAL);
 	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 0), -EINVAL);
+	assert_int_equal(sprobe_capturer__cpu_stop(NULL), -EINVAL);
 
 	fx_worker_stop(&spin);
 	fx_worker_stop(&blocked);

@@ -308,7 +308,8 @@ int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
  * A late or stale timer signal can never write into a slot that was
  * reused: each timer carries its slot's generation (see backends/linux.c).
  * While CPU-timer capture runs, sprobe_capturer__capture() returns -EBUSY.
- * Returns 0, or -EINVAL (NULL, interval_ns outside [10 us, 1 h]),
+ * Returns 0, or -EINVAL (NULL, interval_ns outside [10 us, 1 h], a
+ * capturer made with method VM_READV),
  * -ECHILD (forked child), -EBUSY (handler replaced), -ENOMEM, -EMFILE/-EIO
  * (/proc/self), -ENOTSUP (no backend). A thread for which no timer can be
  * made (RLIMIT_SIGPENDING) is left out and tried again at the next call.
