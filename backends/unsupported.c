@@ -33,6 +33,35 @@ int sprobe_capturer__signo(const struct sprobe_capturer *c)
 	return -ENOTSUP;
 }
 
+int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid)
+{
+	(void)c;
+	(void)tid;
+	return -ENOTSUP;
+}
+
+int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid)
+{
+	(void)c;
+	(void)tid;
+	return -ENOTSUP;
+}
+
+int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+				 uint64_t interval_ns)
+{
+	(void)c;
+	(void)s;
+	(void)interval_ns;
+	return -ENOTSUP;
+}
+
+int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP;
+}
+
 int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
 {
 	(void)c;

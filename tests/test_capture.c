@@ -19,6 +19,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capture_fixture.h"
@@ -1134,7 +1135,279 @@ static void test_fork_child_refused(void **state)
 	untrack(c);
 }
 
+/* ------------------------------------------------------------------ */
+/* Excluded threads (stackprobe's own)                                 */
+/* ------------------------------------------------------------------ */
+
+struct excl_hook {
+	pid_t watch;
+	_Atomic int signalled; /* before_signal calls for `watch` */
+	_Atomic int calls;     /* before_signal calls in all */
+};
+
+static void excl_before_signal(void *arg, pid_t tid)
+{
+	struct excl_hook *h = arg;
+
+	atomic_fetch_add(&h->calls, 1);
+	if (tid == h->watch)
+		atomic_fetch_add(&h->signalled, 1);
+}
+
+static void test_excluded_thread(void **state)
+{
+	struct worker ex, other;
+	struct excl_hook h = { 0 };
+	struct sprobe_capture_opts o = {
+		.sz = sizeof(o),
+		.timeout_ns = fx_timeout_ns(),
+		.before_signal = excl_before_signal,
+		.hook_ctx = &h,
+	};
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	const struct sprobe_snapshot_stats *st;
+	uint32_t total_before;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(fx_worker_start(&ex, PARK_SPIN, 0), 0);
+	assert_int_equal(fx_worker_start(&other, PARK_PIPE, 0), 0);
+	h.watch = atomic_load(&ex.tid);
+
+	/* Before: the thread is there and counted. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, h.watch));
+	assert_int_equal(atomic_load(&h.signalled), 1);
+	total_before = sprobe_snapshot__stats(s)->threads_total;
+
+	assert_int_equal(sprobe_capturer__exclude_tid(c, h.watch), 0);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, h.watch), -EEXIST);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, 0), -EINVAL);
+	assert_int_equal(sprobe_capturer__exclude_tid(NULL, h.watch), -EINVAL);
+	atomic_store(&h.signalled, 0);
+	for (int r = 0; r < 5; r++) {
+		atomic_store(&h.calls, 0);
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		st = sprobe_snapshot__stats(s);
+		assert_true(fx_stats_consistent(st));
+		assert_null(fx_find(s, h.watch));
+		/* Every other thread is still signalled. */
+		assert_non_null(fx_find(s, atomic_load(&other.tid)));
+		assert_true(atomic_load(&h.calls) >= 1);
+		assert_int_equal(st->threads_total, sprobe_snapshot__nthreads(s));
+		assert_int_equal(st->threads_total, total_before - 1);
+	}
+	assert_int_equal(atomic_load(&h.signalled), 0);
+
+	/* Include it again: back in the captures. */
+	assert_int_equal(sprobe_capturer__include_tid(c, h.watch), 0);
+	assert_int_equal(sprobe_capturer__include_tid(c, h.watch), -ENOENT);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, h.watch));
+	assert_int_equal(atomic_load(&h.signalled), 1);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+
+	/* The table is bounded. */
+	for (uint32_t i = 0; i < SPROBE_MAX_EXCLUDED; i++)
+		assert_int_equal(sprobe_capturer__exclude_tid(c, 0x7ffff000 + (pid_t)i), 0);
+	assert_int_equal(sprobe_capturer__exclude_tid(c, 0x7fffff00), -ENOSPC);
+
+	fx_worker_stop(&ex);
+	fx_worker_stop(&other);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* CPU-timer capture                                                   */
+/* ------------------------------------------------------------------ */
+
+/* voluntary_ctxt_switches of a thread: a thread blocked in read(2) adds one
+ * each time something (a signal) wakes it. -1 if unreadable. */
+static long vol_switches(pid_t tid)
+{
+	char path[64], buf[4096];
+	FILE *f;
+	long v = -1;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "voluntary_ctxt_switches: %ld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/* Bounded wait until tid sleeps (State: S). True if it does. */
+static bool wait_sleeping(pid_t tid)
+{
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+
+	while (fx_now_ns() < end) {
+		char path[64], buf[4096];
+		bool sleeping = false;
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+		f = fopen(path, "r");
+		if (!f)
+			return false;
+		while (fgets(buf, sizeof(buf), f))
+			if (strncmp(buf, "State:", 6) == 0) {
+				sleeping = strchr(buf, 'S') != NULL;
+				break;
+			}
+		fclose(f);
+		if (sleeping)
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
+static void test_cpu_timer_blocked_not_signalled(void **state)
+{
+	struct worker spin, blocked;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	unsigned spin_samples = 0, spin_weight = 0, rounds = 0;
+	pid_t spin_tid, blk_tid;
+	long sw0, sw1;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	assert_int_equal(fx_worker_start(&blocked, PARK_PIPE, 0), 0);
+	spin_tid = atomic_load(&spin.tid);
+	blk_tid = atomic_load(&blocked.tid);
+	/* Wait until the blocked worker sleeps in read (its count settles). */
+	assert_true(wait_sleeping(blk_tid));
+	sw0 = vol_switches(blk_tid);
+	assert_true(sw0 >= 0);
+
+	/* Starts the timers: nothing to collect yet. */
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 2000000), 0);
+	assert_int_equal(sprobe_snapshot__nthreads(s), 0);
+	/* A wall capture is refused while the timers own the slots. */
+	assert_int_equal(sprobe_capturer__capture(c, s), -EBUSY);
+
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+	while (spin_samples < 10 && fx_now_ns() < end) {
+		struct timespec ts = { 0, 5000000 };
+
+		nanosleep(&ts, NULL); /* pacing the collector, not sync */
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s, 2000000), 0);
+		rounds++;
+		assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+		assert_null(fx_find(s, blk_tid));
+		struct sprobe_thread_sample *t = fx_find(s, spin_tid);
+		if (t && t->stage == SPROBE_STAGE_RAW) {
+			assert_int_equal(t->method, SPROBE_METHOD_SIGNAL);
+			assert_true(t->weight >= 1);
+			assert_true(t->entry_ns > 0 && t->entry_ns <= t->exit_ns);
+			assert_true(t->stack_addr <= t->sp && t->sp < t->stack_addr + t->stack_len);
+			spin_samples++;
+			spin_weight += t->weight;
+		}
+	}
+	print_message("cpu timers: %u rounds, spinner %u samples (weight %u)\n", rounds,
+		      spin_samples, spin_weight);
+	assert_true(spin_samples >= 10);
+	sw1 = vol_switches(blk_tid);
+	/* Never woken: no timer signal reached the blocked thread. */
+	assert_int_equal(sw1, sw0);
+
+	/* The measure can fail: after stopping, one wall capture signals the
+	 * blocked thread and wakes it. */
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, blk_tid));
+	/* It counts the switch when it sleeps again, after the handler:
+	 * bounded wait for that. */
+	end = fx_now_ns() + fx_timeout_ns();
+	while (vol_switches(blk_tid) <= sw1 && fx_now_ns() < end)
+		sched_yield();
+	assert_true(vol_switches(blk_tid) > sw1);
+
+	/* Bad arguments. */
+	assert_int_equal(sprobe_capturer__cpu_collect(NULL, s, 1000000), -EINVAL);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, NULL, 1000000), -EINVAL);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 0), -EINVAL);
+	assert_int_equal(sprobe_capturer__cpu_stop(NULL), -EINVAL);
+
+	fx_worker_stop(&spin);
+	fx_worker_stop(&blocked);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* Threads come and go under CPU timers: a new thread's slot may be one an
+ * exited thread used; a sample never carries another thread's tid, and
+ * stats stay consistent. */
+static void test_cpu_timer_thread_churn(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	unsigned seen = 0;
+
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 1000000), 0);
+	pid_t prev[3] = { 0, 0, 0 };
+
+	for (int gen = 0; gen < 6; gen++) {
+		struct worker w[3];
+		pid_t tids[3];
+
+		for (int i = 0; i < 3; i++) {
+			assert_int_equal(fx_worker_start(&w[i], PARK_SPIN, 0), 0);
+			tids[i] = atomic_load(&w[i].tid);
+		}
+		for (int r = 0; r < 4; r++) {
+			struct timespec ts = { 0, 3000000 };
+
+			nanosleep(&ts, NULL);
+			assert_int_equal(sprobe_capturer__cpu_collect(c, s, 1000000), 0);
+			assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+			for (uint32_t k = 0; k < sprobe_snapshot__nthreads(s); k++) {
+				struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, k);
+				bool mine = false;
+
+				bool old = false;
+
+				for (int i = 0; i < 3; i++) {
+					mine |= t->tid == tids[i];
+					old |= t->tid == prev[i];
+				}
+				/* This generation's threads, the test's other
+				 * live threads, or (first collect of this
+				 * generation only) a sample the previous one
+				 * finished before it exited. Anything else
+				 * would come from a stale slot. */
+				assert_true(mine || (old && r == 0) ||
+					    syscall(SYS_tgkill, getpid(), t->tid, 0) == 0);
+				seen += mine && t->stage == SPROBE_STAGE_RAW;
+			}
+		}
+		for (int i = 0; i < 3; i++) {
+			fx_worker_stop(&w[i]);
+			prev[i] = tids[i];
+		}
+	}
+	print_message("cpu timers under churn: %u samples of short-lived threads\n", seen);
+	assert_true(seen > 0);
+	sprobe_snapshot__free(s);
+	untrack(c); /* frees with timers running: must not crash */
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test_teardown(test_cpu_timer_blocked_not_signalled, teardown),
+	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
+	cmocka_unit_test_teardown(test_excluded_thread, teardown),
 	cmocka_unit_test_teardown(test_known_stack, teardown),
 	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),
 	cmocka_unit_test_teardown(test_all_siblings_not_caller, teardown),

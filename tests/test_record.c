@@ -130,6 +130,46 @@ static void test_record_wall_shares(void **state)
 	/* The io thread is always blocked in wait_for_input -> read. */
 	assert_true(io_all >= 30);
 	assert_true(io_read >= io_all * 95 / 100);
+	/* stackprobe's own stream writer thread is not profiled. */
+	assert_null(strstr(out, "writer_main"));
+	assert_int_equal(folded_count(out, "sprobe-writer", NULL, NULL), 0);
+	free(out);
+}
+
+/* CPU mode: per-thread CPU-clock timers. The io thread is always blocked in
+ * read(), so it consumes no CPU and must have no sample at all; the compute
+ * threads keep the 3:1 split (same band as the wall test). */
+static void test_record_cpu_mode(void **state)
+{
+	char *out;
+	int rc = run(CLI " record -q -F 199 --mode cpu -o " OUT "/cpu.data -- build/demo 4", &out);
+	assert_int_equal(rc, 0);
+	free(out);
+
+	rc = run(CLI " report -i " OUT "/cpu.data --format folded", &out);
+	assert_int_equal(rc, 0);
+	unsigned long parse = folded_count(out, "compute-", ";parse_json;", NULL);
+	unsigned long compress = folded_count(out, "compute-", ";compress_reply;", NULL);
+	unsigned long compute_all = folded_count(out, "compute-", NULL, NULL);
+	unsigned long io_all = folded_count(out, "io-", NULL, NULL);
+	print_message("cpu mode: parse_json %lu, compress_reply %lu of %lu compute; io %lu\n",
+		      parse, compress, compute_all, io_all);
+	assert_int_equal(io_all, 0);
+	assert_true(parse + compress >= 60);
+	double share = (double)parse / (double)(parse + compress);
+	assert_true(share >= 0.58 && share <= 0.92);
+	assert_true(parse + compress >= compute_all * 9 / 10);
+	assert_null(strstr(out, "writer_main"));
+	free(out);
+
+	/* The same through the agent's environment variable. */
+	rc = run("STACKPROBE_MODE=cpu STACKPROBE_OUTPUT=" OUT "/cpu-env.data STACKPROBE_FREQ=199 "
+		 "LD_PRELOAD=build/libstackprobe.so build/demo 2 >/dev/null", NULL);
+	assert_int_equal(rc, 0);
+	rc = run(CLI " report -i " OUT "/cpu-env.data --format folded", &out);
+	assert_int_equal(rc, 0);
+	assert_int_equal(folded_count(out, "io-", NULL, NULL), 0);
+	assert_true(folded_count(out, "compute-", NULL, NULL) > 0);
 	free(out);
 }
 
@@ -364,6 +404,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
 	cmocka_unit_test_setup(test_record_wall_shares, setup_dir),
+	cmocka_unit_test_setup(test_record_cpu_mode, setup_dir),
 	cmocka_unit_test_setup(test_record_passes_exit_code_and_output, setup_dir),
 	cmocka_unit_test_setup(test_dump_live_process, setup_dir),
 	cmocka_unit_test_setup(test_dump_errors, setup_dir),

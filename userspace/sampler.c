@@ -11,12 +11,13 @@
  * Everything the probe allocates is allocated in __start() or grows
  * rarely (per new thread, per new pc), never inside a window.
  *
- * CPU mode, without per-thread timers: before each round the probe reads
- * every thread's CPU run time (schedstat, first field, in ns) and captures
- * only the threads that ran for at least one period since their last
- * sample, carrying the remainder. A thread that keeps blocking is never
- * signalled. This is the same weighting as a per-thread CLOCK_THREAD_CPUTIME
- * timer, evaluated at the sampling rate instead of at each expiry.
+ * CPU mode: per-thread POSIX timers on each thread's own CPU clock
+ * (sprobe_capturer__cpu_collect(), backends/linux.c): the kernel signals a
+ * thread after every 1/F of CPU time it consumed, the handler copies the
+ * stack where that CPU was spent, and each round (every 1/F of wall time)
+ * the probe collects the finished samples, weighted by the expirations each
+ * stands for. A thread that stays blocked is never signalled and has no
+ * samples; it stays in the node table (with its last stack) while it lives.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,8 +48,6 @@ struct thread_ent {
 	pid_t tid;		/* 0: empty hash slot */
 	uint32_t node;		/* table node index, 0: none */
 	uint64_t round;		/* last round the thread was enumerated */
-	uint64_t cpu_ns;	/* cpu mode: run time at the last sample */
-	uint64_t cpu_credit;	/* cpu mode: run time not yet sampled */
 	bool named;		/* a THREAD record was pushed */
 };
 
@@ -77,6 +77,7 @@ struct sprobe_sampler {
 	int fd;
 	struct sprobe_datafile_writer *writer;
 	struct sprobe_stream *stream;
+	bool writer_excluded;	/* the stream's writer is out of captures */
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
@@ -381,26 +382,42 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* cpu mode: run time of tid in ns from schedstat, 0 if unreadable. */
-static uint64_t thread_cpu_ns(pid_t tid)
+/* cpu mode: a thread that had no sample this round (it did not use a
+ * period of CPU) is kept while it lives; only exited threads are swept. */
+static void threads_keep_alive(struct sprobe_sampler *s)
 {
-	char path[64], buf[96];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return strtoull(buf, NULL, 10);
+	pid_t pid = getpid();
+	for (size_t i = 0; i < s->threads_cap; i++) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == 0 || e->round == s->round)
+			continue;
+		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
+			e->round = s->round;
+	}
+}
+
+/* Leave the stream's writer thread out of the captures: it is ours, not
+ * the application's. Its tid is published by the writer itself when it
+ * starts, so look until it is there (normally before the first round). */
+static void exclude_own_threads(struct sprobe_sampler *s)
+{
+	if (!s->stream || s->writer_excluded)
+		return;
+	pid_t tid = sprobe_stream__writer_tid(s->stream);
+	if (tid > 0) {
+		int err = sprobe_capturer__exclude_tid(s->capturer, tid);
+		s->writer_excluded = err == 0 || err == -EEXIST;
+	}
 }
 
 static void round_once(struct sprobe_sampler *s)
 {
+	exclude_own_threads(s);
 	uint64_t t0 = mono_ns();
-	int err = sprobe_capturer__capture(s->capturer, s->snap);
+	uint64_t period_ns = (uint64_t)(1e9 / s->opts.freq_hz);
+	int err = s->opts.mode == SPROBE_MODE_CPU
+			  ? sprobe_capturer__cpu_collect(s->capturer, s->snap, period_ns)
+			  : sprobe_capturer__capture(s->capturer, s->snap);
 	if (err >= 0) {
 		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
 		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
@@ -420,7 +437,6 @@ static void round_once(struct sprobe_sampler *s)
 
 	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s->snap);
 	uint32_t n = sprobe_snapshot__nthreads(s->snap), nwin = 0, ndropped = 0;
-	uint64_t period_ns = (uint64_t)(1e9 / s->opts.freq_hz);
 
 	if (sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder)) != s->mods_generation)
 		s->mods_generation = sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder));
@@ -448,32 +464,16 @@ static void round_once(struct sprobe_sampler *s)
 			push_thread_name(s, ts->tid);
 			e->named = true;
 		}
-		if (s->opts.mode == SPROBE_MODE_CPU) {
-			/* Weight by CPU time: emit one sample per period of run
-			 * time since the last one (at most a few per round). */
-			uint64_t cpu = thread_cpu_ns(ts->tid);
-			if (fresh)
-				e->cpu_ns = cpu;
-			e->cpu_credit += cpu > e->cpu_ns ? cpu - e->cpu_ns : 0;
-			e->cpu_ns = cpu;
-			if (e->cpu_credit < period_ns) {
-				if (s->table)
-					publish(s, e, ts, t0);
-				continue;
-			}
-		}
 		if (ts->exit_ns > ts->entry_ns)
 			s->windows[nwin++] = ts->exit_ns - ts->entry_ns;
 		if (s->table)
 			publish(s, e, ts, t0);
 		push_symbols(s, ts);
-		uint32_t reps = 1;
-		if (s->opts.mode == SPROBE_MODE_CPU) {
-			reps = (uint32_t)(e->cpu_credit / period_ns);
-			e->cpu_credit -= (uint64_t)reps * period_ns;
-			if (reps > 16)
-				reps = 16; /* a long gap is not a burst of samples */
-		}
+		/* cpu mode: one sample per CPU period the timer counted since
+		 * the last collect (the same stack: the best we know). */
+		uint32_t reps = ts->weight ? ts->weight : 1;
+		if (reps > 16)
+			reps = 16; /* a long gap is not a burst of samples */
 		for (uint32_t r = 0; r < reps; r++)
 			sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		atomic_fetch_add_explicit(&s->st_samples, reps, memory_order_relaxed);
@@ -491,6 +491,8 @@ static void round_once(struct sprobe_sampler *s)
 	rec.capture.ndropped_tids = ndropped;
 	sprobe_stream__push(s->stream, &rec);
 
+	if (s->opts.mode == SPROBE_MODE_CPU)
+		threads_keep_alive(s);
 	threads_sweep(s);
 
 	if (nwin) {

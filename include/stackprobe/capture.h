@@ -112,6 +112,11 @@ struct sprobe_thread_sample {
 	 * delivery before and sigreturn after, which the eBPF companion
 	 * measures and can match by tid and time). 0 when not applicable. */
 	uint64_t signal_ns, entry_ns, exit_ns;
+	/* CPU-timer samples (sprobe_capturer__cpu_collect()): how many
+	 * periods of the thread's CPU time this sample stands for (>= 1: its
+	 * timer expired again before the probe collected it). 0 in a wall
+	 * capture (one sample). */
+	uint32_t weight;
 	/* Frames, once unwound (stage == UNWOUND). nframes may be 0 for an
 	 * unwalkable stack: check sprobe_snapshot__frames_resolved(). */
 	uint32_t nframes;
@@ -119,7 +124,8 @@ struct sprobe_thread_sample {
 };
 
 struct sprobe_snapshot_stats {
-	uint32_t threads_total;	   /* siblings enumerated (caller excluded) */
+	uint32_t threads_total;	   /* siblings enumerated (caller and
+				    * excluded threads left out) */
 	uint32_t threads_captured;
 	uint32_t threads_dropped;
 	uint32_t dropped[SPROBE_DROP__COUNT]; /* by reason; sums to dropped */
@@ -192,6 +198,27 @@ void sprobe_capturer__free(struct sprobe_capturer *c);
 /* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
 int sprobe_capturer__signo(const struct sprobe_capturer *c);
 
+/* How many threads one capturer can exclude. */
+#define SPROBE_MAX_EXCLUDED 16u
+
+/*
+ * Leave thread tid (of this process) out of every later capture: it is not
+ * signalled, gets no sample and is not counted in threads_total (like the
+ * capturing thread itself). For stackprobe's own helper threads (the data
+ * stream's writer), which would otherwise be profiled as application
+ * threads. The exclusion outlives the thread: include it again if the tid
+ * may be reused by an application thread.
+ * Returns 0, -EINVAL (NULL or tid <= 0), -EEXIST (already excluded),
+ * -ENOSPC (SPROBE_MAX_EXCLUDED already), -ENOTSUP (no backend).
+ * Thread-safe (takes the capture lock, so it waits for a running capture);
+ * not async-signal-safe.
+ */
+int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid);
+
+/* Undo sprobe_capturer__exclude_tid(). Returns 0, -EINVAL, -ENOENT (tid was
+ * not excluded), -ENOTSUP. Thread-safe; not async-signal-safe. */
+int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid);
+
 /*
  * Allocate a reusable snapshot: max_threads samples (0: default 1024) each
  * with a stack buffer of max_stack_bytes (0: SPROBE_MAX_STACK_BYTES; at most
@@ -261,6 +288,44 @@ int sprobe_unwind_fp(struct sprobe_thread_sample *t);
  * frames_resolved. Returns 0 or -EINVAL. Not thread-safe against a capture
  * into the same snapshot. */
 int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
+
+/*
+ * CPU-timer capture: each thread is sampled on its own CPU time, not on the
+ * wall clock. The first call starts it: for every sibling thread (caller
+ * and excluded threads left out) the capturer creates a POSIX timer on that
+ * thread's CPU clock that sends the capture signal to the thread itself
+ * (SIGEV_THREAD_ID) every interval_ns of its CPU time; the handler copies
+ * the stack where the CPU was being spent into a slot the capturer owns. A
+ * thread that stays blocked consumes no CPU and is never signalled.
+ * Every call (make one per interval_ns of wall time or so) collects into s
+ * the samples finished since the previous call -- at most one per thread,
+ * with `weight` = the CPU periods it stands for -- re-arms their slots,
+ * deletes the timers of threads that exited and creates timers for new
+ * ones. So the first call returns an empty snapshot. Samples have method
+ * SIGNAL, signal_ns 0 (the kernel sent it) and entry/exit timestamps.
+ * Stats count the collected samples only: threads_total = captured +
+ * dropped (NO_STACK, or NO_SLOT when s is smaller than the thread count).
+ * A late or stale timer signal can never write into a slot that was
+ * reused: each timer carries its slot's generation (see backends/linux.c).
+ * While CPU-timer capture runs, sprobe_capturer__capture() returns -EBUSY.
+ * Returns 0, or -EINVAL (NULL, interval_ns outside [10 us, 1 h], a
+ * capturer made with method VM_READV),
+ * -ECHILD (forked child), -EBUSY (handler replaced), -ENOMEM, -EMFILE/-EIO
+ * (/proc/self), -ENOTSUP (no backend). A thread for which no timer can be
+ * made (RLIMIT_SIGPENDING) is left out and tried again at the next call.
+ * Allocates on the first call only (a snapshot of the capturer's
+ * max_threads at s's stack size, plus small tables) and when threads or
+ * mappings change. Serialised with captures by the capturer lock; not
+ * async-signal-safe.
+ */
+int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+				 uint64_t interval_ns);
+
+/* Stop CPU-timer capture: delete every timer, wait for running handlers;
+ * uncollected samples are discarded. Wall captures work again afterwards.
+ * sprobe_capturer__free() does this itself. Returns 0 (also when not
+ * running) or -EINVAL for NULL. Thread-safe; not async-signal-safe. */
+int sprobe_capturer__cpu_stop(struct sprobe_capturer *c);
 
 #ifdef __cplusplus
 }

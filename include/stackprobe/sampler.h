@@ -10,10 +10,17 @@
  *
  * Modes:
  *   wall  every thread, running or blocked, once per period: where time goes.
- *   cpu   each thread on its own CPU time: a thread is captured once for every
- *         period of CPU time it consumed since its last sample (read from the
- *         kernel's per-thread run-time accounting before each round), so a
- *         blocked thread gets no samples and a busy one gets F per CPU-second.
+ *   cpu   each thread on its own CPU time: a per-thread POSIX timer on the
+ *         thread's CPU clock signals the thread itself after every 1/F of
+ *         CPU time it consumed, and the handler copies the stack where that
+ *         CPU was spent (sprobe_capturer__cpu_collect()). The probe collects
+ *         the finished samples every 1/F of wall time, weighted by the
+ *         expirations each stands for: a blocked thread is never signalled
+ *         and has no samples; a busy one gets about F per CPU-second.
+ *         A thread without samples stays in the node table while it lives.
+ *
+ * stackprobe's own threads (the data stream's writer) are excluded from the
+ * captures in both modes.
  *
  * Threading: one sampler per process (the capture signal handler is
  * process-wide). The functions below are not async-signal-safe; call them
@@ -78,7 +85,7 @@ struct sprobe_sampler_stats {
 	uint64_t stream_dropped;   /* records the queue had to drop */
 	uint64_t table_errors;	   /* table inserts refused (full) */
 	uint64_t last_window_median_ns;
-	uint32_t threads;	   /* threads in the last round */
+	uint32_t threads;	   /* threads in the last round (cpu mode: sampled) */
 };
 
 struct sprobe_sampler;
