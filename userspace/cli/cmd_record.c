@@ -153,6 +153,24 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 		(double)med / 1e3);
 }
 
+/* Append one KWINDOW record per kernel window. Returns 0 or -errno. */
+static int write_kwindows(struct sprobe_datafile_writer *w, const struct sprobe_pause_kwindow *kw,
+			  size_t nk)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < nk && !err; i++) {
+		struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
+		k.kwindow.tid = (uint32_t)kw[i].tid;
+		k.kwindow.generate_ns = kw[i].generate_ns;
+		k.kwindow.deliver_ns = kw[i].deliver_ns;
+		k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
+		k.kwindow.offcpu_ns = kw[i].offcpu_ns;
+		err = sprobe_datafile_writer__write(w, &k);
+	}
+	return err;
+}
+
 /*
  * Rewrite the data file at PATH with the kernel windows inserted before its
  * trailer (or appended, for a file cut short, which stays cut short). The
@@ -185,15 +203,7 @@ static int add_kernel_windows(const char *path, const struct sprobe_pause_kwindo
 	int r;
 	while ((r = sprobe_datafile_reader__next(rd, &rec)) > 0) {
 		if (rec.type == SPROBE_DF_TRAILER && !added) {
-			for (size_t i = 0; i < nk && !err; i++) {
-				struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
-				k.kwindow.tid = (uint32_t)kw[i].tid;
-				k.kwindow.generate_ns = kw[i].generate_ns;
-				k.kwindow.deliver_ns = kw[i].deliver_ns;
-				k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
-				k.kwindow.offcpu_ns = kw[i].offcpu_ns;
-				err = sprobe_datafile_writer__write(w, &k);
-			}
+			err = write_kwindows(w, kw, nk);
 			added = true;
 		}
 		if (!err && rec.type == SPROBE_DF_TRAILER) {
@@ -210,15 +220,7 @@ static int add_kernel_windows(const char *path, const struct sprobe_pause_kwindo
 		err = r;
 	if (!err && !added) {
 		/* Cut short: keep it so, with the windows at the end. */
-		for (size_t i = 0; i < nk && !err; i++) {
-			struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
-			k.kwindow.tid = (uint32_t)kw[i].tid;
-			k.kwindow.generate_ns = kw[i].generate_ns;
-			k.kwindow.deliver_ns = kw[i].deliver_ns;
-			k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
-			k.kwindow.offcpu_ns = kw[i].offcpu_ns;
-			err = sprobe_datafile_writer__write(w, &k);
-		}
+		err = write_kwindows(w, kw, nk);
 		if (!err)
 			err = sprobe_datafile_writer__flush(w);
 	}
