@@ -1295,33 +1295,6 @@ static int write_folded(struct sprobe_report *r, FILE *o)
 
 /* ---- json --------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static int utf8_len(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	int n;
-	uint32_t cp;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2, cp = c & 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3, cp = c & 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4, cp = c & 0x07;
-	else
-		return 0;
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)	/* also stops at the NUL */
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
 
 /* A JSON string: valid UTF-8 passes through, invalid bytes become U+FFFD,
  * so the output is valid JSON whatever bytes a name holds. */
@@ -1344,7 +1317,7 @@ static void jstr(FILE *o, const char *str)
 			fprintf(o, "\\u%04x", c);
 		else if (c < 0x80)
 			fputc(c, o);
-		else if ((n = utf8_len(s)) > 0) {
+		else if ((n = ro_utf8_len(s)) > 0) {
 			fwrite(s, 1, (size_t)n, o);
 			s += n;
 			continue;
