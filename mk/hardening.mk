@@ -132,7 +132,8 @@ $(BUILD)/service: tests/workloads/service.c | $(BUILD)
 		-o $@ $< -ldl
 
 all: $(BUILD)/service
-$(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service
+$(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
+	$(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
 SOAK_SECONDS ?= 3600
 SOAK_FREQ ?= 999

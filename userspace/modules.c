@@ -29,6 +29,7 @@ static void module_free(struct module *mod)
 	free(mod->unw.rows);
 	free(mod->unw.blobs);
 	free(mod->unw.no_cfi);
+	free(mod->unw.sig);
 	free(mod->path);
 	free(mod->open_path);
 	free(mod);
@@ -283,8 +284,10 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
 	if (s->vdso && s->vdso >= mod->pub.start && s->vdso < mod->pub.end) {
 		path = "[vdso]";
 		mod->vdso_self = true;
+		mod->permanent = true;
 	} else if (!info->dlpi_name || !info->dlpi_name[0]) {
 		path = s->exe;
+		mod->permanent = true; /* the main program: dlclose never unmaps it */
 	} else {
 		path = info->dlpi_name;
 	}

@@ -60,6 +60,19 @@ struct unw_cache {
 	uint8_t *blobs;
 	size_t blob_size, nblobs, cap_blobs; /* counts of blobs */
 	uint64_t *no_cfi;	/* direct-mapped set of ips without CFI, or NULL */
+	/* Pin of this round (see unwind.c, "pins"): decided once per round
+	 * of the unwinder pin_owner. */
+	const void *pin_owner;
+	uint64_t pin_round;
+	int pin_state;		/* 1 readable this round, -1 not */
+	/* aarch64: ip -> "is a sigreturn trampoline", so the warm path reads
+	 * no code (direct-mapped, UNW_NO_CFI_SLOTS entries), or NULL. */
+	struct unw_sig *sig;
+};
+
+struct unw_sig {
+	uint64_t ip;		/* 0: empty */
+	bool is_sig;
 };
 
 #define UNW_NO_CFI_SLOTS 256
@@ -70,6 +83,8 @@ struct module {
 	char *open_path;	/* what to open(); differs for other processes */
 	uint64_t dev, ino;	/* from /proc/PID/maps (0 for self) */
 	bool vdso_self;		/* the vDSO of this process: ELF is in memory */
+	bool permanent;		/* this process's main program or vDSO: never
+				 * unmapped, read without a pin */
 	bool seen;		/* refresh bookkeeping */
 	struct symtab st;
 	struct unw_cache unw;

@@ -8,7 +8,7 @@
  *   - stack memory from the copy, [stack_addr, stack_addr + stack_len);
  *   - code and unwind tables from live memory, but only inside a readable
  *     segment of a module in the inventory, so a wild address is refused
- *     instead of dereferenced;
+ *     instead of dereferenced, and only while that module is pinned (below);
  *   - registers from the sample (DWARF numbering = libunwind numbering on
  *     x86_64 and aarch64);
  *   - find_proc_info from the module's PT_GNU_EH_FRAME binary-search table
@@ -17,8 +17,28 @@
  *
  * None of this runs inside a suspend window: the samples were copied by the
  * capture backend and every thread runs again when we get here.
+ *
+ * Pins. Another thread may dlclose() a library between the inventory
+ * refresh and the read, or during it; reading its unmapped pages would
+ * fault the probe thread. So before the first live read of a module in a
+ * round (one sprobe_unwinder__unwind() call, or a whole
+ * sprobe_unwinder__unwind_snapshot()), the module is pinned:
+ * dlopen(path, RTLD_NOLOAD) takes a reference only if the object is still
+ * loaded, and dlinfo(RTLD_DI_LINKMAP)'s l_addr must still be the inventory's
+ * load bias (the same object at the same place, not a namesake loaded
+ * elsewhere). The loader's lock orders this against dlclose(): once we hold
+ * the reference, nothing unmaps the object until the round ends and drops
+ * it (dlclose). A module that cannot be pinned is not read that round: no
+ * CFI search, no code read; its cached rows (copies) still serve. The main
+ * program and the vDSO are never unmapped and need no pin. The warm path
+ * (cached rows) reads no module memory on x86_64 at all; on aarch64 the
+ * sigreturn check reads the code at ip, so its answer is cached per ip.
+ * dlopen/dlclose take the loader lock (dl_load_lock, which fork() resets in
+ * the child), never the dl_iterate_phdr lock.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +59,9 @@
 #define REG_SP 31
 #define REG_IP 32
 #define SEARCH_UNWIND_TABLE _Uaarch64_dwarf_search_unwind_table
+/* libunwind's aarch64 unw_is_signal_frame() reads the instruction at ip
+ * (x86_64's answers from the CFI it already parsed). */
+#define SIG_CHECK_READS_CODE 1
 #else
 #error "stackprobe unwinds x86_64 and aarch64 only"
 #endif
@@ -53,6 +76,10 @@ struct sprobe_unwinder {
 	bool no_dwarf, no_fp;
 	uint32_t max_frames;
 	uint64_t mods_gen;	/* inventory generation last seen */
+	uint64_t round;		/* current round, for the modules' pin stamps */
+	bool in_round;		/* inside unwind_snapshot(): one round for all */
+	void **pins;		/* dlopen handles held this round */
+	size_t npins, cap_pins;
 	struct sprobe_unwinder_stats st;
 	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
 };
@@ -65,8 +92,74 @@ struct walk {
 	uint64_t seg_lo, seg_hi; /* last live segment read, [seg_lo, seg_hi) */
 	uint64_t regs[SPROBE_NREGS];
 	bool no_cfi;		/* find_proc_info found no CFI during this step */
+	bool unpinned;		/* a module could not be pinned: nothing learned */
 	bool past_copy;		/* a read fell between the copy's end and stack_top */
 };
+
+/* ---- pins ---- */
+
+/* Take a reference on mod's object if it is still loaded where the
+ * inventory says. Returns 0 or -errno (ENOENT unloaded or moved, ENOMEM). */
+static int pin(struct sprobe_unwinder *u, struct module *mod)
+{
+	struct link_map *lm = NULL;
+	void *h;
+
+	if (u->npins == u->cap_pins) {
+		size_t cap = u->cap_pins ? u->cap_pins * 2 : 16;
+		void **p = realloc(u->pins, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		u->pins = p;
+		u->cap_pins = cap;
+	}
+	/* RTLD_NOLOAD: never loads anything (and runs no constructor); the
+	 * loader lock orders this against a concurrent dlclose(). */
+	h = dlopen(mod->path, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return -ENOENT;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || (uint64_t)lm->l_addr != mod->pub.bias) {
+		dlclose(h);
+		return -ENOENT;
+	}
+	u->pins[u->npins++] = h;
+	return 0;
+}
+
+/*
+ * May mod's segments be read live now? Decided once per module per round:
+ * the main program and the vDSO always; a library if pin() holds it.
+ */
+static bool mod_readable(struct sprobe_unwinder *u, struct module *mod)
+{
+	struct unw_cache *uc = &mod->unw;
+
+	if (mod->permanent)
+		return true;
+	if (uc->pin_owner != u || uc->pin_round != u->round) {
+		uc->pin_owner = u;
+		uc->pin_round = u->round;
+		uc->pin_state = pin(u, mod) == 0 ? 1 : -1;
+		if (uc->pin_state > 0)
+			u->st.pins++;
+		else
+			u->st.pin_failures++;
+	}
+	return uc->pin_state > 0;
+}
+
+/* End the round: drop every pin. A library that was dlclose()d meanwhile
+ * is unloaded here, by its last reference (its destructors run now, on
+ * this thread). */
+static void round_end(struct sprobe_unwinder *u)
+{
+	for (size_t i = 0; i < u->npins; i++)
+		dlclose(u->pins[i]);
+	u->npins = 0;
+	u->round++;
+	u->in_round = false;
+}
 
 /* ---- accessors ---- */
 
@@ -80,6 +173,12 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 	w->u->st.table_lookups++;
 	if (!mod || !mod->pub.eh_frame_hdr)
 		goto noinfo;
+	if (!mod_readable(w->u, mod)) {
+		/* Unloaded since the refresh: nothing of it can be read, and
+		 * nothing is concluded about its CFI. */
+		w->unpinned = true;
+		goto noinfo;
+	}
 	if (mod->unw.state == 0) {
 		/* Check the .eh_frame_hdr once per module: version 1,
 		 * eh_frame_ptr pcrel|sdata4, fde_count udata4, table
@@ -155,12 +254,17 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		return 0;
 	}
 	mod = sprobe__modules_find(w->u->mods, addr);
+	if (mod && !mod_readable(w->u, mod)) {
+		w->unpinned = true;
+		return -UNW_EINVAL;
+	}
 	for (uint32_t i = 0; mod && i < mod->pub.nsegs; i++) {
 		const struct sprobe_segment *sg = &mod->pub.segs[i];
 
 		/* Code and unwind tables live in read-only segments; data
 		 * segments are never needed, and another thread may be
-		 * writing them. */
+		 * writing them. The module is pinned (or permanent) for the
+		 * round, so the segment stays mapped until round_end(). */
 		if (!(sg->prot & (SPROBE_SEG_R | SPROBE_SEG_X)) || (sg->prot & SPROBE_SEG_W) ||
 		    addr < sg->start ||
 		    addr >= sg->end || sg->end - addr < sizeof(*val))
@@ -261,6 +365,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		u->own_mods = true;
 	}
 	u->mods_gen = sprobe_modules__generation(u->mods);
+	u->round = 1; /* a fresh module's stamp (0) never matches */
 	u->as = unw_create_addr_space(&accessors, 0);
 	if (!u->as) {
 		sprobe_unwinder__free(u);
@@ -279,6 +384,8 @@ void sprobe_unwinder__free(struct sprobe_unwinder *u)
 		return;
 	if (u->as)
 		unw_destroy_addr_space(u->as);
+	round_end(u); /* no pin outlives a call; this is for safety */
+	free(u->pins);
 	if (u->own_mods)
 		sprobe_modules__free(u->mods);
 	free(u);
@@ -299,7 +406,9 @@ int sprobe_unwinder__flush(struct sprobe_unwinder *u)
 		free(uc->rows);
 		free(uc->blobs);
 		free(uc->no_cfi);
-		memset(uc, 0, sizeof(*uc));
+		free(uc->sig);
+		memset(uc, 0, sizeof(*uc)); /* the pin stamp too: held pins stay
+					     * in u->pins until the round ends */
 	}
 	return 0;
 }
@@ -473,11 +582,50 @@ static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w
 	unw_reg_states_iterate(&c2, row_cb, &f);
 	if (w2.no_cfi)
 		w->no_cfi = true;
+	if (w2.unpinned)
+		w->unpinned = true;
 	return rows_find(&mod->unw, ip);
 }
 
-int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
-			    enum sprobe_unwind_stop *why)
+/*
+ * Is the frame at ip (the cursor's) a sigreturn trampoline? On aarch64
+ * libunwind reads the instruction at ip: the answer is cached per ip with
+ * the module (code never changes while the module lives), so the warm path
+ * reads no module memory and pins nothing. A module that cannot be pinned
+ * answers "no", uncached.
+ */
+static bool signal_frame(struct sprobe_unwinder *u, unw_cursor_t *c, uint64_t ip)
+{
+#ifdef SIG_CHECK_READS_CODE
+	struct module *mod = sprobe__modules_find(u->mods, ip);
+	struct unw_sig *slot;
+	bool sig;
+
+	if (!mod)
+		return false;
+	if (mod->unw.sig) {
+		slot = &mod->unw.sig[no_cfi_slot(ip)];
+		if (slot->ip == ip)
+			return slot->is_sig;
+	}
+	if (!mod_readable(u, mod))
+		return false;
+	sig = unw_is_signal_frame(c) > 0;
+	if (!mod->unw.sig)
+		mod->unw.sig = calloc(UNW_NO_CFI_SLOTS, sizeof(*mod->unw.sig));
+	if (mod->unw.sig)
+		mod->unw.sig[no_cfi_slot(ip)] = (struct unw_sig){ ip, sig };
+	return sig;
+#else
+	(void)u;
+	(void)ip;
+	return unw_is_signal_frame(c) > 0;
+#endif
+}
+
+/* One walk; the caller has opened the round. */
+static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+		      enum sprobe_unwind_stop *why)
 {
 	enum sprobe_unwind_stop stop = SPROBE_UNWIND_BAD;
 	struct walk w;
@@ -486,8 +634,6 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	unsigned same_sp = 0;
 	bool exact = true; /* frame 0's ip is exact; callers' are return addresses */
 
-	if (!u || !s || s->stage == SPROBE_STAGE_EMPTY || !s->stack || !s->stack_len)
-		return -EINVAL;
 	if (sprobe_modules__generation(u->mods) != u->mods_gen) {
 		/* Modules were replaced: their row caches went with them. */
 		u->mods_gen = sprobe_modules__generation(u->mods);
@@ -538,8 +684,11 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 		if (mod) {
 			row = rows_find(&mod->unw, look);
 			if (!row && !no_cfi_has(&mod->unw, look)) {
+				w.unpinned = false;
 				row = cold_fill(u, &w, mod, look);
-				if (!row)
+				/* "No CFI" only when the module could be read:
+				 * an unloaded one taught us nothing. */
+				if (!row && !w.unpinned)
 					no_cfi_add(&mod->unw, look);
 			}
 		}
@@ -557,7 +706,7 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 		}
 		/* A sigreturn trampoline's caller was interrupted, not
 		 * calling: its ip is exact. */
-		sig = unw_is_signal_frame(&c) > 0;
+		sig = signal_frame(u, &c, prev_ip);
 		ret = unw_apply_reg_state(&c, mod->unw.blobs + row->blob * mod->unw.blob_size);
 		if (ret == 0) {
 			stop = SPROBE_UNWIND_END;
@@ -593,6 +742,22 @@ out:
 	return (int)s->nframes;
 }
 
+int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+			    enum sprobe_unwind_stop *why)
+{
+	int ret;
+
+	if (!u || !s || s->stage == SPROBE_STAGE_EMPTY || !s->stack || !s->stack_len)
+		return -EINVAL;
+	if (u->in_round)
+		return unwind_one(u, s, why);
+	/* A round of its own: pins taken during this walk end with it. */
+	u->in_round = true;
+	ret = unwind_one(u, s, why);
+	round_end(u);
+	return ret;
+}
+
 int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
 {
 	uint32_t n;
@@ -605,6 +770,9 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
 	ret = sprobe_modules__refresh(u->mods);
 	(void)ret;
 	n = sprobe_snapshot__nthreads(snap);
+	/* One round for the whole snapshot: each module is pinned at most
+	 * once, and released after the last thread. */
+	u->in_round = true;
 	for (uint32_t i = 0; i < n; i++) {
 		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
 
@@ -613,6 +781,7 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
 		if (sprobe_unwinder__unwind(u, t, NULL) >= 0)
 			done++;
 	}
+	round_end(u);
 	sprobe_snapshot__set_frames_resolved(snap, true);
 	return done;
 }

@@ -28,10 +28,17 @@
  * frame, which costs more than the unwinding itself.) Rows leave with their
  * module when a refresh sees it unloaded.
  *
- * Known limit: code is read live, so a library that another thread
- * dlclose()s after the refresh and while the unwind runs can fault it. The
- * window is the unwind itself (microseconds); the sampler refreshes right
- * before each snapshot is unwound.
+ * Unloading: code and unwind tables are read live, so a library that
+ * another thread dlclose()s after the refresh, or while the unwind runs,
+ * must not be read once unmapped. Each round (one sprobe_unwinder__unwind()
+ * call, or a whole sprobe_unwinder__unwind_snapshot()) pins a library
+ * before its first live read: dlopen(RTLD_NOLOAD) plus a check that it is
+ * still at the inventory's address; the pins are dropped (dlclose) when the
+ * round ends. A library already gone is not read (frames there come from
+ * cached rows, else frame pointers; stats.pin_failures counts it). A
+ * library dlclose()d by the program during a round is unloaded at the end
+ * of the round, by the unwinding thread (its destructors run there). The
+ * warm path (cached rows) pins nothing on x86_64.
  *
  * Async-signal-safety: NONE of these functions is async-signal-safe, and
  * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
@@ -86,6 +93,10 @@ struct sprobe_unwinder_stats {
 	uint64_t table_failures;/* frames with no CFI (missed search, or pc in
 				 * no module) */
 	uint64_t module_refreshes; /* refreshes that changed the module set */
+	uint64_t pins;		/* modules pinned (dlopen RTLD_NOLOAD) for a round */
+	uint64_t pin_failures;	/* modules that could not be pinned (unloaded, or
+				 * moved, since the inventory was refreshed):
+				 * nothing of them read live that round */
 };
 
 struct sprobe_unwinder;
