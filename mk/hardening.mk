@@ -5,8 +5,9 @@
 #   make test-tsan      table and stream tests under TSan (build/tsan)
 #   make test-fuzz-elf  bounded libFuzzer run of ELF symbolization
 #   make fuzz           every fuzz target, longer (FUZZ_LONG_SECONDS each)
-#   make soak           SOAK_SECONDS (default 3600) of the service workload
+#   make soak-service   SOAK_SECONDS (default 3600) of the service workload
 #                       under the agent at SOAK_FREQ Hz; checks invariants
+#                       (`make soak` runs it too, after the capture soak)
 #
 # The sanitizer lanes rebuild the whole library into their own BUILD
 # directory through a recursive make, so nothing in build/ is touched. Tests
@@ -135,11 +136,21 @@ all: $(BUILD)/service
 $(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
 	$(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
+# make soak-service [SOAK_SECONDS=3600] [SOAK_FREQ=999] [SOAK_DL=100] [SOAK_REQUIRE_BPF=1]
+# (`make soak` runs it after the capture soak of mk/capture.mk.) The service in rounds for SOAK_SECONDS under the agent at SOAK_FREQ Hz
+# (each round also dlopen/dlclose SOAK_DL times), the eBPF companion attached
+# (required unless SOAK_REQUIRE_BPF=0), RSS sampled every 250 ms. Bounded: the
+# run is killed SOAK_SECONDS + 240 s after it starts, the test program
+# SOAK_SECONDS + 600 s. The full output is kept in $(BUILD)/soak.log.
 SOAK_SECONDS ?= 3600
 SOAK_FREQ ?= 999
-.PHONY: soak
-soak: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service $(BUILD)/tests/test_failure_modes
+SOAK_DL ?= 100
+SOAK_REQUIRE_BPF ?= 1
+.PHONY: soak soak-service
+soak: soak-service
+soak-service: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service $(BUILD)/tests/test_failure_modes
 	$(Q)SPROBE_SOAK_SECONDS=$(SOAK_SECONDS) SPROBE_SOAK_FREQ=$(SOAK_FREQ) \
+		SPROBE_SOAK_DL=$(SOAK_DL) SPROBE_SOAK_REQUIRE_BPF=$(SOAK_REQUIRE_BPF) \
 		SPROBE_TEST_TIMEOUT=$$(( $(SOAK_SECONDS) + 600 )) \
-		tools/run-tests.sh $(BUILD)/soak.res "$(BUILD)/tests/test_failure_modes test_soak"
-	$(Q)cat $(BUILD)/soak.res
+		tools/run-tests.sh $(BUILD)/soak.res "$(BUILD)/tests/test_failure_modes test_soak" \
+		> $(BUILD)/soak.log 2>&1; st=$$?; cat $(BUILD)/soak.log $(BUILD)/soak.res; exit $$st
