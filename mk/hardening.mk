@@ -132,9 +132,16 @@ $(BUILD)/service: tests/workloads/service.c | $(BUILD)
 	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread \
 		-o $@ $< -ldl
 
-all: $(BUILD)/service
+# Takes a signal through one libc entry point (test_signal_entry_points);
+# several of them are deprecated, which is the point.
+$(BUILD)/sigown: tests/workloads/sigown.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes \
+		-Wno-deprecated-declarations -pthread -o $@ $<
+
+all: $(BUILD)/service $(BUILD)/sigown
 $(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
-	$(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
+	$(BUILD)/sigown $(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
 # make soak-service [SOAK_SECONDS=3600] [SOAK_FREQ=999] [SOAK_DL=100] [SOAK_REQUIRE_BPF=1]
 # (`make soak` runs it after the capture soak of mk/capture.mk.) The service in rounds for SOAK_SECONDS under the agent at SOAK_FREQ Hz

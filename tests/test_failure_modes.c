@@ -510,6 +510,85 @@ static void test_signal_ownership(void **state)
 	run_free(&plain);
 }
 
+/*
+ * Every libc entry point that takes a signal, used by a program on the very
+ * signal STACKPROBE_SIGNAL named (build/sigown, tests/workloads/sigown.c):
+ * the program's own signals all reach it and no capture signal does, its
+ * results are unchanged, its disposition is what it set, the agent says on
+ * stderr that it gave the signal up, and the data file is complete with the
+ * samples taken until then. A raw rt_sigaction system call cannot be seen
+ * when it happens: the capture backend stops sending, and the agent reports
+ * it when it stops and keeps the program's disposition (SIG_IGN across exec).
+ */
+static void test_signal_entry_points(void **state)
+{
+	static const struct {
+		const char *via;
+		int seen;		/* of EVENTS */
+		const char *disp;	/* at the end */
+	} cases[] = {
+		{ "sigaction", 1, "handler" },	   { "__sigaction", 1, "handler" },
+		{ "signal", 1, "handler" },	   { "bsd_signal", 1, "handler" },
+		{ "ssignal", 1, "handler" },	   { "sysv_signal", 1, "handler" },
+		{ "__sysv_signal", 1, "handler" }, { "sigset", 1, "handler" },
+		{ "sigset_hold", 1, "default" },   { "sighold", 1, "default" },
+		{ "sigignore", 0, "ignore" },	   { "sigprocmask", 1, "default" },
+		{ "pthread_sigmask", 1, "default" }, { "raw", 1, "handler" },
+		{ "raw_ign", 0, "ignore" },
+	};
+	char fenv[64], senv[64], signo[16];
+	int sig = SIGRTMIN + 5;
+	snprintf(fenv, sizeof(fenv), "STACKPROBE_FREQ=%s", freq());
+	snprintf(senv, sizeof(senv), "STACKPROBE_SIGNAL=%d", sig);
+	snprintf(signo, sizeof(signo), "%d", sig);
+
+	struct run plain;
+	const char *pargv[] = { "build/sigown", "sigaction", signo, "50", NULL };
+	run_cmd(&plain, NULL, pargv, 0, false, NULL, 0);
+	assert_int_equal(plain.status, 0);
+	const char *work = strstr(plain.out, "work ");
+	assert_non_null(work);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char oenv[160], data[128], want[64];
+		struct run r;
+		bool raw = !strncmp(cases[i].via, "raw", 3);
+		snprintf(data, sizeof(data), OUT "/entry-%s.data", cases[i].via);
+		snprintf(oenv, sizeof(oenv), "STACKPROBE_OUTPUT=%s", data);
+		const char *env[] = { "LD_PRELOAD=" AGENT, oenv, fenv, senv, NULL };
+		const char *argv[] = { "build/sigown", cases[i].via, signo, "50", NULL };
+		unlink(data);
+		run_cmd(&r, env, argv, 0, false, NULL, 0);
+		long samples = count_samples(data);
+		print_message("%-16s exit %d, %ld samples: %.*s\n", cases[i].via, r.status, samples,
+			      (int)strcspn(r.err, "\n"), r.err);
+		assert_int_equal(r.status, 0);
+		snprintf(want, sizeof(want), "seen %d\nforeign 0\n", cases[i].seen ? 50 : 0);
+		assert_non_null(strstr(r.out, want));
+		assert_non_null(strstr(r.out, work)); /* same result as unsampled */
+		snprintf(want, sizeof(want), "disposition %s\n", cases[i].disp);
+		assert_non_null(strstr(r.err, want));
+		if (raw)
+			assert_non_null(strstr(r.err, "was replaced without sigaction() or signal()"));
+		else
+			assert_non_null(strstr(r.err, "the capture signal: sampling stopped"));
+		if (!strcmp(cases[i].via, "raw_ign"))
+			assert_non_null(strstr(r.out, "inherited ignore\n"));
+		/* The file is complete; it holds what was sampled before the
+		 * program took the signal. */
+		struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(data);
+		struct sprobe_df_record rec;
+		assert_non_null(rd);
+		while (sprobe_datafile_reader__next(rd, &rec) == 1)
+			;
+		assert_int_equal(sprobe_datafile_reader__status(rd), SPROBE_DF_COMPLETE);
+		sprobe_datafile_reader__free(rd);
+		assert_true(samples > 0);
+		run_free(&r);
+	}
+	run_free(&plain);
+}
+
 /* malloc/free, dlopen/dlclose and dl_iterate_phdr hammered while sampled:
  * must finish (no deadlock, no fault: the unwinder pins what it reads, see
  * test_unwind_races_dlclose) with the same results. */
@@ -918,6 +997,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_results_unchanged_and_eintr_documented, setup),
 	cmocka_unit_test_setup(test_blocked_threads_dropped_and_counted, setup),
 	cmocka_unit_test_setup(test_signal_ownership, setup),
+	cmocka_unit_test_setup(test_signal_entry_points, setup),
 	cmocka_unit_test_setup(test_no_deadlock_malloc_dlopen, setup),
 	cmocka_unit_test_setup(test_unwind_after_dlclose_cold, setup),
 	cmocka_unit_test_setup(test_unwind_after_dlclose_warm, setup),

@@ -95,6 +95,8 @@ static char *output_path(const char *tmpl, unsigned exec_count)
 	return out;
 }
 
+static int agent_stop_sampler(struct sprobe_sampler *s);
+
 static void agent_stop(void)
 {
 	/* A forked child inherits agent_sampler but not the probe thread. */
@@ -102,7 +104,7 @@ static void agent_stop(void)
 		return;
 	struct sprobe_sampler *s = agent_sampler;
 	agent_sampler = NULL;
-	int err = sprobe_sampler__stop(s);
+	int err = agent_stop_sampler(s);
 	if (err)
 		agent_msg("could not finish the data file: %s%s", strerror(-err), "");
 }
@@ -245,29 +247,107 @@ static void *next_fn(const char *name)
  * original disposition is restored, a line on stderr says why, and the
  * program's call goes through unchanged. Only queries (act == NULL) leave
  * sampling on: any new disposition, even SIG_DFL, would unhook the capture
- * handler. signal() is wrapped too (glibc's calls its internal sigaction,
- * which this wrapper does not see); sigset()/bsd_signal() are not.
+ * handler.
+ *
+ * Every libc entry point that sets a disposition is wrapped, because libc
+ * calls its internal sigaction, which an interposer never sees: sigaction,
+ * __sigaction, signal, bsd_signal, ssignal, sysv_signal and __sysv_signal
+ * (what signal() becomes in a program built without _DEFAULT_SOURCE, e.g.
+ * -std=c11), sigset, sigignore.
+ *
+ * Blocking the signal is taking it too when it is targeted: a program that
+ * blocks the capture signal (sigprocmask, pthread_sigmask, sighold,
+ * sigset(SIG_HOLD)) without blocking every real-time signal means to
+ * receive it with sigwait/signalfd, and could take a capture signal queued
+ * to it meanwhile. A set holding every real-time signal (sigfillset: a
+ * thread that wants no signal at all) is not a use of ours: that thread is
+ * dropped as "blocked" in each capture, and the others are sampled.
+ *
+ * A raw rt_sigaction system call cannot be intercepted. The capture backend
+ * checks its handler before each capture and sends nothing once it was
+ * replaced (at most one capture's signals can reach the new handler); the
+ * agent says so when it stops, and puts the program's disposition back
+ * after stopping the sampler (which restores the disposition it found at
+ * start): it matters for SIG_IGN, which survives exec.
+ *
+ * The wrappers may run in any thread, and signal()-style re-installs even
+ * in a signal handler: they read agent_signo atomically, resolve the next
+ * definition once (no dlsym on later calls), and only the first call that
+ * takes the signal stops the sampler.
  */
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
+typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
+typedef int (*sigint_fn)(int);
 
-static void agent_yield_signal(int sig)
+/* Exported by glibc, declared by no header (or only under old feature
+ * macros). */
+int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+sighandler_t bsd_signal(int sig, sighandler_t handler);
+sighandler_t ssignal(int sig, sighandler_t handler);
+sighandler_t sysv_signal(int sig, sighandler_t handler);
+sighandler_t __sysv_signal(int sig, sighandler_t handler);
+
+/* dlsym(RTLD_NEXT) once per entry point: the mask calls can be hot.
+ * Relaxed load and store: racing threads store the same value, and the
+ * pointer is to immutable code. */
+static void *next_cached(void **slot, const char *name)
 {
-	if (!agent_sampler || sig != agent_signo || getpid() != agent_pid)
+	void *f = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	if (!f) {
+		f = next_fn(name);
+		__atomic_store_n(slot, f, __ATOMIC_RELAXED);
+	}
+	return f;
+}
+
+#define NEXT(type, name)                                                          \
+	({                                                                        \
+		static void *slot_;                                               \
+		(type) next_cached(&slot_, name);                                 \
+	})
+
+/* The program takes sig (verb: what it does to it). Stops sampling once. */
+static void agent_yield_signal(int sig, const char *verb)
+{
+	int expect = sig;
+
+	if (sig <= 0 || !agent_sampler || getpid() != agent_pid)
 		return;
-	char num[16];
-	snprintf(num, sizeof(num), "%d", sig);
-	agent_msg("the program installs a handler for signal %s, the capture signal: sampling "
-		  "stopped%s (set STACKPROBE_SIGNAL to a signal it does not use)", num, "");
-	agent_signo = 0;
+	/* Acq_rel; pairs with itself in a racing wrapper: one thread wins. */
+	if (!__atomic_compare_exchange_n(&agent_signo, &expect, 0, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return;
+	char what[96];
+	snprintf(what, sizeof(what), "%s signal %d", verb, sig);
+	agent_msg("the program %s, the capture signal: sampling stopped%s (set STACKPROBE_SIGNAL "
+		  "to a signal it does not use)", what, "");
 	agent_stop();
+}
+
+static int capture_signo(void)
+{
+	return __atomic_load_n(&agent_signo, __ATOMIC_RELAXED);
+}
+
+/* Does this mask change block the capture signal on purpose? (see above) */
+static bool targets_capture_signal(int how, const sigset_t *set)
+{
+	int sig = capture_signo();
+
+	if (!sig || !set || how == SIG_UNBLOCK || sigismember(set, sig) != 1)
+		return false;
+	for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
+		if (s != sig && sigismember(set, s) != 1)
+			return true;
+	return false; /* every real-time signal: "block everything" */
 }
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	sigaction_fn f = (sigaction_fn)next_fn("sigaction");
+	sigaction_fn f = NEXT(sigaction_fn, "sigaction");
 	if (act)
-		agent_yield_signal(sig);
+		agent_yield_signal(sig, "installs a handler for");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -275,17 +355,133 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 	return f(sig, act, old);
 }
 
-sighandler_t signal(int sig, sighandler_t handler)
+int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	signal_fn f = (signal_fn)next_fn("signal");
-	agent_yield_signal(sig);
+	sigaction_fn f = NEXT(sigaction_fn, "__sigaction");
+	if (act)
+		agent_yield_signal(sig, "installs a handler for");
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(sig, act, old);
+}
+
+/* signal() and its aliases: same shape, a different next definition. */
+#define SIGNAL_WRAPPER(name)                                                      \
+	sighandler_t name(int sig, sighandler_t handler)                          \
+	{                                                                         \
+		signal_fn f = NEXT(signal_fn, #name);                             \
+		agent_yield_signal(sig, "installs a handler for");                \
+		if (!f) {                                                         \
+			errno = ENOSYS;                                           \
+			return SIG_ERR;                                           \
+		}                                                                 \
+		return f(sig, handler);                                           \
+	}
+
+SIGNAL_WRAPPER(signal)
+SIGNAL_WRAPPER(bsd_signal)
+SIGNAL_WRAPPER(ssignal)
+SIGNAL_WRAPPER(sysv_signal)
+SIGNAL_WRAPPER(__sysv_signal)
+
+sighandler_t sigset(int sig, sighandler_t disp)
+{
+	signal_fn f = NEXT(signal_fn, "sigset");
+	agent_yield_signal(sig, disp == SIG_HOLD ? "blocks" : "installs a handler for");
 	if (!f) {
 		errno = ENOSYS;
 		return SIG_ERR;
 	}
-	return f(sig, handler);
+	return f(sig, disp);
 }
 
+int sigignore(int sig)
+{
+	sigint_fn f = NEXT(sigint_fn, "sigignore");
+	agent_yield_signal(sig, "ignores");
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(sig);
+}
+
+int sighold(int sig)
+{
+	sigint_fn f = NEXT(sigint_fn, "sighold");
+	agent_yield_signal(sig, "blocks");
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(sig);
+}
+
+int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigmask_fn f = NEXT(sigmask_fn, "sigprocmask");
+	if (targets_capture_signal(how, set))
+		agent_yield_signal(capture_signo(), "blocks");
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return f(how, set, old);
+}
+
+int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigmask_fn f = NEXT(sigmask_fn, "pthread_sigmask");
+	if (targets_capture_signal(how, set))
+		agent_yield_signal(capture_signo(), "blocks");
+	if (!f)
+		return ENOSYS;
+	return f(how, set, old);
+}
+
+/* Is sig's handler still the capture handler (a function of this object)?
+ * *cur gets the current disposition. */
+static bool capture_handler_replaced(int sig, struct sigaction *cur)
+{
+	sigaction_fn f = NEXT(sigaction_fn, "sigaction");
+	Dl_info self, h;
+
+	if (!f || f(sig, NULL, cur) != 0)
+		return false;
+	if (!(cur->sa_flags & SA_SIGINFO))
+		return true; /* SIG_DFL, SIG_IGN or a one-argument handler */
+	if (!dladdr((void *)agent_stop, &self))
+		return false;
+	return !dladdr((void *)cur->sa_sigaction, &h) || h.dli_fbase != self.dli_fbase;
+}
+
+/* Stop s (agent_stop). If the program replaced the capture handler behind
+ * the wrappers' back, say so, and give the program its handler back after
+ * the sampler restored the disposition it found at start. */
+static int agent_stop_sampler(struct sprobe_sampler *s)
+{
+	int sig = capture_signo();
+	struct sigaction cur;
+	bool replaced = sig && capture_handler_replaced(sig, &cur);
+	int err;
+
+	if (replaced) {
+		char num[16];
+		snprintf(num, sizeof(num), "%d", sig);
+		agent_msg("the disposition of signal %s, the capture signal, was replaced without "
+			  "sigaction() or signal() (a raw rt_sigaction system call?): no capture "
+			  "since then%s; the program's disposition is kept", num, "");
+	}
+	err = sprobe_sampler__stop(s);
+	if (replaced) {
+		sigaction_fn f = NEXT(sigaction_fn, "sigaction");
+		if (f)
+			f(sig, &cur, NULL);
+	}
+	return err;
+}
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
