@@ -620,7 +620,22 @@ static void test_no_deadlock_malloc_dlopen(void **state)
  * refreshed must never be read once unmapped: each round pins what it reads
  * (docs/LIMITATIONS.md, "dlclose while unwinding").
  */
-#define TESTLIB "build/tests/unwind_testlib/libsprobe_testlib.so"
+/* The test library next to this executable (build/tests/unwind_testlib/,
+ * or the sanitizer build's own copy). */
+static const char *testlib(void)
+{
+	static char path[4200];
+	char exe[4096];
+	if (!path[0]) {
+		ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		assert_true(k > 0);
+		exe[k] = '\0';
+		*strrchr(exe, '/') = '\0';
+		snprintf(path, sizeof(path), "%s/unwind_testlib/libsprobe_testlib.so", exe);
+	}
+	return path;
+}
+#define TESTLIB testlib()
 
 /* One capturer per process (its signal handler is process-wide). */
 static struct sprobe_capturer *g_cap;
