@@ -271,9 +271,9 @@ static void *next_fn(const char *name)
  * start): it matters for SIG_IGN, which survives exec.
  *
  * The wrappers may run in any thread, and signal()-style re-installs even
- * in a signal handler: they read agent_signo atomically, resolve the next
- * definition once (no dlsym on later calls), and only the first call that
- * takes the signal stops the sampler.
+ * in a signal handler: they read agent_signo atomically, find the next
+ * definition resolved at load time, and only the first call that takes the
+ * signal stops the sampler.
  */
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
@@ -301,11 +301,27 @@ static void *next_cached(void **slot, const char *name)
 	return f;
 }
 
-#define NEXT(type, name)                                                          \
-	({                                                                        \
-		static void *slot_;                                               \
-		(type) next_cached(&slot_, name);                                 \
-	})
+/* One slot per wrapped entry point, all resolved by wrappers_init() at
+ * load time, so that a first call made from a signal handler (the mask
+ * functions and signal() are async-signal-safe in libc) runs no dlsym. */
+enum {
+	NX_SIGACTION, NX___SIGACTION, NX_SIGNAL, NX_BSD_SIGNAL, NX_SSIGNAL, NX_SYSV_SIGNAL,
+	NX___SYSV_SIGNAL, NX_SIGSET, NX_SIGIGNORE, NX_SIGHOLD, NX_SIGPROCMASK,
+	NX_PTHREAD_SIGMASK, NX__COUNT
+};
+static const char *const next_names[NX__COUNT] = {
+	"sigaction", "__sigaction", "signal", "bsd_signal", "ssignal", "sysv_signal",
+	"__sysv_signal", "sigset", "sigignore", "sighold", "sigprocmask", "pthread_sigmask",
+};
+static void *next_slots[NX__COUNT];
+
+#define NEXT(type, idx) ((type)next_cached(&next_slots[idx], next_names[idx]))
+
+__attribute__((constructor)) static void wrappers_init(void)
+{
+	for (int i = 0; i < NX__COUNT; i++)
+		next_cached(&next_slots[i], next_names[i]);
+}
 
 /* The program takes sig (verb: what it does to it). Stops sampling once. */
 static void agent_yield_signal(int sig, const char *verb)
@@ -345,7 +361,7 @@ static bool targets_capture_signal(int how, const sigset_t *set)
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	sigaction_fn f = NEXT(sigaction_fn, "sigaction");
+	sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
 	if (act)
 		agent_yield_signal(sig, "installs a handler for");
 	if (!f) {
@@ -357,7 +373,7 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 
 int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	sigaction_fn f = NEXT(sigaction_fn, "__sigaction");
+	sigaction_fn f = NEXT(sigaction_fn, NX___SIGACTION);
 	if (act)
 		agent_yield_signal(sig, "installs a handler for");
 	if (!f) {
@@ -368,10 +384,10 @@ int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 }
 
 /* signal() and its aliases: same shape, a different next definition. */
-#define SIGNAL_WRAPPER(name)                                                      \
+#define SIGNAL_WRAPPER(name, idx)                                                 \
 	sighandler_t name(int sig, sighandler_t handler)                          \
 	{                                                                         \
-		signal_fn f = NEXT(signal_fn, #name);                             \
+		signal_fn f = NEXT(signal_fn, idx);                               \
 		agent_yield_signal(sig, "installs a handler for");                \
 		if (!f) {                                                         \
 			errno = ENOSYS;                                           \
@@ -380,15 +396,15 @@ int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 		return f(sig, handler);                                           \
 	}
 
-SIGNAL_WRAPPER(signal)
-SIGNAL_WRAPPER(bsd_signal)
-SIGNAL_WRAPPER(ssignal)
-SIGNAL_WRAPPER(sysv_signal)
-SIGNAL_WRAPPER(__sysv_signal)
+SIGNAL_WRAPPER(signal, NX_SIGNAL)
+SIGNAL_WRAPPER(bsd_signal, NX_BSD_SIGNAL)
+SIGNAL_WRAPPER(ssignal, NX_SSIGNAL)
+SIGNAL_WRAPPER(sysv_signal, NX_SYSV_SIGNAL)
+SIGNAL_WRAPPER(__sysv_signal, NX___SYSV_SIGNAL)
 
 sighandler_t sigset(int sig, sighandler_t disp)
 {
-	signal_fn f = NEXT(signal_fn, "sigset");
+	signal_fn f = NEXT(signal_fn, NX_SIGSET);
 	agent_yield_signal(sig, disp == SIG_HOLD ? "blocks" : "installs a handler for");
 	if (!f) {
 		errno = ENOSYS;
@@ -399,7 +415,7 @@ sighandler_t sigset(int sig, sighandler_t disp)
 
 int sigignore(int sig)
 {
-	sigint_fn f = NEXT(sigint_fn, "sigignore");
+	sigint_fn f = NEXT(sigint_fn, NX_SIGIGNORE);
 	agent_yield_signal(sig, "ignores");
 	if (!f) {
 		errno = ENOSYS;
@@ -410,7 +426,7 @@ int sigignore(int sig)
 
 int sighold(int sig)
 {
-	sigint_fn f = NEXT(sigint_fn, "sighold");
+	sigint_fn f = NEXT(sigint_fn, NX_SIGHOLD);
 	agent_yield_signal(sig, "blocks");
 	if (!f) {
 		errno = ENOSYS;
@@ -421,7 +437,7 @@ int sighold(int sig)
 
 int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	sigmask_fn f = NEXT(sigmask_fn, "sigprocmask");
+	sigmask_fn f = NEXT(sigmask_fn, NX_SIGPROCMASK);
 	if (targets_capture_signal(how, set))
 		agent_yield_signal(capture_signo(), "blocks");
 	if (!f) {
@@ -433,7 +449,7 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	sigmask_fn f = NEXT(sigmask_fn, "pthread_sigmask");
+	sigmask_fn f = NEXT(sigmask_fn, NX_PTHREAD_SIGMASK);
 	if (targets_capture_signal(how, set))
 		agent_yield_signal(capture_signo(), "blocks");
 	if (!f)
@@ -445,7 +461,7 @@ int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
  * *cur gets the current disposition. */
 static bool capture_handler_replaced(int sig, struct sigaction *cur)
 {
-	sigaction_fn f = NEXT(sigaction_fn, "sigaction");
+	sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
 	Dl_info self, h;
 
 	if (!f || f(sig, NULL, cur) != 0)
@@ -476,7 +492,7 @@ static int agent_stop_sampler(struct sprobe_sampler *s)
 	}
 	err = sprobe_sampler__stop(s);
 	if (replaced) {
-		sigaction_fn f = NEXT(sigaction_fn, "sigaction");
+		sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
 		if (f)
 			f(sig, &cur, NULL);
 	}
