@@ -354,14 +354,23 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 	 * and how many captures in between listed it. */
 	long first[3] = { -1, -1, -1 }, last[3] = { -1, -1, -1 }, seen[3] = { 0 };
 	long ncap = 0, blocked_total = 0, blocked_other = 0, samples_of_blocked = 0;
+	long samples_before_block = 0;
 	long *cap_has = calloc(1 << 20, sizeof(long));
 	assert_non_null(cap_has);
 	int rc;
 	while ((rc = sprobe_datafile_reader__next(rd, &rec)) == 1) {
 		if (rec.type == SPROBE_DF_SAMPLE) {
+			/* A blocked thread blocks itself first thing, but it
+			 * runs unblocked from its start until that call: a
+			 * capture may land there, before any capture that
+			 * finds it blocked. After that, never. */
 			for (int b = 0; b < nb; b++)
-				if ((long)rec.sample.tid == blocked[b])
-					samples_of_blocked++;
+				if ((long)rec.sample.tid == blocked[b]) {
+					if (first[b] < 0)
+						samples_before_block++;
+					else
+						samples_of_blocked++;
+				}
 			continue;
 		}
 		if (rec.type != SPROBE_DF_CAPTURE)
@@ -400,8 +409,9 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 	}
 	assert_int_equal(rc, 0);
 	sprobe_datafile_reader__free(rd);
-	print_message("%ld captures; blocked drops %ld (%ld of other threads, transient)\n", ncap,
-		      blocked_total, blocked_other);
+	print_message("%ld captures; blocked drops %ld (%ld of other threads, transient); "
+		      "samples of the blocked threads before they blocked %ld, after %ld\n",
+		      ncap, blocked_total, blocked_other, samples_before_block, samples_of_blocked);
 	assert_int_equal(samples_of_blocked, 0);
 	for (int b = 0; b < nb; b++) {
 		print_message("  tid %ld: blocked in captures %ld..%ld (%ld times)\n", blocked[b],
