@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
+"""stackprobe record against perf and gperftools on one workload (issue 5).
+
+Runs build/benchload (tests/workloads/benchload.c: worker threads under
+>= 40 frames of recursion, with malloc and mutex traffic, a fixed amount of
+work) unprofiled and under each profiler at each frequency, round-robin:
+every round runs every configuration once, starting one configuration
+later than the previous round, so slow drifts of the machine's load hit all
+configurations alike. Each number in the table is the median over rounds.
+
+Per configuration:
+  cpu x      user+sys CPU of the whole process tree (the profiler's own
+             processes included: perf is a separate process, stackprobe's
+             probe thread is inside the target) / the unprofiled run's, both
+             taken from wait4() on the top process, which includes every
+             descendant it waited for.
+  samples    stacks in the profile.
+  complete   share of stacks whose outermost frame is a thread or process
+             start: one of START_FUNCS below. Same rule for every profiler.
+  depth      median frames per stack.
+  rec us/s   (profiled CPU - unprofiled CPU of the same round) / samples:
+             the recording cost per sample, unwinding included when the
+             profiler unwinds at record time (stackprobe, gperftools).
+  post us/s  post-processing CPU / samples: `perf script` (which does the
+             DWARF unwinding of --call-graph dwarf and all symbolization),
+             `google-pprof --collapsed`, `stackprobe report --format folded`.
+  total us/s rec + post.
+  post s     post-processing CPU seconds (and wall seconds).
+
+Exits non-zero, loudly, when a profiler is missing or a run fails or
+produces no samples: a row is never silently dropped.
+
+Usage: record_vs.py [--build DIR] [--quick] [--rounds N] [--work N]
+                    [--threads N] [--depth N] [--freqs 99,999] [--keep DIR]
+"""
+import argparse
+import datetime
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# A stack is complete when its outermost frame is one of these: the thread
+# start in libc (clone3/clone, or start_thread when the walker stops at its
+# return address, as frame-pointer walks do) or the process start
+# (_start, __libc_start_main/__libc_start_call_main, ld.so's _dl_start_user).
+START_FUNCS = frozenset({
+    "clone", "clone3", "start_thread", "__clone", "__clone3",
+    "_start", "__libc_start_main", "__libc_start_call_main",
+    "_dl_start_user", "_dl_start",
+})
+
+LIBPROFILER_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/libprofiler.so.0",
+    "/usr/lib/aarch64-linux-gnu/libprofiler.so.0",
+    "/usr/lib/libprofiler.so.0",
+    "/usr/local/lib/libprofiler.so.0",
+)
+
+
+class BenchError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- parsing
+
+_PERF_FRAME = re.compile(r"^\s*[0-9a-f]+\s+(.*?)\s+\((.*)\)\s*$")
+_OFFSET = re.compile(r"\+0x[0-9a-f]+$")
+_PPROF_ADDR = re.compile(r"<[0-9a-f]+>$")
+
+
+def clean_name(name):
+    """Function name without '+0x..' offsets or pprof's '<addr>' suffix."""
+    name = _OFFSET.sub("", name.strip())
+    return _PPROF_ADDR.sub("", name)
+
+
+def parse_perf_script(text):
+    """Stacks from `perf script` output: a list of (count, frames), frames
+    innermost first. Samples are separated by blank lines; the first line
+    of a sample is its header, the others its frames."""
+    stacks = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [l for l in block.split("\n") if l.strip()]
+        if not lines:
+            continue
+        frames = []
+        for l in lines[1:]:
+            m = _PERF_FRAME.match(l)
+            frames.append(clean_name(m.group(1)) if m else "[unparsed]")
+        stacks.append((1, frames))
+    return stacks
+
+
+def parse_folded(text, skip_first):
+    """Stacks from collapsed/folded lines 'f1;f2;...;fn COUNT' (outermost
+    first). skip_first drops a leading thread field (stackprobe's folded
+    output starts with 'name-tid'). Returns (count, frames innermost first)."""
+    stacks = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        path, sep, count = line.rpartition(" ")
+        if not sep or not count.isdigit():
+            raise BenchError("folded line without a count: %r" % line[:120])
+        frames = [clean_name(f) for f in path.split(";")]
+        if skip_first:
+            frames = frames[1:]
+        stacks.append((int(count), frames[::-1]))
+    return stacks
+
+
+def summarize(stacks):
+    """(samples, share complete, median depth) of a list of (count, frames)."""
+    n = sum(c for c, _ in stacks)
+    complete = sum(c for c, f in stacks if f and f[-1] in START_FUNCS)
+    depths = []
+    for c, f in stacks:
+        depths.extend([len(f)] * min(c, 1000))
+    return n, (complete / n if n else 0.0), (statistics.median(depths) if depths else 0)
+
+
+# ------------------------------------------------------------- processes
+
+def run(argv, env=None, stdout=None, stderr=None):
+    """Run argv to completion. Returns (wall s, user+sys CPU s of it and every
+    descendant it waited for, exit status)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return wall, ru.ru_utime + ru.ru_stime, p.returncode
+
+
+def need(path, what):
+    if not path or not os.path.exists(path):
+        raise BenchError("%s not found (%s): install it (make deps) or drop "
+                         "nothing - this benchmark refuses to skip a profiler"
+                         % (what, path))
+    return path
+
+
+# --------------------------------------------------------- configurations
+
+class Config:
+    def __init__(self, name, freq, kind):
+        self.name, self.freq, self.kind = name, freq, kind
+        self.label = name if kind == "none" else "%s @%d" % (name, freq)
+        self.rounds = []  # dicts per round
+
+
+def build_configs(freqs):
+    cfgs = [Config("unprofiled", 0, "none")]
+    for f in freqs:
+        cfgs += [Config("perf -g (fp)", f, "perf-fp"),
+                 Config("perf dwarf", f, "perf-dwarf"),
+                 Config("gperftools", f, "gperf"),
+                 Config("stackprobe cpu", f, "sp-cpu"),
+                 Config("stackprobe wall", f, "sp-wall")]
+    return cfgs
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        b = os.path.abspath(args.build)
+        self.load = need(os.path.join(b, "benchload"), "workload (make build/benchload)")
+        self.sp = need(os.path.join(b, "stackprobe"), "stackprobe CLI (make all)")
+        need(os.path.join(b, "libstackprobe.so"), "stackprobe agent (make all)")
+        self.perf = need(shutil.which("perf"), "perf (Debian package linux-perf)")
+        self.pprof = need(shutil.which("google-pprof") or shutil.which("pprof"),
+                          "google-pprof (Debian package google-perftools)")
+        self.libprofiler = need(next((p for p in LIBPROFILER_CANDIDATES if os.path.exists(p)), None),
+                                "libprofiler.so.0 (Debian package libgoogle-perftools4)")
+        self.workload = [self.load, str(args.threads), str(args.work), str(args.depth)]
+        self.dir = args.keep or tempfile.mkdtemp(prefix="stackprobe-bench-record-")
+        os.makedirs(self.dir, exist_ok=True)
+
+    def path(self, cfg, rnd, ext):
+        return os.path.join(self.dir, "%s-%d-r%d.%s" % (cfg.kind, cfg.freq, rnd, ext))
+
+    def record(self, cfg, rnd):
+        """Record (or just run) once; returns (wall, cpu, data file)."""
+        env = dict(os.environ)
+        out = self.path(cfg, rnd, "data")
+        if cfg.kind == "none":
+            argv = self.workload
+        elif cfg.kind == "perf-fp":
+            argv = [self.perf, "record", "-F", str(cfg.freq), "-g", "-o", out, "--"] + self.workload
+        elif cfg.kind == "perf-dwarf":
+            argv = [self.perf, "record", "-F", str(cfg.freq), "--call-graph", "dwarf",
+                    "-o", out, "--"] + self.workload
+        elif cfg.kind == "gperf":
+            # ITIMER_PROF (the default): per-thread timers would need every
+            # thread to call ProfilerRegisterThread(), which an unmodified
+            # program under LD_PRELOAD does not.
+            env.update(LD_PRELOAD=self.libprofiler, CPUPROFILE=out,
+                       CPUPROFILE_FREQUENCY=str(cfg.freq))
+            argv = self.workload
+        elif cfg.kind in ("sp-cpu", "sp-wall"):
+            # --no-bpf: the eBPF companion (kernel timestamps of each capture
+            # window) is an extra perf and gperftools do not have; its cost
+            # lands machine-wide (a sys_enter program on every system call).
+            argv = [self.sp, "record", "-F", str(cfg.freq), "--mode",
+                    "cpu" if cfg.kind == "sp-cpu" else "wall", "--no-bpf",
+                    "-q", "--no-report", "-o", out, "--"] + self.workload
+        else:
+            raise AssertionError(cfg.kind)
+        if os.path.exists(out):
+            os.unlink(out)
+        with open(self.path(cfg, rnd, "out"), "w") as so, open(self.path(cfg, rnd, "err"), "w") as se:
+            wall, cpu, rc = run(argv, env=env, stdout=so, stderr=se)
+        if rc != 0:
+            raise BenchError("%s round %d: %s exited %d (see %s)"
+                             % (cfg.label, rnd, " ".join(argv[:3]), rc, self.path(cfg, rnd, "err")))
+        if cfg.kind != "none" and (not os.path.exists(out) or os.path.getsize(out) == 0):
+            raise BenchError("%s round %d: no profile written to %s" % (cfg.label, rnd, out))
+        return wall, cpu, out
+
+    def postprocess(self, cfg, rnd, data):
+        """Turn the profile into stacks with the profiler's own tool; returns
+        (wall, cpu, stacks)."""
+        if cfg.kind in ("perf-fp", "perf-dwarf"):
+            argv = [self.perf, "script", "-i", data, "-F", "comm,tid,time,event,ip,sym,dso"]
+            parse = parse_perf_script
+        elif cfg.kind == "gperf":
+            argv = [self.pprof, "--collapsed", self.load, data]
+            parse = lambda t: parse_folded(t, skip_first=False)
+        else:
+            argv = [self.sp, "report", "-i", data, "--format", "folded"]
+            parse = lambda t: parse_folded(t, skip_first=True)
+        txt = self.path(cfg, rnd, "stacks")
+        with open(txt, "w") as so, open(self.path(cfg, rnd, "post.err"), "w") as se:
+            wall, cpu, rc = run(argv, stdout=so, stderr=se)
+        if rc != 0:
+            raise BenchError("%s round %d: post-processing %s exited %d (see %s)"
+                             % (cfg.label, rnd, argv[0], rc, self.path(cfg, rnd, "post.err")))
+        with open(txt, errors="replace") as f:
+            stacks = parse(f.read())
+        if not self.a.keep:
+            for ext in ("data", "stacks"):
+                try:
+                    os.unlink(self.path(cfg, rnd, ext))
+                except FileNotFoundError:
+                    pass
+        return wall, cpu, stacks
+
+    def one(self, cfg, rnd):
+        wall, cpu, data = self.record(cfg, rnd)
+        r = {"wall": wall, "cpu": cpu}
+        if cfg.kind != "none":
+            pwall, pcpu, stacks = self.postprocess(cfg, rnd, data)
+            n, complete, depth = summarize(stacks)
+            if n == 0:
+                raise BenchError("%s round %d: the profile holds no samples" % (cfg.label, rnd))
+            r.update(post_wall=pwall, post_cpu=pcpu, samples=n, complete=complete, depth=depth)
+        cfg.rounds.append(r)
+        return r
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def table(cfgs):
+    base = cfgs[0]
+    rows = []
+    hdr = ("| profiler | Hz | CPU s | cpu x (min-max) | samples | complete | depth "
+           "| rec us/sample | post us/sample | total us/sample | post CPU s (wall) |")
+    rows.append(hdr)
+    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    bcpu = [r["cpu"] for r in base.rounds]
+    rows.append("| unprofiled | - | %.2f | 1.000 (%.3f-%.3f) | - | - | - | - | - | - | - |"
+                % (med(bcpu), min(bcpu) / med(bcpu), max(bcpu) / med(bcpu)))
+    for c in cfgs[1:]:
+        ratios, recs, posts = [], [], []
+        for i, r in enumerate(c.rounds):
+            b = base.rounds[i]["cpu"]
+            ratios.append(r["cpu"] / b)
+            recs.append((r["cpu"] - b) / r["samples"] * 1e6)
+            posts.append(r["post_cpu"] / r["samples"] * 1e6)
+        totals = [x + y for x, y in zip(recs, posts)]
+        rows.append("| %s | %d | %.2f | %.3f (%.3f-%.3f) | %d | %.1f %% | %d | %.1f | %.1f | %.1f | %.2f (%.2f) |"
+                    % (c.name, c.freq, med([r["cpu"] for r in c.rounds]), med(ratios),
+                       min(ratios), max(ratios), med([r["samples"] for r in c.rounds]),
+                       100 * med([r["complete"] for r in c.rounds]),
+                       med([r["depth"] for r in c.rounds]),
+                       med(recs), med(posts), med(totals),
+                       med([r["post_cpu"] for r in c.rounds]),
+                       med([r["post_wall"] for r in c.rounds])))
+    return "\n".join(rows)
+
+
+def slope_table(cfgs, freqs):
+    """Per-sample cost from the difference between the lowest and the highest
+    frequency of each profiler: fixed costs (start-up, symbol loading, the
+    build-id pass at perf's exit) cancel, what is left is the marginal cost
+    of one more sample."""
+    if len(freqs) < 2:
+        return ""
+    lo, hi = min(freqs), max(freqs)
+    rows = ["| profiler | samples %d -> %d Hz | marginal rec us/sample | marginal post us/sample | marginal total |" % (lo, hi),
+            "| --- | ---: | ---: | ---: | ---: |"]
+    by = {(c.name, c.freq): c for c in cfgs}
+    for c in cfgs[1:]:
+        if c.freq != lo:
+            continue
+        h = by[(c.name, hi)]
+        ns_lo = med([r["samples"] for r in c.rounds])
+        ns_hi = med([r["samples"] for r in h.rounds])
+        dn = ns_hi - ns_lo
+        if dn < 0.2 * max(ns_lo, 1):
+            rows.append("| %s | %d -> %d | n/a (too few extra samples) | | |" % (c.name, ns_lo, ns_hi))
+            continue
+        drec = (med([r["cpu"] for r in h.rounds]) - med([r["cpu"] for r in c.rounds])) / dn * 1e6
+        dpost = (med([r["post_cpu"] for r in h.rounds]) - med([r["post_cpu"] for r in c.rounds])) / dn * 1e6
+        rows.append("| %s | %d -> %d | %.1f | %.1f | %.1f |" % (c.name, ns_lo, ns_hi, drec, dpost, drec + dpost))
+    return "\n".join(rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true", help="small run: 3 rounds, 1/8 of the work")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--work", type=int, help="requests per worker thread")
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--depth", type=int, default=40)
+    ap.add_argument("--freqs", default="99,999")
+    ap.add_argument("--keep", help="keep every profile and stack file in this directory")
+    a = ap.parse_args()
+    if a.rounds is None:
+        a.rounds = 3 if a.quick else 7
+    if a.work is None:
+        a.work = 40000 if a.quick else 320000
+    try:
+        freqs = [int(x) for x in a.freqs.split(",")]
+    except ValueError:
+        ap.error("--freqs: comma-separated integers")
+    if a.rounds < 1 or a.work < 1 or any(f < 1 or f > 10000 for f in freqs):
+        ap.error("bad --rounds, --work or --freqs")
+
+    try:
+        b = Bench(a)
+    except BenchError as e:
+        print("bench-record: FAILED: %s" % e, file=sys.stderr)
+        return 1
+    cfgs = build_configs(freqs)
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    print("bench-record: %s, %d rounds x %d configurations, workload: %s"
+          % ("quick" if a.quick else "full", a.rounds, len(cfgs), " ".join(b.workload)))
+    print("bench-record: started %s UTC, load average %.2f %.2f %.2f, files in %s"
+          % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M:%S"), *load0, b.dir))
+    try:
+        for rnd in range(a.rounds):
+            order = cfgs[rnd % len(cfgs):] + cfgs[:rnd % len(cfgs)]
+            for c in order:
+                r = b.one(c, rnd)
+                extra = "" if c.kind == "none" else \
+                    "  %6d samples %5.1f %% complete  post %.2f s" % (r["samples"], 100 * r["complete"], r["post_cpu"])
+                print("  round %d  %-22s cpu %6.2f s  wall %5.2f s%s"
+                      % (rnd + 1, c.label, r["cpu"], r["wall"], extra), flush=True)
+            # every configuration of this round ran: pair each with the baseline
+            # of the same round
+            base = cfgs[0].rounds
+            for c in cfgs[1:]:
+                assert len(c.rounds) == len(base)
+    except BenchError as e:
+        print("bench-record: FAILED: %s" % e, file=sys.stderr)
+        return 1
+    load1 = os.getloadavg()
+    print()
+    print("bench-record: done in %.0f s, load average at the end %.2f %.2f %.2f"
+          % (time.monotonic() - t0, *load1))
+    print("complete = outermost frame in {%s}" % ", ".join(sorted(START_FUNCS)))
+    print(table(cfgs))
+    print()
+    print(slope_table(cfgs, freqs))
+    if not a.keep:
+        shutil.rmtree(b.dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
