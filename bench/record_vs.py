@@ -19,9 +19,12 @@ Per configuration:
   complete   share of stacks whose outermost frame is a thread or process
              start: one of START_FUNCS below. Same rule for every profiler.
   depth      median frames per stack.
+  fixed ms   CPU of the profiled one-request run (same threads, nothing to
+             sample) minus the unprofiled one: start-up and exit cost.
   rec us/s   (profiled CPU - unprofiled CPU of the same round) / samples:
              the recording cost per sample, unwinding included when the
              profiler unwinds at record time (stackprobe, gperftools).
+  rec net    the same after subtracting the fixed cost.
   post us/s  post-processing CPU / samples: `perf script` (which does the
              DWARF unwinding of --call-graph dwarf and all symbolization),
              `google-pprof --collapsed`, `stackprobe report --format folded`.
@@ -180,46 +183,52 @@ class Bench:
         self.libprofiler = need(next((p for p in LIBPROFILER_CANDIDATES if os.path.exists(p)), None),
                                 "libprofiler.so.0 (Debian package libgoogle-perftools4)")
         self.workload = [self.load, str(args.threads), str(args.work), str(args.depth)]
+        # The same threads doing one request each: what a profiler costs
+        # before and after the samples (start-up, symbol tables, exit).
+        self.empty = [self.load, str(args.threads), "1", str(args.depth)]
         self.dir = args.keep or tempfile.mkdtemp(prefix="stackprobe-bench-record-")
         os.makedirs(self.dir, exist_ok=True)
 
     def path(self, cfg, rnd, ext):
         return os.path.join(self.dir, "%s-%d-r%d.%s" % (cfg.kind, cfg.freq, rnd, ext))
 
-    def record(self, cfg, rnd):
-        """Record (or just run) once; returns (wall, cpu, data file)."""
+    def record(self, cfg, rnd, empty=False):
+        """Record (or just run) once; returns (wall, cpu, data file). empty:
+        the one-request workload, to measure the fixed cost."""
         env = dict(os.environ)
-        out = self.path(cfg, rnd, "data")
+        out = self.path(cfg, rnd, "empty.data" if empty else "data")
+        workload = self.empty if empty else self.workload
         if cfg.kind == "none":
-            argv = self.workload
+            argv = workload
         elif cfg.kind == "perf-fp":
-            argv = [self.perf, "record", "-F", str(cfg.freq), "-g", "-o", out, "--"] + self.workload
+            argv = [self.perf, "record", "-F", str(cfg.freq), "-g", "-o", out, "--"] + workload
         elif cfg.kind == "perf-dwarf":
             argv = [self.perf, "record", "-F", str(cfg.freq), "--call-graph", "dwarf",
-                    "-o", out, "--"] + self.workload
+                    "-o", out, "--"] + workload
         elif cfg.kind == "gperf":
             # ITIMER_PROF (the default): per-thread timers would need every
             # thread to call ProfilerRegisterThread(), which an unmodified
             # program under LD_PRELOAD does not.
             env.update(LD_PRELOAD=self.libprofiler, CPUPROFILE=out,
                        CPUPROFILE_FREQUENCY=str(cfg.freq))
-            argv = self.workload
+            argv = workload
         elif cfg.kind in ("sp-cpu", "sp-wall"):
             # --no-bpf: the eBPF companion (kernel timestamps of each capture
             # window) is an extra perf and gperftools do not have; its cost
             # lands machine-wide (a sys_enter program on every system call).
             argv = [self.sp, "record", "-F", str(cfg.freq), "--mode",
                     "cpu" if cfg.kind == "sp-cpu" else "wall", "--no-bpf",
-                    "-q", "--no-report", "-o", out, "--"] + self.workload
+                    "-q", "--no-report", "-o", out, "--"] + workload
         else:
             raise AssertionError(cfg.kind)
         if os.path.exists(out):
             os.unlink(out)
-        with open(self.path(cfg, rnd, "out"), "w") as so, open(self.path(cfg, rnd, "err"), "w") as se:
+        errf = self.path(cfg, rnd, "empty.err" if empty else "err")
+        with open(self.path(cfg, rnd, "out"), "w") as so, open(errf, "w") as se:
             wall, cpu, rc = run(argv, env=env, stdout=so, stderr=se)
         if rc != 0:
             raise BenchError("%s round %d: %s exited %d (see %s)"
-                             % (cfg.label, rnd, " ".join(argv[:3]), rc, self.path(cfg, rnd, "err")))
+                             % (cfg.label, rnd, " ".join(argv[:3]), rc, errf))
         if cfg.kind != "none" and (not os.path.exists(out) or os.path.getsize(out) == 0):
             raise BenchError("%s round %d: no profile written to %s" % (cfg.label, rnd, out))
         return wall, cpu, out
@@ -261,6 +270,9 @@ class Bench:
             if n == 0:
                 raise BenchError("%s round %d: the profile holds no samples" % (cfg.label, rnd))
             r.update(post_wall=pwall, post_cpu=pcpu, samples=n, complete=complete, depth=depth)
+        _, r["fixed"], fixed_out = self.record(cfg, rnd, empty=True)
+        if cfg.kind != "none" and not self.a.keep:
+            os.unlink(fixed_out)
         cfg.rounds.append(r)
         return r
 
@@ -273,26 +285,30 @@ def table(cfgs):
     base = cfgs[0]
     rows = []
     hdr = ("| profiler | Hz | CPU s | cpu x (min-max) | samples | complete | depth "
-           "| rec us/sample | post us/sample | total us/sample | post CPU s (wall) |")
+           "| fixed ms | rec us/sample | rec net us/sample | post us/sample | total us/sample | post CPU s (wall) |")
     rows.append(hdr)
-    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     bcpu = [r["cpu"] for r in base.rounds]
-    rows.append("| unprofiled | - | %.2f | 1.000 (%.3f-%.3f) | - | - | - | - | - | - | - |"
-                % (med(bcpu), min(bcpu) / med(bcpu), max(bcpu) / med(bcpu)))
+    rows.append("| unprofiled | - | %.2f | 1.000 (%.3f-%.3f) | - | - | - | %.0f (abs) | - | - | - | - | - |"
+                % (med(bcpu), min(bcpu) / med(bcpu), max(bcpu) / med(bcpu),
+                   1e3 * med([r["fixed"] for r in base.rounds])))
     for c in cfgs[1:]:
-        ratios, recs, posts = [], [], []
+        ratios, recs, nets, posts, fixeds = [], [], [], [], []
         for i, r in enumerate(c.rounds):
             b = base.rounds[i]["cpu"]
+            fixed = r["fixed"] - base.rounds[i]["fixed"]
             ratios.append(r["cpu"] / b)
+            fixeds.append(fixed)
             recs.append((r["cpu"] - b) / r["samples"] * 1e6)
+            nets.append((r["cpu"] - b - fixed) / r["samples"] * 1e6)
             posts.append(r["post_cpu"] / r["samples"] * 1e6)
         totals = [x + y for x, y in zip(recs, posts)]
-        rows.append("| %s | %d | %.2f | %.3f (%.3f-%.3f) | %d | %.1f %% | %d | %.1f | %.1f | %.1f | %.2f (%.2f) |"
+        rows.append("| %s | %d | %.2f | %.3f (%.3f-%.3f) | %d | %.1f %% | %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f (%.2f) |"
                     % (c.name, c.freq, med([r["cpu"] for r in c.rounds]), med(ratios),
                        min(ratios), max(ratios), med([r["samples"] for r in c.rounds]),
                        100 * med([r["complete"] for r in c.rounds]),
-                       med([r["depth"] for r in c.rounds]),
-                       med(recs), med(posts), med(totals),
+                       med([r["depth"] for r in c.rounds]), 1e3 * med(fixeds),
+                       med(recs), med(nets), med(posts), med(totals),
                        med([r["post_cpu"] for r in c.rounds]),
                        med([r["post_wall"] for r in c.rounds])))
     return "\n".join(rows)
