@@ -18,7 +18,13 @@ Per configuration:
   samples    stacks in the profile.
   complete   share of stacks whose outermost frame is a thread or process
              start: one of START_FUNCS below. Same rule for every profiler.
-  depth      median frames per stack.
+  depth      median frames per stack (perf's "(inlined)" pseudo-frames not
+             counted: machine frames only, as the other tools report).
+  samples/CPU-s  samples / the unprofiled run's CPU seconds (same round):
+             about F for a CPU-time sampler at F Hz. Linux checks
+             thread CPU timers and ITIMER_PROF at the scheduler tick
+             (CONFIG_HZ, 250 here), so signal-based CPU samplers fall
+             short at 999 Hz unless they count timer overruns.
   fixed ms   CPU of the profiled one-request run (same threads, nothing to
              sample) minus the unprofiled one: start-up and exit cost.
   rec us/s   (profiled CPU - unprofiled CPU of the same round) / samples:
@@ -96,6 +102,11 @@ def parse_perf_script(text):
         frames = []
         for l in lines[1:]:
             m = _PERF_FRAME.match(l)
+            if m and m.group(2) == "inlined":
+                # perf script adds inlined callees from debug info (same
+                # pc as the real frame below): skip them, so that depth
+                # counts machine frames as the other tools do.
+                continue
             frames.append(clean_name(m.group(1)) if m else "[unparsed]")
         stacks.append((1, frames))
     return stacks
@@ -146,14 +157,19 @@ def self_test():
             "\t           20ce7 malloc+0x55 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
             "\t               0 [unknown] ([unknown])\n"
             "\n"
+            "benchload 24787 10759.017923:    1001001 cpu-clock:ppp: \n"
+            "\t           153e0 update_active (inlined)\n"
+            "\t           1bccb _dl_start (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n"
+            "\n"
             "benchload 24785 10759.013937:    1001001 cpu-clock:ppp: \n"
             "\t           1ab78 _dl_start_user+0x0 (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n")
     st = parse_perf_script(perf)
     assert [f for _, f in st] == [["lcg_work", "descend_a", "clone3"],
                                   ["pvm_irq_enable", "malloc", "[unknown]"],
+                                  ["_dl_start"],
                                   ["_dl_start_user"]], st
     n, complete, depth = summarize(st)
-    assert (n, round(complete, 3), depth) == (3, 0.667, 3), (n, complete, depth)
+    assert (n, round(complete, 3), depth) == (4, 0.75, 2), (n, complete, depth)
 
     pprof = ("clone3;start_thread;worker_main<00000000000017b0>;descend_a<0000000000001660> 3\n"
              "descend_b<00000000000015f0>;lcg_work<0000000000001450> 1\n")
@@ -322,6 +338,20 @@ class Bench:
         return r
 
 
+def machine():
+    """One line naming the machine: CPU model, CPU count, kernel."""
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return "%s, %d CPUs, Linux %s" % (model, os.cpu_count() or 0, os.uname().release)
+
+
 def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
@@ -330,11 +360,11 @@ def table(cfgs):
     base = cfgs[0]
     rows = []
     hdr = ("| profiler | Hz | CPU s | cpu x (min-max) | samples | complete | depth "
-           "| fixed ms | rec us/sample | rec net us/sample | post us/sample | total us/sample | post CPU s (wall) |")
+           "| samples/CPU-s | fixed ms | rec us/sample | rec net us/sample | post us/sample | total us/sample | post CPU s (wall) |")
     rows.append(hdr)
-    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     bcpu = [r["cpu"] for r in base.rounds]
-    rows.append("| unprofiled | - | %.2f | 1.000 (%.3f-%.3f) | - | - | - | %.0f (abs) | - | - | - | - | - |"
+    rows.append("| unprofiled | - | %.2f | 1.000 (%.3f-%.3f) | - | - | - | - | %.0f (abs) | - | - | - | - | - |"
                 % (med(bcpu), min(bcpu) / med(bcpu), max(bcpu) / med(bcpu),
                    1e3 * med([r["fixed"] for r in base.rounds])))
     for c in cfgs[1:]:
@@ -348,11 +378,14 @@ def table(cfgs):
             nets.append((r["cpu"] - b - fixed) / r["samples"] * 1e6)
             posts.append(r["post_cpu"] / r["samples"] * 1e6)
         totals = [x + y for x, y in zip(recs, posts)]
-        rows.append("| %s | %d | %.2f | %.3f (%.3f-%.3f) | %d | %.1f %% | %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f (%.2f) |"
+        # samples per second of the workload's own (unprofiled) CPU time:
+        # a CPU-time sampler at F Hz should reach about F.
+        rates = [r["samples"] / base.rounds[i]["cpu"] for i, r in enumerate(c.rounds)]
+        rows.append("| %s | %d | %.2f | %.3f (%.3f-%.3f) | %d | %.1f %% | %d | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f (%.2f) |"
                     % (c.name, c.freq, med([r["cpu"] for r in c.rounds]), med(ratios),
                        min(ratios), max(ratios), med([r["samples"] for r in c.rounds]),
                        100 * med([r["complete"] for r in c.rounds]),
-                       med([r["depth"] for r in c.rounds]), 1e3 * med(fixeds),
+                       med([r["depth"] for r in c.rounds]), med(rates), 1e3 * med(fixeds),
                        med(recs), med(nets), med(posts), med(totals),
                        med([r["post_cpu"] for r in c.rounds]),
                        med([r["post_wall"] for r in c.rounds])))
@@ -427,8 +460,10 @@ def main():
     t0 = time.monotonic()
     print("bench-record: %s, %d rounds x %d configurations, workload: %s"
           % ("quick" if a.quick else "full", a.rounds, len(cfgs), " ".join(b.workload)))
+    print("bench-record: machine: %s" % machine())
     print("bench-record: started %s UTC, load average %.2f %.2f %.2f, files in %s"
-          % (datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M:%S"), *load0, b.dir))
+          % (datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+             *load0, b.dir))
     try:
         for rnd in range(a.rounds):
             order = cfgs[rnd % len(cfgs):] + cfgs[:rnd % len(cfgs)]
