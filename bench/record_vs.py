@@ -182,6 +182,19 @@ def self_test():
     st = parse_folded(sp, skip_first=True)
     assert st[1] == (5, ["main", "_start"]), st
     assert summarize(st)[:2] == (8, 0.875)
+    st = parse_perf_script_threads(
+        "stackprobe  5047/5051      500250 \n"
+        "\t  20b30 sprobe_unwinder__unwind (/w/build/libstackprobe.so)\n"
+        "\t  20b30 probe_main (/w/build/libstackprobe.so)\n"
+        "\n"
+        "benchload 5047/5497 250125 \n"
+        "\t  8ea0 capture_handler (/w/build/libstackprobe.so)\n"
+        "\t  1474 lcg_work+0x24 (/w/build/benchload)\n")
+    assert [x[:4] for x in st] == [("stackprobe", 5047, 5051, 500250),
+                                   ("benchload", 5047, 5497, 250125)], st
+    assert classify(*st[0][:3], st[0][4], st[0][5], 5047, "benchload") == "probe: unwinding"
+    assert classify(*st[1][:3], st[1][4], st[1][5], 5047, "benchload").startswith("capture window")
+    assert classify("stackprobe", 5041, 5041, [], [], 5047, "benchload").startswith("stackprobe record CLI")
     try:
         parse_folded("a;b;c\n", skip_first=False)
     except BenchError:
@@ -338,6 +351,134 @@ class Bench:
         return r
 
 
+# ------------------------------------------------------------- breakdown
+
+# Where stackprobe's own CPU goes: `stackprobe record` runs under
+# `perf record --call-graph dwarf` and every perf sample is put in one
+# bucket, from its thread and the functions on its stack (innermost first,
+# first match wins). The probe thread's functions (round_once, push_symbols)
+# are static and may be inlined: the buckets key on the library's exported
+# entry points they call.
+PROBE_BUCKETS = (
+    ("capture (probe side: thread list, signals, wait, copy-out)",
+     ("sprobe_capturer__capture", "sprobe_capturer__cpu_collect", "sprobe_backend__capture",
+      "__x64_sys_rt_tgsigqueueinfo", "__x64_sys_tgkill", "__x64_sys_getdents64")),
+    ("unwinding", ("sprobe_unwinder__unwind",)),
+    ("module list refresh", ("sprobe_modules__refresh",)),
+    ("queueing records for the writer", ("sprobe_stream__push", "sprobe_stream__push_thread_sample")),
+    ("symbolization (once per new pc)", ("sprobe_modules__symbolize", "push_symbols")),
+    ("live table update", ("publish", "sprobe_table__update", "sprobe_table__insert")),
+)
+# Kernel and libc frames of delivering a signal to a thread and returning
+# from its handler: with capture_handler itself, the target's capture window.
+SIGNAL_FRAMES = frozenset({
+    "capture_handler", "arch_do_signal_or_restart", "get_signal", "handle_signal",
+    "x64_setup_rt_frame", "setup_rt_frame", "__x64_sys_rt_sigreturn",
+    "restore_sigcontext", "__restore_rt", "do_signal",
+})
+
+
+def classify(comm, pid, tid, frames, dsos, wpid, wcomm):
+    """Bucket of one perf sample of a profiled `stackprobe record` run."""
+    if pid != wpid:
+        return "stackprobe record CLI process (fork, wait, exit)"
+    if comm == "sprobe-writer":
+        return "writing (writer thread: encode + write(2))"
+    if comm == wcomm:
+        if any(f in SIGNAL_FRAMES for f in frames):
+            return "capture window in the target threads (signal delivery, handler, sigreturn)"
+        if any("libstackprobe" in d for d in dsos):
+            return "agent in the target threads (start-up, exit flush)"
+        return "the workload itself"
+    if tid == pid:
+        return "the workload itself (exec, before its name changes)"
+    for f in frames:
+        for bucket, keys in PROBE_BUCKETS:
+            if f in keys:
+                return "probe: " + bucket
+    return "probe: sleep, wake-up, loop, stack not unwound by perf"
+
+
+def parse_perf_script_threads(text):
+    """(comm, pid, tid, period, frames, dsos) per sample of `perf script -F
+    comm,pid,tid,period,ip,sym,dso`."""
+    out = []
+    head = re.compile(r"^(.*?)\s+(\d+)/(\d+)\s+(\d+)\s*$")
+    for block in re.split(r"\n\s*\n", text):
+        lines = [l for l in block.split("\n") if l.strip()]
+        if not lines:
+            continue
+        m = head.match(lines[0])
+        if not m:
+            raise BenchError("perf script header not understood: %r" % lines[0][:120])
+        frames, dsos = [], []
+        for l in lines[1:]:
+            fm = _PERF_FRAME.match(l)
+            if fm:
+                frames.append(clean_name(fm.group(1)))
+                dsos.append(fm.group(2))
+        out.append((m.group(1).strip(), int(m.group(2)), int(m.group(3)), int(m.group(4)),
+                    frames, dsos))
+    return out
+
+
+def breakdown(b, mode, freq):
+    """Profile one `stackprobe record -F freq --mode mode` run with perf;
+    print CPU per bucket and per stackprobe sample."""
+    pdata = os.path.join(b.dir, "breakdown-%s-%d.perf" % (mode, freq))
+    spdata = os.path.join(b.dir, "breakdown-%s-%d.data" % (mode, freq))
+    argv = [b.perf, "record", "-q", "-F", "1999", "--call-graph", "dwarf,16384", "-o", pdata,
+            "--", b.sp, "record", "-F", str(freq), "--mode", mode, "--no-bpf", "-q",
+            "--no-report", "-o", spdata, "--"] + b.workload
+    with open(os.devnull, "w") as dn, open(pdata + ".err", "w") as se:
+        wall, cpu, rc = run(argv, stdout=dn, stderr=se)
+        if rc != 0:
+            raise BenchError("breakdown: %s exited %d (see %s.err)" % (argv[0], rc, pdata))
+        p = subprocess.run([b.perf, "script", "-i", pdata, "-F", "comm,pid,tid,period,ip,sym,dso"],
+                           stdout=subprocess.PIPE, stderr=se, text=True, errors="replace")
+        if p.returncode != 0:
+            raise BenchError("breakdown: perf script exited %d" % p.returncode)
+        f = subprocess.run([b.sp, "report", "-i", spdata, "--format", "folded"],
+                           stdout=subprocess.PIPE, stderr=se, text=True, errors="replace")
+        if f.returncode != 0:
+            raise BenchError("breakdown: stackprobe report exited %d" % f.returncode)
+    nsp = sum(c for c, _ in parse_folded(f.stdout, skip_first=True))
+    samples = parse_perf_script_threads(p.stdout)
+    wcomm = os.path.basename(b.load)[:15]
+    wpids = {pid for comm, pid, *_ in samples if comm == wcomm}
+    if len(wpids) != 1 or nsp == 0:
+        raise BenchError("breakdown: workload process not found once in perf's samples "
+                         "(%s) or no stackprobe samples (%d)" % (sorted(wpids), nsp))
+    wpid = wpids.pop()
+    buckets = {}
+    for comm, pid, tid, period, frames, dsos in samples:
+        k = classify(comm, pid, tid, frames, dsos, wpid, wcomm)
+        n, ns = buckets.get(k, (0, 0))
+        buckets[k] = (n + 1, ns + period)
+    total_ns = sum(ns for _, ns in buckets.values())
+    own = {k: v for k, v in buckets.items() if not k.startswith("the workload")}
+    own_ns = sum(ns for _, ns in own.values())
+    print("breakdown: stackprobe record -F %d --mode %s (%d stackprobe samples) under "
+          "perf record -F 1999 --call-graph dwarf: %d perf samples, %.0f ms CPU in all, "
+          "%.1f ms of it stackprobe's (%.1f us per stackprobe sample)"
+          % (freq, mode, nsp, len(samples), total_ns / 1e6, own_ns / 1e6, own_ns / 1e3 / nsp))
+    print("| where (%s mode, %d Hz) | perf samples | CPU ms | share of stackprobe's CPU | us per stackprobe sample |" % (mode, freq))
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for k, (n, ns) in sorted(buckets.items(), key=lambda kv: -kv[1][1]):
+        share = "%.1f %%" % (100.0 * ns / own_ns) if k in own and own_ns else "-"
+        per = "%.1f" % (ns / 1e3 / nsp) if k in own else "-"
+        print("| %s | %d | %.1f | %s | %s |" % (k, n, ns / 1e6, share, per))
+    lost = ""
+    try:
+        with open(pdata + ".err") as e:
+            lost = " ".join(l.strip() for l in e if "lost" in l)
+    except OSError:
+        pass
+    if lost:
+        print("breakdown: perf says: %s (losses spread over all threads alike)" % lost)
+    print()
+
+
 def machine():
     """One line naming the machine: CPU model, CPU count, kernel."""
     model = "unknown CPU"
@@ -430,6 +571,9 @@ def main():
     ap.add_argument("--freqs", default="99,999")
     ap.add_argument("--keep", help="keep every profile and stack file in this directory")
     ap.add_argument("--self-test", action="store_true", help="only check the parsers, then exit")
+    ap.add_argument("--breakdown", metavar="MODE@HZ,...",
+                    help="instead of the comparison: where stackprobe's CPU goes, from perf "
+                         "profiles of `stackprobe record` (e.g. wall@999,cpu@999)")
     a = ap.parse_args()
     if a.rounds is None:
         a.rounds = 3 if a.quick else 7
@@ -455,6 +599,22 @@ def main():
     except BenchError as e:
         print("bench-record: FAILED: %s" % e, file=sys.stderr)
         return 1
+    if a.breakdown:
+        print("bench-record: machine: %s, load average %.2f %.2f %.2f, workload: %s"
+              % (machine(), *os.getloadavg(), " ".join(b.workload)))
+        try:
+            for spec in a.breakdown.split(","):
+                mode, _, hz = spec.partition("@")
+                if mode not in ("wall", "cpu") or not hz.isdigit():
+                    ap.error("--breakdown: MODE@HZ with MODE wall or cpu")
+                breakdown(b, mode, int(hz))
+        except BenchError as e:
+            print("bench-record: FAILED: %s" % e, file=sys.stderr)
+            return 1
+        finally:
+            if not a.keep:
+                shutil.rmtree(b.dir, ignore_errors=True)
+        return 0
     cfgs = build_configs(freqs)
     load0 = os.getloadavg()
     t0 = time.monotonic()
