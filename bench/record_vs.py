@@ -366,8 +366,13 @@ PROBE_BUCKETS = (
     ("unwinding", ("sprobe_unwinder__unwind",)),
     ("module list refresh", ("sprobe_modules__refresh",)),
     ("queueing records for the writer", ("sprobe_stream__push", "sprobe_stream__push_thread_sample")),
-    ("symbolization (once per new pc)", ("sprobe_modules__symbolize", "push_symbols")),
+    ("symbolization (once per new pc; first use loads a symbol table)",
+     ("sprobe_modules__symbolize", "push_symbols", "load_symtab", "cmp_sym")),
     ("live table update", ("publish", "sprobe_table__update", "sprobe_table__insert")),
+    ("thread bookkeeping (sweep, keep-alive)",
+     ("threads_sweep", "threads_keep_alive", "exclude_own_threads", "thread_get")),
+    ("sleep and wake-up between rounds (futex, scheduler)",
+     ("__futex_wait", "futex_wait", "schedule", "pthread_cond_timedwait")),
 )
 # Kernel and libc frames of delivering a signal to a thread and returning
 # from its handler: with capture_handler itself, the target's capture window.
@@ -396,7 +401,7 @@ def classify(comm, pid, tid, frames, dsos, wpid, wcomm):
         for bucket, keys in PROBE_BUCKETS:
             if f in keys:
                 return "probe: " + bucket
-    return "probe: sleep, wake-up, loop, stack not unwound by perf"
+    return "probe: other (perf could not unwind the stack)"
 
 
 def parse_perf_script_threads(text):
