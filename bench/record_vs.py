@@ -361,8 +361,7 @@ class Bench:
 # entry points they call.
 PROBE_BUCKETS = (
     ("capture (probe side: thread list, signals, wait, copy-out)",
-     ("sprobe_capturer__capture", "sprobe_capturer__cpu_collect", "sprobe_backend__capture",
-      "__x64_sys_rt_tgsigqueueinfo", "__x64_sys_tgkill", "__x64_sys_getdents64")),
+     ("sprobe_capturer__capture", "sprobe_capturer__cpu_collect", "sprobe_backend__capture")),
     ("unwinding", ("sprobe_unwinder__unwind",)),
     ("module list refresh", ("sprobe_modules__refresh",)),
     ("queueing records for the writer", ("sprobe_stream__push", "sprobe_stream__push_thread_sample")),
@@ -371,8 +370,18 @@ PROBE_BUCKETS = (
     ("live table update", ("publish", "sprobe_table__update", "sprobe_table__insert")),
     ("thread bookkeeping (sweep, keep-alive)",
      ("threads_sweep", "threads_keep_alive", "exclude_own_threads", "thread_get")),
+    ("sleep and wake-up between rounds (futex, scheduler)", ("pthread_cond_timedwait",)),
+)
+# When perf's DWARF unwinder could not walk the probe's user stack past a
+# libc leaf (it happens: libc's syscall() and qsort), the kernel half of the
+# chain still names the system call. Used only when no frame above matched.
+PROBE_KERNEL_BUCKETS = (
+    ("capture (probe side: thread list, signals, wait, copy-out)",
+     ("__x64_sys_rt_tgsigqueueinfo", "__x64_sys_tgkill", "__x64_sys_getdents64",
+      "proc_task_readdir")),
+    ("capture: /proc/self/maps re-read (stack ranges)", ("proc_get_vma", "show_map")),
     ("sleep and wake-up between rounds (futex, scheduler)",
-     ("__futex_wait", "futex_wait", "schedule", "pthread_cond_timedwait")),
+     ("__futex_wait", "futex_wait", "schedule", "__x64_sys_futex")),
 )
 # Kernel and libc frames of delivering a signal to a thread and returning
 # from its handler: with capture_handler itself, the target's capture window.
@@ -397,11 +406,12 @@ def classify(comm, pid, tid, frames, dsos, wpid, wcomm):
         return "the workload itself"
     if tid == pid:
         return "the workload itself (exec, before its name changes)"
-    for f in frames:
-        for bucket, keys in PROBE_BUCKETS:
-            if f in keys:
-                return "probe: " + bucket
-    return "probe: other (perf could not unwind the stack)"
+    for table in (PROBE_BUCKETS, PROBE_KERNEL_BUCKETS):
+        for f in frames:
+            for bucket, keys in table:
+                if f in keys:
+                    return "probe: " + bucket
+    return "probe: other (perf's unwind stopped in libc: qsort, memcpy, file I/O)"
 
 
 def parse_perf_script_threads(text):
@@ -476,7 +486,7 @@ def breakdown(b, mode, freq):
     lost = ""
     try:
         with open(pdata + ".err") as e:
-            lost = " ".join(l.strip() for l in e if "lost" in l)
+            lost = " ".join(l.strip() for l in e if l.startswith("Processed"))
     except OSError:
         pass
     if lost:
