@@ -381,7 +381,21 @@ PROBE_KERNEL_BUCKETS = (
       "proc_task_readdir")),
     ("capture: /proc/self/maps re-read (stack ranges)", ("proc_get_vma", "show_map")),
     ("sleep and wake-up between rounds (futex, scheduler)",
-     ("__futex_wait", "futex_wait", "schedule", "__x64_sys_futex")),
+     ("__futex_wait", "futex_wait", "schedule")),
+)
+# Last resort for those cut chains: the libc function the probe was in.
+PROBE_LIBC_BUCKETS = (
+    ("sleep and wake-up between rounds (futex, scheduler)",
+     ("__futex_abstimed_wait_common64", "__futex_abstimed_wait_common", "__condvar_dec_grefs",
+      "__pthread_cond_wait_common")),
+    ("system calls through syscall(3), unwound no further (tgkill, getdents64, sigqueue)",
+     ("syscall",)),
+    ("per-round checks: getpid, lseek, sigaction, clock_gettime",
+     ("__GI_getpid", "getpid", "__lseek64", "lseek64", "__GI___libc_sigaction",
+      "__libc_sigaction", "__GI___clock_gettime", "clock_gettime", "__vdso_clock_gettime")),
+    ("lock hand-off (mutex lock/wake)",
+     ("__GI___lll_lock_wake", "__lll_lock_wake", "___pthread_mutex_lock", "__lll_lock_wait",
+      "__pthread_mutex_unlock_usercnt")),
 )
 # Kernel and libc frames of delivering a signal to a thread and returning
 # from its handler: with capture_handler itself, the target's capture window.
@@ -406,7 +420,7 @@ def classify(comm, pid, tid, frames, dsos, wpid, wcomm):
         return "the workload itself"
     if tid == pid:
         return "the workload itself (exec, before its name changes)"
-    for table in (PROBE_BUCKETS, PROBE_KERNEL_BUCKETS):
+    for table in (PROBE_BUCKETS, PROBE_KERNEL_BUCKETS, PROBE_LIBC_BUCKETS):
         for f in frames:
             for bucket, keys in table:
                 if f in keys:
