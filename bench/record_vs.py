@@ -508,6 +508,57 @@ def breakdown(b, mode, freq):
     print()
 
 
+def own_threads(b, mode, freq):
+    """The probe and writer threads' own CPU, read from
+    /proc/PID/task/TID/schedstat (ns on CPU) while `stackprobe record` runs,
+    without perf in the way. Returns a table row."""
+    spdata = os.path.join(b.dir, "ownthreads-%s-%d.data" % (mode, freq))
+    argv = [b.sp, "record", "-F", str(freq), "--mode", mode, "--no-bpf", "-q",
+            "--no-report", "-o", spdata, "--"] + b.workload
+    wcomm = os.path.basename(b.load)[:15]
+    last = {}  # (comm, tid) -> ns on CPU, last value seen
+    with open(os.devnull, "w") as dn:
+        p = subprocess.Popen(argv, stdout=dn, stderr=dn)
+        while p.poll() is None:
+            # the workload is the record process's child
+            try:
+                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            for pid in kids:
+                try:
+                    tids = os.listdir("/proc/%d/task" % pid)
+                except OSError:
+                    continue
+                for tid in tids:
+                    try:
+                        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                            comm = f.read().strip()
+                        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                            ns = int(f.read().split()[0])
+                    except (OSError, ValueError, IndexError):
+                        continue
+                    last[(comm, tid)] = ns
+            time.sleep(0.05)  # polling a process we do not synchronise with
+        if p.returncode != 0:
+            raise BenchError("own-threads: stackprobe record exited %d" % p.returncode)
+    rep = subprocess.run([b.sp, "report", "-i", spdata, "--format", "text"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    m = re.search(r"samples:\s+(\d+) in (\d+) captures", rep.stdout)
+    if rep.returncode != 0 or not m:
+        raise BenchError("own-threads: no sample count in stackprobe's report")
+    nsamp, ncap = int(m.group(1)), int(m.group(2))
+    probe = sum(ns for (c, _), ns in last.items() if c == "stackprobe")
+    writer = sum(ns for (c, _), ns in last.items() if c == "sprobe-writer")
+    work = sum(ns for (c, _), ns in last.items() if c == wcomm)
+    if not probe or not work or not nsamp:
+        raise BenchError("own-threads: probe thread or workload threads not seen")
+    return ("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f %% |"
+            % (mode, freq, ncap, nsamp, probe / 1e6, writer / 1e6, probe / 1e3 / ncap,
+               (probe + writer) / 1e3 / nsamp, 100.0 * (probe + writer) / work))
+
+
 def machine():
     """One line naming the machine: CPU model, CPU count, kernel."""
     model = "unknown CPU"
@@ -632,11 +683,21 @@ def main():
         print("bench-record: machine: %s, load average %.2f %.2f %.2f, workload: %s"
               % (machine(), *os.getloadavg(), " ".join(b.workload)))
         try:
+            specs = []
             for spec in a.breakdown.split(","):
                 mode, _, hz = spec.partition("@")
                 if mode not in ("wall", "cpu") or not hz.isdigit():
                     ap.error("--breakdown: MODE@HZ with MODE wall or cpu")
-                breakdown(b, mode, int(hz))
+                specs.append((mode, int(hz)))
+            for mode, hz in specs:
+                breakdown(b, mode, hz)
+            print("The probe and writer threads' CPU without perf (schedstat of each thread, "
+                  "last value before exit):")
+            print("| mode | Hz | captures | samples | probe CPU ms | writer CPU ms "
+                  "| probe us per capture | probe+writer us per sample | share of the workload's CPU |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for mode, hz in specs:
+                print(own_threads(b, mode, hz), flush=True)
         except BenchError as e:
             print("bench-record: FAILED: %s" % e, file=sys.stderr)
             return 1
