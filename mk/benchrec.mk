@@ -4,6 +4,9 @@
 #
 #   make bench-record                 full run (~several minutes)
 #   make bench-record BENCH_RECORD_ARGS=--quick
+#   make bench-record-breakdown       where stackprobe's own CPU goes (perf
+#                                     profile of stackprobe record + the probe
+#                                     thread's schedstat); not in `make bench`
 #
 # The driver is bench/record_vs.py; its packages (linux-perf,
 # google-perftools, python3) are in tools/deps.d/benchrec.list, which the
@@ -17,5 +20,11 @@ $(BUILD)/benchload: tests/workloads/benchload.c | $(BUILD)
 .PHONY: bench-record
 bench-record: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
 	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_RECORD_ARGS)
+
+BENCH_BREAKDOWN_ARGS ?= --breakdown wall@999,cpu@999,cpu@99
+
+.PHONY: bench-record-breakdown
+bench-record-breakdown: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_BREAKDOWN_ARGS)
 
 BENCH_LANES += bench-record
