@@ -405,6 +405,7 @@ int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
  *   - C++ names are returned mangled (no demangler is bound here yet).
  */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <mach-o/dyld.h>
 

@@ -18,6 +18,8 @@
 
 #include <stackprobe/pause.h>
 
+#include "sort_compat.h"
+
 struct sprobe_pause_merge {
 	struct sprobe_pause_pair *pairs;
 	size_t npairs;
@@ -293,8 +295,8 @@ struct sprobe_pause_merge *sprobe_pause_merge__new(const struct sprobe_pause_kwi
 		if (s_valid(&sw[i]))
 			bounds_add(&sb, sw[i].entry_ns, sw[i].exit_ns);
 	}
-	qsort_r(kidx, nk, sizeof(*kidx), cmp_kidx, (void *)kw);
-	qsort_r(sidx, ns, sizeof(*sidx), cmp_sidx, (void *)sw);
+	sprobe_qsort_r(kidx, nk, sizeof(*kidx), cmp_kidx, (void *)kw);
+	sprobe_qsort_r(sidx, ns, sizeof(*sidx), cmp_sidx, (void *)sw);
 
 	size_t i = 0, j = 0;
 	uint64_t slack = o.slack_ns;

@@ -18,6 +18,7 @@
 #include <stackprobe/report.h>
 
 #include "report_outputs.h"
+#include "sort_compat.h"
 
 #include <stackprobe/pause.h>
 #include <stackprobe/trace.h>
@@ -441,8 +442,13 @@ static char *hex(const uint8_t *b, uint32_t n)
 
 	if (!s)
 		return NULL;
-	for (uint32_t i = 0; i < n; i++)
-		sprintf(s + 2 * i, "%02x", b[i]);
+	/* Not sprintf: the macOS 13+ SDK marks it deprecated (-Werror). */
+	static const char digits[] = "0123456789abcdef";
+
+	for (uint32_t i = 0; i < n; i++) {
+		s[2 * i] = digits[b[i] >> 4];
+		s[2 * i + 1] = digits[b[i] & 15];
+	}
 	s[2 * n] = '\0';
 	return s;
 }
@@ -923,7 +929,7 @@ static const char *module_name(const struct sprobe_report *r, uint32_t index)
 	return NULL;
 }
 
-/* Sort helpers for the function tables (qsort_r: no global state). */
+/* Sort helpers for the function tables (sprobe_qsort_r: no global state). */
 struct fsort {
 	const struct sprobe_report *r;
 	bool by_total;
@@ -960,7 +966,7 @@ static uint32_t *sorted_funcs(const struct sprobe_report *r, bool by_total, size
 	struct fsort ctx = { .r = r, .by_total = by_total };
 
 	if (*n > 1)
-		qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
+		sprobe_qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
 	return ids;
 }
 
@@ -1176,7 +1182,7 @@ static int write_text(struct sprobe_report *r, FILE *o)
 	for (size_t i = 0; i < r->threads.n; i++)
 		order[i] = (uint32_t)i;
 	if (r->threads.n > 1)
-		qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
+		sprobe_qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
 	for (size_t oi = 0; oi < r->threads.n; oi++) {
 		const struct thread *t = &r->threads.v[order[oi]];
 

@@ -159,9 +159,10 @@ struct sprobe_capture_opts {
 struct sprobe_capturer;
 struct sprobe_snapshot;
 
-/* Bytes below SP that x86_64 leaf code may use (the SysV red zone); the
- * copy starts this far below SP there. 0 on aarch64. */
-#if defined(__x86_64__)
+/* Bytes below SP that x86_64 leaf code may use (the SysV red zone, also on
+ * macOS); the copy starts this far below SP there. 0 on aarch64, and on
+ * Windows, whose x64 ABI has no red zone (the backend copies from SP). */
+#if defined(__x86_64__) && !defined(_WIN32)
 #define SPROBE_REDZONE 128u
 #else
 #define SPROBE_REDZONE 0u
