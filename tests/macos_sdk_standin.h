@@ -422,10 +422,12 @@ int shm_unlink(const char *name);
 #if defined(SPROBE_STANDIN_WANT_sys_wait_h) && !defined(SPROBE_STANDIN_HAVE_sys_wait_h)
 #define SPROBE_STANDIN_HAVE_sys_wait_h
 #define WNOHANG 0x00000001
-#define _WSTATUS(x) ((x) & 0177)
+/* Without _POSIX_C_SOURCE the argument must be an lvalue (union wait). */
+#define _W_INT(w) (*(int *)&(w))
+#define _WSTATUS(x) (_W_INT(x) & 0177)
 #define _WSTOPPED 0177
 #define WIFEXITED(x) (_WSTATUS(x) == 0)
-#define WEXITSTATUS(x) (((x) >> 8) & 0x000000ff)
+#define WEXITSTATUS(x) ((_W_INT(x) >> 8) & 0x000000ff)
 #define WIFSIGNALED(x) (_WSTATUS(x) != _WSTOPPED && _WSTATUS(x) != 0)
 #define WTERMSIG(x) (_WSTATUS(x))
 pid_t wait(int *status);

@@ -383,7 +383,7 @@ static void test_interleaved_reuse_under_reader(void **state)
 	char path[128];
 	struct sprobe_table *w = new_writer(8, path, sizeof(path));
 	struct sprobe_table *r = open_reader(path);
-	int got[9] = { 0 }, ret, total = 0;
+	int got[9] = { 0 }, ret;
 
 	for (int i = 1; i <= 5; i++)	/* list 5 -> 4 -> 3 -> 2 -> 1 */
 		assert_int_equal(insert_simple(w, 100 + i, 0, 0), i);
@@ -398,7 +398,6 @@ static void test_interleaved_reuse_under_reader(void **state)
 	assert_int_equal(sprobe_table__remove(w, 3), 0);
 	while ((ret = sprobe_table__iter_next(r, &n)) == 1) {
 		got[n.index]++;
-		total++;
 		assert_true(n.index != 3);	/* free at read time */
 		if (n.index == 4)
 			assert_int_equal(n.tid, 200); /* never old + new mixed */
