@@ -17,7 +17,8 @@
  *
  * It declares what Darwin's libc and Mach have and stackprobe's Darwin build
  * uses, with Darwin's types, values and signatures (taken from Apple's
- * headers as published with Apple's open-source libc/xnu): Darwin's errno
+ * macOS 11 headers as zig 0.11 redistributes them; `make check-macos-sdk`
+ * compiles tests/macos/standin_vs_sdk.c against those): Darwin's errno
  * numbers and open() flags, BSD qsort_r (context before the comparator),
  * sprintf deprecated (as in the macOS 13+ SDK), and NO posix_fallocate,
  * memfd_create, gettid, futex, epoll, eventfd, process_vm_readv,
