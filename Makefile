@@ -116,6 +116,11 @@ TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 BENCH_BINS :=
 endif
 
+.PHONY: all lib cli tests benches test run bench install uninstall clean deps
+all: lib cli
+
+-include $(MK_FRAGMENTS)
+
 .PHONY: print-darwin-sources
 print-darwin-sources:
 	@echo "UNAME_S=$(UNAME_S)"
@@ -129,11 +134,6 @@ print-darwin-sources:
 	@echo "MK_FRAGMENTS=$(MK_FRAGMENTS)"
 	@echo "SHLIB=$(SHLIB)"
 	@echo "LIBS=$(LIBS)"
-
-.PHONY: all lib cli tests benches test run bench install uninstall clean deps
-all: lib cli
-
--include $(MK_FRAGMENTS)
 
 lib: $(BUILD)/libstackprobe.a $(SHLIB)
 cli: $(BUILD)/stackprobe
