@@ -60,6 +60,11 @@ void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sampl
  * Returns 0, or -EPROTO if the counters disagree (a backend bug). */
 int sprobe_snapshot__finish(struct sprobe_snapshot *s);
 
+/* sprobe_snapshot__finish() again after samples were replaced (a
+ * re-capture): the per-sample drop counts are recomputed from scratch, the
+ * sample-less ones (NO_SLOT) kept. Same returns. */
+int sprobe_snapshot__refinish(struct sprobe_snapshot *s);
+
 /* CLOCK_MONOTONIC in ns. ASYNC-SIGNAL-SAFE: clock_gettime is (POSIX). */
 uint64_t sprobe_now_ns(void);
 
