@@ -337,7 +337,7 @@ static void test_gap_closed_by_recapture(void **state)
 
 /* ---- torn copies --------------------------------------------------------- */
 
-#define TORN_WORDS 2048 /* 16 KiB of the woken thread's stack */
+#define TORN_WORDS 8192 /* 64 KiB of the woken thread's stack */
 
 struct torn {
 	int rfd, wfd;
@@ -352,8 +352,10 @@ static uint64_t pattern(uint64_t n)
 	return n * 0x9e3779b97f4a7c15ull | 1;
 }
 
-/* Blocks in read(); every wake-up writes pattern(n) over the whole array
- * (front to back), then tells the writer. */
+/* Blocks in read(); every wake-up writes pattern(n) over the whole array,
+ * then tells the writer. It writes from the top down while the probe's
+ * copy reads upwards, so a copy that overlaps a fill in time crosses it
+ * and holds two patterns. */
 static void *torn_main(void *arg)
 {
 	struct torn *t = arg;
@@ -368,7 +370,7 @@ static void *torn_main(void *arg)
 
 		if (read(t->rfd, &ch, 1) <= 0)
 			continue;
-		for (int i = 0; i < TORN_WORDS; i++)
+		for (int i = TORN_WORDS - 1; i >= 0; i--)
 			arr[i] = pattern(n);
 		atomic_fetch_add(&t->seq, 1);
 		syscall(SYS_futex, &t->seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
