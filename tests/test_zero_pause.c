@@ -550,6 +550,65 @@ static void test_off_means_signals_only(void **state)
 	sprobe_capturer__free(c);
 }
 
+/* A thread that blocks every signal is dropped by the signal path
+ * (SPROBE_DROP_BLOCKED) but, sleeping in read(), is read by zero-pause. */
+static void *masked_main(void *arg)
+{
+	struct zp_park *p = arg;
+	sigset_t all;
+	char ch;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	atomic_store_explicit(&p->tid, (pid_t)syscall(SYS_gettid), memory_order_release);
+	while (read(p->rfd, &ch, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void test_signal_blocking_thread_captured(void **state)
+{
+	struct zp_park p;
+	pthread_t th;
+	int fds[2];
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(pipe(fds), 0);
+	p.rfd = fds[0];
+	p.kind = ZP_READ;
+	assert_int_equal(pthread_create(&th, NULL, masked_main, &p), 0);
+	uint64_t deadline = now_ns() + 5000000000ull;
+	while (!atomic_load_explicit(&p.tid, memory_order_acquire)) {
+		assert_true(now_ns() < deadline);
+		sched_yield();
+	}
+	wait_blocked(p.tid, ZP_READ);
+
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_capturer *c = zp_capturer(false);
+	/* The signal path: dropped, blocked (the status check runs once the
+	 * thread is known to block; the first capture finds out). */
+	const struct sprobe_thread_sample *t;
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, p.tid));
+	assert_int_equal(t->stage, SPROBE_STAGE_EMPTY);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_BLOCKED);
+	sprobe_capturer__free(c);
+	c = zp_capturer(true);
+	int i = capture_zp(c, s, p.tid);
+	t = sprobe_snapshot__thread(s, (uint32_t)i);
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_NONE);
+	sprobe_capturer__free(c);
+	sprobe_snapshot__free(s);
+	assert_int_equal(write(fds[1], "x", 1), 1);
+	pthread_join(th, NULL);
+	close(fds[0]);
+	close(fds[1]);
+}
+
 static void test_bad_arguments(void **state)
 {
 	struct sprobe_capturer *c = zp_capturer(true);
@@ -585,6 +644,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_woken_thread_never_torn, setup_usr2),
 	cmocka_unit_test_setup(test_no_eintr_with_zero_pause, setup_usr2),
 	cmocka_unit_test_setup(test_off_means_signals_only, setup_usr2),
+	cmocka_unit_test_setup(test_signal_blocking_thread_captured, setup_usr2),
 	cmocka_unit_test_setup(test_bad_arguments, setup_usr2),
 };
 
