@@ -31,6 +31,9 @@ struct sprobe_snapshot {
 	uint8_t *stack_mem;	/* max_threads * slot_bytes */
 	struct sprobe_snapshot_stats stats;
 	bool frames_resolved;
+	/* The Linux backend's zero-pause stamp: which of its captures last
+	 * wrote the slots (0: none, or something else wrote them since). */
+	uint64_t zp_epoch;
 };
 
 /* Called by sprobe_capturer__capture() after argument checks and

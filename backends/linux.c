@@ -98,6 +98,12 @@ struct zp_ent {
 	pid_t tid;
 	int sys_fd;	/* /proc/self/task/<tid>/syscall */
 	int sched_fd;	/* /proc/self/task/<tid>/schedstat */
+	/* Its last zero-pause copy: snapshot index, and the schedstat line
+	 * read after it (last_ok: that copy is still in the slot). */
+	uint32_t slot;
+	uint32_t last_len;
+	bool last_ok;
+	char last[96];
 };
 
 /* A readable and writable mapping of the process, from /proc/self/maps. */
@@ -150,6 +156,7 @@ struct sprobe_capturer {
 	pid_t pid;
 	uid_t uid;
 	void (*before_signal)(void *ctx, pid_t tid);
+	void (*before_zp_copy)(void *ctx, pid_t tid);
 	void *hook_ctx;
 	uint64_t handler_mask; /* signals blocked while our handler runs */
 	struct sigaction old_sa;
@@ -194,6 +201,12 @@ struct sprobe_capturer {
 	struct zp_ent *zp, *zp_tmp;
 	uint32_t nzp, zp_cap;
 	uint32_t zp_fds, zp_fd_budget;	/* proc fds held, and at most */
+	/* The snapshot and epoch of the last wall capture: an unchanged
+	 * thread's previous copy is still in that snapshot's slot only if
+	 * nothing else was captured into it since (see zp_try()). */
+	const struct sprobe_snapshot *zp_snap;
+	uint64_t zp_epoch;
+	struct sprobe_thread_sample zp_prev; /* scratch: a slot's header */
 };
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -1204,7 +1217,8 @@ static int zp_sync(struct sprobe_capturer *c)
 		if (b == c->nprev || (a < c->nzp && c->zp[a].tid < c->prev_tids[b])) {
 			zp_close(c, &c->zp[a++]); /* exited */
 		} else if (a == c->nzp || c->zp[a].tid > c->prev_tids[b]) {
-			c->zp_tmp[n++] = (struct zp_ent){ c->prev_tids[b++], -1, -1 };
+			c->zp_tmp[n++] = (struct zp_ent){ .tid = c->prev_tids[b++], .sys_fd = -1,
+							  .sched_fd = -1 };
 		} else {
 			c->zp_tmp[n++] = c->zp[a++];
 			b++;
@@ -1259,9 +1273,9 @@ static ssize_t zp_read(int fd, char *buf, size_t len)
  * way t is untouched and takes the signal path.
  */
 static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
-		   struct sprobe_thread_sample *t)
+		   struct sprobe_thread_sample *t, const struct sprobe_thread_sample *prev)
 {
-	struct zp_ent tmp = { t->tid, -1, -1 }, *e = zp_find(c, t->tid);
+	struct zp_ent tmp = { .tid = t->tid, .sys_fd = -1, .sched_fd = -1 }, *e = zp_find(c, t->tid);
 	char a[128], b[128], sc[256];
 	uint64_t args[6], sp, pc, lo, hi, entry, done;
 	ssize_t na, nb;
@@ -1292,11 +1306,30 @@ static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_
 	na = zp_read(e->sched_fd, a, sizeof(a));
 	if (na <= 0)
 		goto out;
+	if (prev && e->last_ok && e->slot == i && (size_t)na == e->last_len &&
+	    memcmp(a, e->last, (size_t)na) == 0) {
+		/* Not switched in since the schedstat read that closed its
+		 * previous copy, which is still in this slot: its stack and
+		 * registers are those. One read instead of four. */
+		const uint8_t *buf = t->stack;
+
+		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
+		t->stack = buf;
+		t->nframes = 0;
+		t->stage = SPROBE_STAGE_RAW;
+		t->entry_ns = entry;
+		t->exit_ns = sprobe_now_ns();
+		s->stats.zp_unchanged++;
+		return true;
+	}
+	e->last_ok = false;
 	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc))
 		goto out; /* running (or gone): the signal path decides */
 	blocked = true;
 	if (!pc || !zp_bounds(c, sp, &lo, &hi))
 		goto out;
+	if (c->before_zp_copy)
+		c->before_zp_copy(c->hook_ctx, t->tid);
 	{
 		size_t above = hi > sp ? (size_t)(hi - sp) : 0, len;
 		bool trunc = false;
@@ -1343,6 +1376,12 @@ static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_
 	t->drop_reason = SPROBE_DROP_NONE;
 	t->stage = SPROBE_STAGE_RAW;
 	ok = true;
+	if (cached && (size_t)nb <= sizeof(e->last)) {
+		memcpy(e->last, b, (size_t)nb);
+		e->last_len = (uint32_t)nb;
+		e->slot = i;
+		e->last_ok = true;
+	}
 out:
 	if (!ok && blocked)
 		s->stats.zp_fallback++;
@@ -1638,6 +1677,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	if (getpid() != c->pid)
 		return -ECHILD;
 	sprobe_snapshot__reset(s);
+	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
 	pthread_mutex_lock(&c->lock);
 	{
@@ -1809,10 +1849,16 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			goto out;
 		}
 	}
+	bool zp_reuse = false;
 	if (c->zp_on) {
 		err = zp_sync(c);
 		if (err)
 			goto out;
+		/* Slots still hold the last capture's copies only if that
+		 * capture, by this capturer, was the last one into s. */
+		zp_reuse = c->zp_snap == s && c->zp_epoch && s->zp_epoch == c->zp_epoch;
+		s->zp_epoch = ++c->zp_epoch;
+		c->zp_snap = s;
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
 	s->stats.threads_total = c->ntids;
@@ -1830,8 +1876,16 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			sprobe_snapshot__drop(s, NULL, SPROBE_DROP_NO_SLOT);
 			continue;
 		}
+		const struct sprobe_thread_sample *prev = NULL;
+		if (zp_reuse && s->samples[i].tid == c->tids[i] &&
+		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
+		    s->samples[i].stage != SPROBE_STAGE_EMPTY) {
+			/* sample_init() clears the header: keep it. */
+			memcpy(&c->zp_prev, &s->samples[i], offsetof(struct sprobe_thread_sample, frames));
+			prev = &c->zp_prev;
+		}
 		t = sprobe_snapshot__sample_init(s, i, c->tids[i]);
-		if (c->zp_on && zp_try(c, s, i, t))
+		if (c->zp_on && zp_try(c, s, i, t, prev))
 			continue; /* read while blocked: no signal */
 		why = 0;
 		if (c->nblk > BLK_MAX || known_blocked(c, t->tid))
@@ -1896,7 +1950,10 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 	g.cap = c->max_stack_bytes < s->max_stack_bytes ? c->max_stack_bytes : s->max_stack_bytes;
 	for (uint32_t k = 0; k < n && nsent < c->tids_cap; k++) {
 		struct sprobe_thread_sample *t = &s->samples[idx[k]];
+		struct zp_ent *e = c->zp_on ? zp_find(c, t->tid) : NULL;
 
+		if (e)
+			e->last_ok = false; /* its slot gets a signal copy */
 		sprobe_snapshot__sample_init(s, idx[k], t->tid);
 		if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {
 			c->sent[0] = idx[k];
@@ -2015,6 +2072,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	c->max_stack_bytes = o.max_stack_bytes;
 	c->max_threads = o.max_threads;
 	c->before_signal = o.before_signal;
+	c->before_zp_copy = o.before_zp_copy;
 	c->hook_ctx = o.hook_ctx;
 	c->pid = getpid();
 	c->uid = getuid();

@@ -11,6 +11,8 @@
  *    array of its stack each time it wakes, and every zero-pause sample
  *    must hold one whole pattern (without the schedstat check this fails:
  *    see docs/capture.md);
+ *  - the same, deterministically: a hook wakes the thread between the
+ *    read of its SP/PC and the copy; the copy must be refused;
  *  - poll/select loops under a 999 Hz wall sampler see no EINTR with
  *    zero-pause, and do see it through the signal path (the control);
  *  - the switch, the stats and bad arguments.
@@ -402,7 +404,7 @@ static void test_woken_thread_never_torn(void **state)
 	struct torn t;
 	pthread_t th, wr;
 	int fds[2];
-	unsigned zp = 0, sig = 0, torn = 0, fallback = 0, captures = 0;
+	unsigned zp = 0, sig = 0, torn = 0, fallback = 0, captures = 0, kept = 0;
 
 	(void)state;
 	memset(&t, 0, sizeof(t));
@@ -419,10 +421,18 @@ static void test_woken_thread_never_torn(void **state)
 
 	uint64_t arr = atomic_load(&t.arr), end = now_ns() + 1500000000ull;
 	static uint64_t copy[TORN_WORDS];
+	uint32_t last_seq = 0;
 	while (now_ns() < end && captures < 20000) {
+		/* One capture per wake-up of the reader: it has run since the
+		 * last capture (so its previous copy cannot simply be kept)
+		 * and is about to block and be woken again. */
+		for (int spin = 0; atomic_load(&t.seq) == last_seq && spin < 100000; spin++)
+			sched_yield();
+		last_seq = atomic_load(&t.seq);
 		assert_int_equal(sprobe_capturer__capture(c, s), 0);
 		captures++;
 		fallback += sprobe_snapshot__stats(s)->zp_fallback;
+		kept += sprobe_snapshot__stats(s)->zp_unchanged;
 		const struct sprobe_thread_sample *x = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, t.tid));
 		if (x->stage != SPROBE_STAGE_RAW)
 			continue;
@@ -445,8 +455,9 @@ static void test_woken_thread_never_torn(void **state)
 	}
 	atomic_store(&t.stop, 1);
 	print_message("  %u captures: %u zero-pause (%u torn), %u signal, %u zero-pause "
-		      "copies refused (schedstat changed)\n",
-		      captures, zp, torn, sig, fallback);
+		      "copies refused (schedstat changed); %u samples of any thread kept "
+		      "unchanged\n",
+		      captures, zp, torn, sig, fallback, kept);
 	assert_int_equal(torn, 0);
 	assert_true(zp > 0);
 	/* Shut down: the reader may be blocked in read, the writer in its
@@ -464,6 +475,59 @@ static void test_woken_thread_never_torn(void **state)
 	close(fds[1]);
 	sprobe_snapshot__free(s);
 	sprobe_capturer__free(c);
+}
+
+/* The schedstat check itself, deterministically: the hook wakes the
+ * parked thread between the probe's read of its SP/PC and the copy, and
+ * waits until it has run (and blocked again). The copy must be refused
+ * and the thread captured through the signal path instead. */
+struct wake_ctx {
+	struct parked *w;
+	unsigned hooked;
+};
+
+static void wake_before_copy(void *ctx, pid_t tid)
+{
+	struct wake_ctx *x = ctx;
+	unsigned wakes = atomic_load(&x->w->p.wakes);
+	uint64_t deadline = now_ns() + 5000000000ull;
+
+	if (tid != x->w->p.tid)
+		return;
+	x->hooked++;
+	assert_int_equal(write(x->w->wfd, "x", 1), 1);
+	while (atomic_load(&x->w->p.wakes) == wakes) {
+		assert_true(now_ns() < deadline);
+		sched_yield();
+	}
+}
+
+static void test_thread_that_ran_is_refused(void **state)
+{
+	struct parked w;
+	struct wake_ctx x = { .w = &w };
+	struct sprobe_capture_opts o = { .sz = sizeof(o), .zero_pause = true,
+					 .before_zp_copy = wake_before_copy, .hook_ctx = &x };
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+
+	(void)state;
+	park_start(&w, ZP_READ, false);
+	struct sprobe_capturer *c = sprobe_capturer__new(&o);
+	assert_non_null(c);
+	assert_int_equal(sprobe_capturer__zero_pause(c, NULL, 0), 1);
+	for (int k = 0; k < 5; k++) {
+		wait_blocked(w.p.tid, ZP_READ);
+		unsigned before = x.hooked;
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		assert_int_equal(x.hooked, before + 1);
+		const struct sprobe_thread_sample *t =
+			sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w.p.tid));
+		assert_int_equal(t->method, SPROBE_METHOD_SIGNAL);
+		assert_true(sprobe_snapshot__stats(s)->zp_fallback >= 1);
+	}
+	sprobe_capturer__free(c);
+	sprobe_snapshot__free(s);
+	park_stop(&w);
 }
 
 /* ---- EINTR under a 999 Hz wall sampler ------------------------------------ */
@@ -642,6 +706,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_frames_match_signal_path, setup_usr2),
 	cmocka_unit_test_setup(test_gap_closed_by_recapture, setup_usr2),
 	cmocka_unit_test_setup(test_woken_thread_never_torn, setup_usr2),
+	cmocka_unit_test_setup(test_thread_that_ran_is_refused, setup_usr2),
 	cmocka_unit_test_setup(test_no_eintr_with_zero_pause, setup_usr2),
 	cmocka_unit_test_setup(test_off_means_signals_only, setup_usr2),
 	cmocka_unit_test_setup(test_signal_blocking_thread_captured, setup_usr2),

@@ -146,6 +146,10 @@ struct sprobe_snapshot_stats {
 	uint32_t zp_captured;
 	uint32_t zp_fallback;
 	uint32_t zp_recaptured;
+	/* Of zp_captured: threads not switched in since their previous
+	 * zero-pause capture into the same snapshot, whose copy was kept
+	 * as it is (one schedstat read, no copy). */
+	uint32_t zp_unchanged;
 };
 
 enum sprobe_strategy {
@@ -180,6 +184,13 @@ struct sprobe_capture_opts {
 	 * where the kernel's view cannot be trusted (qemu-user) or with
 	 * method VM_READV. */
 	bool zero_pause;
+	/* Diagnostic hook, NULL for none: called by the capturing thread
+	 * for each thread zero-pause found blocked, after reading its SP and
+	 * PC and before copying its stack (outside any window, capturer lock
+	 * held: must not call back into the capturer; gets hook_ctx). Tests
+	 * use it to make the thread run right there, which the schedstat
+	 * check must then catch. */
+	void (*before_zp_copy)(void *ctx, pid_t tid);
 };
 
 struct sprobe_capturer;
