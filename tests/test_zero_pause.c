@@ -530,6 +530,63 @@ static void test_thread_that_ran_is_refused(void **state)
 	park_stop(&w);
 }
 
+/* A thread not switched in since its last zero-pause copy keeps that copy
+ * (one schedstat read): same registers, same bytes. Once it has run, or
+ * in another snapshot, it is copied afresh. */
+static void test_unchanged_thread_keeps_its_copy(void **state)
+{
+	struct parked w;
+	struct sprobe_capturer *c = zp_capturer(true);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0), *s2 = sprobe_snapshot__new(64, 0);
+	static uint8_t first[SPROBE_MAX_STACK_BYTES + 256];
+	uint64_t ip, sp, len, addr;
+
+	(void)state;
+	park_start(&w, ZP_READ, false);
+	int i = capture_zp(c, s, w.p.tid);
+	const struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, (uint32_t)i);
+	ip = t->ip;
+	sp = t->sp;
+	len = t->stack_len;
+	addr = t->stack_addr;
+	assert_true(len <= sizeof(first));
+	memcpy(first, t->stack, len);
+
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w.p.tid));
+	assert_int_equal(t->method, SPROBE_METHOD_ZERO_PAUSE);
+	assert_int_equal(sprobe_snapshot__stats(s)->zp_unchanged, 1);
+	assert_int_equal(t->ip, ip);
+	assert_int_equal(t->sp, sp);
+	assert_int_equal(t->stack_addr, addr);
+	assert_int_equal(t->stack_len, len);
+	assert_memory_equal(t->stack, first, len);
+	assert_true(t->entry_ns > 0 && t->exit_ns >= t->entry_ns);
+
+	/* Another snapshot: its slot holds nothing of ours. */
+	assert_int_equal(sprobe_capturer__capture(c, s2), 0);
+	assert_int_equal(sprobe_snapshot__stats(s2)->zp_unchanged, 0);
+	/* Back to s: s2 was captured into since, so no reuse either. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_int_equal(sprobe_snapshot__stats(s)->zp_unchanged, 0);
+
+	/* The thread runs (one byte read, back into read()): fresh copy. */
+	unsigned wakes = atomic_load(&w.p.wakes);
+	assert_int_equal(write(w.wfd, "x", 1), 1);
+	uint64_t deadline = now_ns() + 5000000000ull;
+	while (atomic_load(&w.p.wakes) == wakes) {
+		assert_true(now_ns() < deadline);
+		sched_yield();
+	}
+	wait_blocked(w.p.tid, ZP_READ);
+	i = capture_zp(c, s, w.p.tid);
+	assert_int_equal(sprobe_snapshot__stats(s)->zp_unchanged, 0);
+	sprobe_capturer__free(c);
+	sprobe_snapshot__free(s);
+	sprobe_snapshot__free(s2);
+	park_stop(&w);
+}
+
 /* ---- EINTR under a 999 Hz wall sampler ------------------------------------ */
 
 /* Two poll and two select loops (10 s timeouts, no frame pointers) under a
@@ -707,6 +764,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_gap_closed_by_recapture, setup_usr2),
 	cmocka_unit_test_setup(test_woken_thread_never_torn, setup_usr2),
 	cmocka_unit_test_setup(test_thread_that_ran_is_refused, setup_usr2),
+	cmocka_unit_test_setup(test_unchanged_thread_keeps_its_copy, setup_usr2),
 	cmocka_unit_test_setup(test_no_eintr_with_zero_pause, setup_usr2),
 	cmocka_unit_test_setup(test_off_means_signals_only, setup_usr2),
 	cmocka_unit_test_setup(test_signal_blocking_thread_captured, setup_usr2),
