@@ -12,6 +12,9 @@
  *  - probe cost: the capturing thread's CPU time per blocked-thread sample
  *    (capture only; the deferred unwind is the same work either way);
  *  - share of blocked-thread samples taken with 0 ns pause.
+ * Zero-pause is measured twice: threads that never run between captures
+ * (their previous copy is kept after one schedstat read) and threads woken
+ * once between captures (outside the timed part), so each copy is fresh.
  * Then the register gap: capture + unwind (sprobe_capture_and_resolve) of
  * 64 threads parked in a chain built with and without frame pointers: how
  * many zero-pause walks fall short of the thread start (re-captured with a
@@ -132,12 +135,45 @@ static bool in_pool(const struct pool *p, pid_t tid)
 
 struct result {
 	double probe_ns, target_cpu_ns, kpause_ns, wall_ns;
-	uint64_t samples, zp, kwin, fallback;
+	uint64_t samples, zp, kwin, fallback, kept;
 };
 
 static int signo_used;
 
-static void run(struct pool *p, bool zp, int rounds, struct sprobe_pause *kp, struct result *r)
+/* Wake every parked thread once and wait until each has blocked again
+ * (outside the timed captures): its next zero-pause capture must copy its
+ * stack afresh instead of keeping the previous copy. */
+static void pool_stir(struct pool *p)
+{
+	unsigned before[MAXT];
+
+	for (int i = 0; i < p->n; i++) {
+		before[i] = atomic_load(&p->park[i].wakes);
+		syscall(SYS_futex, &p->park[i].word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+	for (int i = 0; i < p->n; i++) {
+		char path[64], buf[128];
+		bool again = false;
+
+		while (atomic_load(&p->park[i].wakes) == before[i])
+			sched_yield();
+		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)p->park[i].tid);
+		while (!again) {
+			FILE *f = fopen(path, "r");
+
+			again = f && fgets(buf, sizeof(buf), f) && strtol(buf, NULL, 10) == SYS_futex;
+			if (f)
+				fclose(f);
+			if (!again)
+				sched_yield();
+		}
+	}
+}
+
+/* stir: wake every thread between captures (zero-pause then copies each
+ * stack afresh; the target CPU column is then the wake-ups': not shown). */
+static void run(struct pool *p, bool zp, bool stir, int rounds, struct sprobe_pause *kp,
+		struct result *r)
 {
 	struct sprobe_capture_opts o = { .sz = sizeof(o), .zero_pause = zp, .signo = signo_used };
 	struct sprobe_capturer *c = sprobe_capturer__new(&o);
@@ -156,14 +192,20 @@ static void run(struct pool *p, bool zp, int rounds, struct sprobe_pause *kp, st
 			;
 		sprobe_pause__clear(kp);
 	}
-	uint64_t cpu0 = pool_cpu(p), probe0 = clk(CLOCK_THREAD_CPUTIME_ID), wall0 = clk(CLOCK_MONOTONIC);
+	uint64_t cpu0 = pool_cpu(p), wall0 = clk(CLOCK_MONOTONIC), probe = 0, wall = 0;
 	for (int k = 0; k < rounds; k++) {
+		if (stir)
+			pool_stir(p);
+		uint64_t pc0 = clk(CLOCK_THREAD_CPUTIME_ID), w0 = clk(CLOCK_MONOTONIC);
 		if (sprobe_capturer__capture(c, s) < 0) {
 			fprintf(stderr, "capture failed\n");
 			exit(1);
 		}
+		probe += clk(CLOCK_THREAD_CPUTIME_ID) - pc0;
+		wall += clk(CLOCK_MONOTONIC) - w0;
 		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
 		r->fallback += st->zp_fallback;
+		r->kept += st->zp_unchanged;
 		for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++) {
 			const struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, i);
 
@@ -173,11 +215,11 @@ static void run(struct pool *p, bool zp, int rounds, struct sprobe_pause *kp, st
 			r->zp += t->method == SPROBE_METHOD_ZERO_PAUSE;
 		}
 	}
-	uint64_t probe1 = clk(CLOCK_THREAD_CPUTIME_ID), wall1 = clk(CLOCK_MONOTONIC);
+	uint64_t wall1 = clk(CLOCK_MONOTONIC);
 	uint64_t cpu1 = pool_cpu(p);
-	r->probe_ns = (double)(probe1 - probe0) / (double)r->samples;
-	r->target_cpu_ns = (double)(cpu1 - cpu0) / (double)r->samples;
-	r->wall_ns = (double)(wall1 - wall0) / (double)r->samples;
+	r->probe_ns = (double)probe / (double)r->samples;
+	r->target_cpu_ns = stir ? -1 : (double)(cpu1 - cpu0) / (double)r->samples;
+	r->wall_ns = (double)wall / (double)r->samples;
 	if (kp) {
 		size_t nk = 0;
 		uint64_t sum = 0;
@@ -276,31 +318,47 @@ int main(int argc, char **argv)
 
 	printf("zero-pause vs signal path, threads blocked in FUTEX_WAIT (no frame pointers)\n");
 	printf("per blocked-thread sample: probe CPU, target CPU (thread CPU clocks),\n"
-	       "kernel pause (eBPF: deliver -> rt_sigreturn; 0 for a zero-pause sample)\n\n");
+	       "kernel pause (eBPF: deliver -> rt_sigreturn; 0 for a zero-pause sample)\n"
+	       "zp-idle: threads that never run (each previous copy is kept: one read);\n"
+	       "zp-fresh: every thread woken between captures (each stack copied anew)\n\n");
 	printf("  %7s %-10s %8s %7s %8s %10s %10s %11s %10s %9s\n", "threads", "method", "samples",
 	       "0ns%", "kwindows", "probe-us", "target-us", "kpause-us", "total-us", "wall-us");
 	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		int n = sizes[si];
 		int rounds = scale * (n <= 8 ? 400 : n <= 64 ? 100 : 20);
 		struct pool *p = calloc(1, sizeof(*p));
-		struct result r[2];
+		struct result r[3];
+
+		static const char *const names[3] = { "zp-idle", "zp-fresh", "signal" };
 
 		pool_start(p, n, false);
-		run(p, true, rounds, kp, &r[0]);
-		run(p, false, rounds, kp, &r[1]);
-		for (int m = 0; m < 2; m++) {
+		run(p, true, false, rounds, kp, &r[0]);
+		run(p, true, true, rounds, kp, &r[1]);
+		run(p, false, false, rounds, kp, &r[2]);
+		for (int m = 0; m < 3; m++) {
 			double zero = 100.0 * (double)(r[m].samples - (r[m].kwin < r[m].samples ? r[m].kwin : r[m].samples)) /
 				      (double)r[m].samples;
-			printf("  %7d %-10s %8llu %6.1f%% %8llu %10.2f %10.2f %11.2f %10.2f %9.2f\n", n,
-			       m ? "signal" : "zero-pause", (unsigned long long)r[m].samples,
+			char tgt[32], tot[32];
+
+			if (r[m].target_cpu_ns < 0) {
+				snprintf(tgt, sizeof(tgt), "%s", "-");
+				snprintf(tot, sizeof(tot), "%.2f", r[m].probe_ns / 1e3);
+			} else {
+				snprintf(tgt, sizeof(tgt), "%.2f", r[m].target_cpu_ns / 1e3);
+				snprintf(tot, sizeof(tot), "%.2f", (r[m].probe_ns + r[m].target_cpu_ns) / 1e3);
+			}
+			printf("  %7d %-10s %8llu %6.1f%% %8llu %10.2f %10s %11.2f %10s %9.2f\n", n,
+			       names[m], (unsigned long long)r[m].samples,
 			       kp ? zero : 100.0 * (double)r[m].zp / (double)r[m].samples,
-			       (unsigned long long)r[m].kwin, r[m].probe_ns / 1e3,
-			       r[m].target_cpu_ns / 1e3, kp ? r[m].kpause_ns / 1e3 : -1.0,
-			       (r[m].probe_ns + r[m].target_cpu_ns) / 1e3, r[m].wall_ns / 1e3);
+			       (unsigned long long)r[m].kwin, r[m].probe_ns / 1e3, tgt,
+			       kp ? r[m].kpause_ns / 1e3 : -1.0, tot, r[m].wall_ns / 1e3);
 		}
-		printf("  %7s zero-pause samples %llu of %llu, copies refused (schedstat changed) %llu\n",
-		       "", (unsigned long long)r[0].zp, (unsigned long long)r[0].samples,
-		       (unsigned long long)r[0].fallback);
+		for (int m = 0; m < 2; m++)
+			printf("  %7s %s: zero-pause %llu of %llu samples, kept unchanged %llu, "
+			       "copies refused %llu\n",
+			       "", names[m], (unsigned long long)r[m].zp,
+			       (unsigned long long)r[m].samples, (unsigned long long)r[m].kept,
+			       (unsigned long long)r[m].fallback);
 		pool_stop(p);
 		free(p);
 	}
