@@ -155,8 +155,12 @@ static void pool_stir(struct pool *p)
 		char path[64], buf[128];
 		bool again = false;
 
-		while (atomic_load(&p->park[i].wakes) == before[i])
+		/* Re-wake: a thread still returning from a capture signal's
+		 * handler was not in its futex wait when woken the first time. */
+		while (atomic_load(&p->park[i].wakes) == before[i]) {
+			syscall(SYS_futex, &p->park[i].word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 			sched_yield();
+		}
 		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)p->park[i].tid);
 		while (!again) {
 			FILE *f = fopen(path, "r");
@@ -292,6 +296,7 @@ static void gap(bool fp, int rounds)
 
 int main(int argc, char **argv)
 {
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	static const int sizes[] = { 8, 64, 512 };
 	int scale = argc > 1 ? atoi(argv[1]) : 1;
 	struct rlimit rl;
@@ -320,22 +325,26 @@ int main(int argc, char **argv)
 	printf("per blocked-thread sample: probe CPU, target CPU (thread CPU clocks),\n"
 	       "kernel pause (eBPF: deliver -> rt_sigreturn; 0 for a zero-pause sample)\n"
 	       "zp-idle: threads that never run (each previous copy is kept: one read);\n"
-	       "zp-fresh: every thread woken between captures (each stack copied anew)\n\n");
+	       "zp-fresh: every thread woken between captures (each stack copied anew)\n"
+	       "signal-stir: the signal path with the same wake-ups between captures\n"
+	       "(the probe's caches are as cold as in zp-fresh; target CPU not separable)\n\n");
 	printf("  %7s %-10s %8s %7s %8s %10s %10s %11s %10s %9s\n", "threads", "method", "samples",
 	       "0ns%", "kwindows", "probe-us", "target-us", "kpause-us", "total-us", "wall-us");
 	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		int n = sizes[si];
 		int rounds = scale * (n <= 8 ? 400 : n <= 64 ? 100 : 20);
 		struct pool *p = calloc(1, sizeof(*p));
-		struct result r[3];
+		struct result r[4];
 
-		static const char *const names[3] = { "zp-idle", "zp-fresh", "signal" };
+		static const char *const names[4] = { "zp-idle", "zp-fresh", "signal",
+						      "signal-stir" };
 
 		pool_start(p, n, false);
 		run(p, true, false, rounds, kp, &r[0]);
 		run(p, true, true, rounds, kp, &r[1]);
 		run(p, false, false, rounds, kp, &r[2]);
-		for (int m = 0; m < 3; m++) {
+		run(p, false, true, rounds, kp, &r[3]);
+		for (int m = 0; m < 4; m++) {
 			double zero = 100.0 * (double)(r[m].samples - (r[m].kwin < r[m].samples ? r[m].kwin : r[m].samples)) /
 				      (double)r[m].samples;
 			char tgt[32], tot[32];
