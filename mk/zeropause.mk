@@ -35,3 +35,7 @@ test-aarch64-zp: $(BUILD)/aarch64/zp_qemu_check
 	$(Q)SPROBE_TEST_SLOW=1 SPROBE_TEST_QEMU=1 tools/run-tests.sh $(BUILD)/test-results/aarch64-zp.res \
 		"$(QEMU_AARCH64) -L / $(BUILD)/aarch64/zp_qemu_check"
 TEST_LANES += test-aarch64-zp
+
+# Under ASan it captures in-process through signals too (see
+# ASAN_CAPTURING_TESTS in mk/hardening.mk).
+ASAN_CAPTURING_TESTS += test_zero_pause
