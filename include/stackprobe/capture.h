@@ -15,6 +15,12 @@
  * path is tagged ASYNC-SIGNAL-SAFE in backends/ and the reason is written
  * once, at the top of backends/linux.c.
  *
+ * Zero-pause (opts.zero_pause, wall captures): a thread blocked in the
+ * kernel is read without any window at all -- its SP and PC from
+ * /proc/self/task/T/syscall, its stack copied by the probe, the copy kept
+ * only if the thread provably did not run meanwhile (schedstat unchanged);
+ * see docs/capture.md "Zero-pause".
+ *
  * Errors: functions returning int return 0 or -errno. Functions returning a
  * pointer return NULL and set errno. An unsupported platform returns
  * -ENOTSUP, never an empty snapshot.

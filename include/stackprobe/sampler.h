@@ -10,6 +10,10 @@
  *
  * Modes:
  *   wall  every thread, running or blocked, once per period: where time goes.
+ *         Threads blocked in the kernel are read without a signal
+ *         (zero-pause, docs/capture.md) unless opts.no_zero_pause; one
+ *         whose stack needs registers the kernel does not show (frame
+ *         pointers) is re-captured with a signal in the same round.
  *   cpu   each thread on its own CPU time: a per-thread POSIX timer on the
  *         thread's CPU clock signals the thread itself after every 1/F of
  *         CPU time it consumed, and the handler copies the stack where that
