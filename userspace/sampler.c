@@ -302,7 +302,7 @@ static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
 	for (uint32_t i = 0; i < m->nsegs && nr < SPROBE_MODULE_MAX_SEGS; i++) {
 		ranges[nr].start = m->segs[i].start;
 		ranges[nr].end = m->segs[i].end;
-		ranges[nr].file_offset = 0;
+		ranges[nr].file_offset = m->segs[i].file_offset;
 		nr++;
 	}
 	struct sprobe_df_record rec = { .type = SPROBE_DF_MODULE };
