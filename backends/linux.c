@@ -704,6 +704,9 @@ static bool status_mask(const char *buf, const char *key, uint64_t *mask)
  * exactly one stale signal pending, which makes later checks drop it
  * without queueing more.
  */
+/* thread_sigcheck() with strict set could not decide (see its end). */
+#define SIGCHECK_UNSURE UINT32_MAX
+
 static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict)
 {
 	char path[64], buf[2048];
@@ -731,9 +734,10 @@ static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool
 	if (!(pnd & bit))
 		return 0; /* in our handler, or just delivered: see above */
 	/* Pending behind a full mask while some handler of ours runs: most
-	 * likely this thread, preempted before its sigreturn. */
+	 * likely this thread, preempted before its sigreturn. Undecided: the
+	 * caller asks again once no handler runs. */
 	if (strict && atomic_load(&g.in_handler))
-		return 0;
+		return SIGCHECK_UNSURE;
 	return SPROBE_DROP_BLOCKED;
 }
 
@@ -936,8 +940,15 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 					why = SPROBE_DROP_EXITED;
 				} else if (sl->checked != st >> 2 &&
 					   sprobe_now_ns() - s->samples[i].signal_ns >= 2000000) {
-					sl->checked = st >> 2;
-					if (thread_sigcheck(c, tid, true) == SPROBE_DROP_BLOCKED)
+					uint32_t r = thread_sigcheck(c, tid, true);
+
+					/* Once per thread and capture, unless undecided:
+					 * a check made while another thread's handler was
+					 * preempted (under load) must not leave a thread
+					 * that blocks the signal waiting out the deadline. */
+					if (r != SIGCHECK_UNSURE)
+						sl->checked = st >> 2;
+					if (r == SPROBE_DROP_BLOCKED)
 						why = SPROBE_DROP_BLOCKED;
 				}
 				if (why && cancel_slot(sl, st >> 2)) {
