@@ -218,9 +218,8 @@ def run(argv, env=None, stdout=None, stderr=None):
 
 def need(path, what):
     if not path or not os.path.exists(path):
-        raise BenchError("%s not found (%s): install it (make deps) or drop "
-                         "nothing - this benchmark refuses to skip a profiler"
-                         % (what, path))
+        raise BenchError("%s not found%s; this benchmark never skips a profiler"
+                         % (what, " at " + path if path else " in PATH"))
     return path
 
 
@@ -251,11 +250,11 @@ class Bench:
         self.load = need(os.path.join(b, "benchload"), "workload (make build/benchload)")
         self.sp = need(os.path.join(b, "stackprobe"), "stackprobe CLI (make all)")
         need(os.path.join(b, "libstackprobe.so"), "stackprobe agent (make all)")
-        self.perf = need(shutil.which("perf"), "perf (Debian package linux-perf)")
+        self.perf = need(shutil.which("perf"), "perf (Debian package linux-perf: make deps)")
         self.pprof = need(shutil.which("google-pprof") or shutil.which("pprof"),
-                          "google-pprof (Debian package google-perftools)")
+                          "google-pprof (Debian package google-perftools: make deps)")
         self.libprofiler = need(next((p for p in LIBPROFILER_CANDIDATES if os.path.exists(p)), None),
-                                "libprofiler.so.0 (Debian package libgoogle-perftools4)")
+                                "libprofiler.so.0 (Debian package libgoogle-perftools4: make deps)")
         self.workload = [self.load, str(args.threads), str(args.work), str(args.depth)]
         # The same threads doing one request each: what a profiler costs
         # before and after the samples (start-up, symbol tables, exit).
