@@ -704,6 +704,16 @@ static bool status_mask(const char *buf, const char *key, uint64_t *mask)
  * exactly one stale signal pending, which makes later checks drop it
  * without queueing more.
  */
+/* Is capture_handler still installed for signo? Someone (the program, or
+ * a raw rt_sigaction) may have replaced it since the capturer was made. */
+static bool handler_is_ours(int signo)
+{
+	struct sigaction cur;
+
+	return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	       cur.sa_sigaction == capture_handler;
+}
+
 /* thread_sigcheck() with strict set could not decide (see its end). */
 #define SIGCHECK_UNSURE UINT32_MAX
 
@@ -1691,14 +1701,9 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
 	pthread_mutex_lock(&c->lock);
-	{
-		struct sigaction cur;
-
-		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_sigaction != capture_handler) {
-			err = -EBUSY;
-			goto out;
-		}
+	if (!handler_is_ours(c->signo)) {
+		err = -EBUSY;
+		goto out;
 	}
 	err = cpu_alloc(c, s);
 	if (err)
@@ -1840,14 +1845,9 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	}
 	/* Someone may have replaced our handler since: every signal would
 	 * then go to them (or kill the process). Say so instead. */
-	{
-		struct sigaction cur;
-
-		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_sigaction != capture_handler) {
-			err = -EBUSY;
-			goto out;
-		}
+	if (!handler_is_ours(c->signo)) {
+		err = -EBUSY;
+		goto out;
 	}
 	self = sys_gettid();
 	err = enumerate_threads(c, self);
@@ -1936,18 +1936,9 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	if (c->cpu_on) {
+	if (c->cpu_on || !handler_is_ours(c->signo)) {
 		err = -EBUSY;
 		goto out;
-	}
-	{
-		struct sigaction cur;
-
-		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_sigaction != capture_handler) {
-			err = -EBUSY;
-			goto out;
-		}
 	}
 	for (uint32_t k = 0; k < n; k++) {
 		if (idx[k] >= s->nthreads || idx[k] >= c->max_threads || idx[k] >= c->tids_cap ||
