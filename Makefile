@@ -74,12 +74,68 @@ GEN_HDRS :=
 TEST_LANES := test-native
 BENCH_LANES :=
 
+# ---- Darwin (macOS) ---------------------------------------------------------
+# The whole difference lives in this block; on Linux it only defines the
+# DARWIN_* lists, which `make check-macos` (mk/macos.mk) syntax-checks here.
+# On macOS only the portable sources and the macOS ones are compiled: the
+# Linux-only ones (BPF, libunwind, libelf, futex, per-thread CPU timers, the
+# LD_PRELOAD agent) are left out, and so is every mk/ fragment but
+# mk/macos.mk (their lanes are Linux, qemu or wine ones). The CLI is reduced
+# to `report`. Tests: an allowlist of portable ones, plus tests/macos/ (added
+# by mk/macos.mk). `make print-darwin-sources [UNAME_S=Darwin]` shows the
+# lists. See docs/MACOS.md.
+UNAME_S ?= $(shell uname -s)
+SHLIB := $(BUILD)/libstackprobe.so
+SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs
+MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
+DEPS_CMD := tools/deps.sh
+DARWIN_EXCLUDED_SRCS := backends/linux.c userspace/modules.c userspace/symbolize.c \
+	userspace/unwind.c userspace/pause.c userspace/stream.c userspace/sampler.c \
+	backends/windows.c table/table_win.c userspace/modules_win.c userspace/unwind_pe.c
+DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(LIB_SRCS))
+DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/macos/unavailable.c
+DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
+	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
+ifeq ($(UNAME_S),Darwin)
+ifeq ($(origin CC),default)
+CC := clang
+endif
+LIBS := -lz -lpthread -lm
+SHLIB := $(BUILD)/libstackprobe.dylib
+SHLIB_LDFLAGS = -dynamiclib -install_name @rpath/libstackprobe.0.dylib \
+	-compatibility_version 0.1.0 -current_version $(VERSION)
+MK_FRAGMENTS := mk/macos.mk
+DEPS_CMD := echo "deps: macOS: nothing installed (CI: brew install cmocka coreutils)"
+LIB_SRCS := $(DARWIN_LIB_SRCS)
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+AGENT_OBJS :=
+CLI_SRCS := $(DARWIN_CLI_SRCS)
+CLI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+TEST_SRCS := $(DARWIN_TEST_SRCS)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+BENCH_BINS :=
+endif
+
 .PHONY: all lib cli tests benches test run bench install uninstall clean deps
 all: lib cli
 
--include $(sort $(wildcard mk/*.mk))
+-include $(MK_FRAGMENTS)
 
-lib: $(BUILD)/libstackprobe.a $(BUILD)/libstackprobe.so
+.PHONY: print-darwin-sources
+print-darwin-sources:
+	@echo "UNAME_S=$(UNAME_S)"
+	@echo "DARWIN_LIB_SRCS=$(DARWIN_LIB_SRCS)"
+	@echo "DARWIN_CLI_SRCS=$(DARWIN_CLI_SRCS)"
+	@echo "DARWIN_TEST_SRCS=$(DARWIN_TEST_SRCS)"
+	@echo "LIB_SRCS=$(LIB_SRCS)"
+	@echo "CLI_SRCS=$(CLI_SRCS)"
+	@echo "TEST_BINS=$(TEST_BINS)"
+	@echo "TEST_LANES=$(TEST_LANES)"
+	@echo "MK_FRAGMENTS=$(MK_FRAGMENTS)"
+	@echo "SHLIB=$(SHLIB)"
+	@echo "LIBS=$(LIBS)"
+
+lib: $(BUILD)/libstackprobe.a $(SHLIB)
 cli: $(BUILD)/stackprobe
 tests: $(TEST_BINS)
 benches: $(BENCH_BINS)
@@ -93,9 +149,9 @@ $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/libstackprobe.so: $(LIB_OBJS) $(AGENT_OBJS)
+$(SHLIB): $(LIB_OBJS) $(AGENT_OBJS)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs -o $@ $^ $(LDFLAGS) $(LIBS) -ldl
+	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $^ $(LDFLAGS) $(LIBS) -ldl
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)
@@ -117,7 +173,7 @@ $(BUILD):
 	$(Q)mkdir -p $@
 
 deps:
-	$(Q)tools/deps.sh
+	$(Q)$(DEPS_CMD)
 
 # The README's test command. Each lane writes its counts; the summary sums
 # them and fails if any test failed or any lane ran nothing.
@@ -141,6 +197,7 @@ bench: deps
 	$(Q)for lane in $(BENCH_LANES); do $(MAKE) --no-print-directory $$lane || exit 1; done
 
 install: all
+	$(if $(filter Darwin,$(UNAME_S)),$(error make install is Linux-only for now (see docs/MACOS.md)))
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
 		$(DESTDIR)$(PREFIX)/include/stackprobe $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 0755 $(BUILD)/stackprobe $(DESTDIR)$(PREFIX)/bin/stackprobe

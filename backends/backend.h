@@ -31,6 +31,9 @@ struct sprobe_snapshot {
 	uint8_t *stack_mem;	/* max_threads * slot_bytes */
 	struct sprobe_snapshot_stats stats;
 	bool frames_resolved;
+	/* The Linux backend's zero-pause stamp: which of its captures last
+	 * wrote the slots (0: none, or something else wrote them since). */
+	uint64_t zp_epoch;
 };
 
 /* Called by sprobe_capturer__capture() after argument checks and
@@ -59,6 +62,11 @@ void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sampl
  * drops that have no sample (NO_SLOT), and check total = captured + dropped.
  * Returns 0, or -EPROTO if the counters disagree (a backend bug). */
 int sprobe_snapshot__finish(struct sprobe_snapshot *s);
+
+/* sprobe_snapshot__finish() again after samples were replaced (a
+ * re-capture): the per-sample drop counts are recomputed from scratch, the
+ * sample-less ones (NO_SLOT) kept. Same returns. */
+int sprobe_snapshot__refinish(struct sprobe_snapshot *s);
 
 /* CLOCK_MONOTONIC in ns. ASYNC-SIGNAL-SAFE: clock_gettime is (POSIX). */
 uint64_t sprobe_now_ns(void);

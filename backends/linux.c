@@ -92,6 +92,20 @@ struct slot {
 	uint64_t _pad2[3];
 } __attribute__((aligned(CACHELINE)));
 
+/* Zero-pause: one thread's proc files, kept open between captures and
+ * re-read with pread (-1: not opened yet, or not cached: over budget). */
+struct zp_ent {
+	pid_t tid;
+	int sys_fd;	/* /proc/self/task/<tid>/syscall */
+	int sched_fd;	/* /proc/self/task/<tid>/schedstat */
+	/* Its last zero-pause copy: snapshot index, and the schedstat line
+	 * read after it (last_ok: that copy is still in the slot). */
+	uint32_t slot;
+	uint32_t last_len;
+	bool last_ok;
+	char last[96];
+};
+
 /* A readable and writable mapping of the process, from /proc/self/maps. */
 struct range {
 	uint64_t lo, hi;
@@ -142,6 +156,7 @@ struct sprobe_capturer {
 	pid_t pid;
 	uid_t uid;
 	void (*before_signal)(void *ctx, pid_t tid);
+	void (*before_zp_copy)(void *ctx, pid_t tid);
 	void *hook_ctx;
 	uint64_t handler_mask; /* signals blocked while our handler runs */
 	struct sigaction old_sa;
@@ -178,6 +193,20 @@ struct sprobe_capturer {
 	uint64_t *cpu_gen;
 	pid_t *cpu_sorted;		  /* scratch: tracked tids, sorted */
 	uint32_t cpu_free;		  /* next slot to try for a new thread */
+	/* Zero-pause (see the section of that name). zp[0..nzp) holds one
+	 * entry per current thread, sorted by tid, with its proc files once
+	 * opened; zp_tmp is the merge scratch. Probe only, under lock. */
+	bool zp_on;
+	char zp_why[160];		/* why zero-pause is off */
+	struct zp_ent *zp, *zp_tmp;
+	uint32_t nzp, zp_cap;
+	uint32_t zp_fds, zp_fd_budget;	/* proc fds held, and at most */
+	/* The snapshot and epoch of the last wall capture: an unchanged
+	 * thread's previous copy is still in that snapshot's slot only if
+	 * nothing else was captured into it since (see zp_try()). */
+	const struct sprobe_snapshot *zp_snap;
+	uint64_t zp_epoch;
+	struct sprobe_thread_sample zp_prev; /* scratch: a slot's header */
 };
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -675,6 +704,19 @@ static bool status_mask(const char *buf, const char *key, uint64_t *mask)
  * exactly one stale signal pending, which makes later checks drop it
  * without queueing more.
  */
+/* Is capture_handler still installed for signo? Someone (the program, or
+ * a raw rt_sigaction) may have replaced it since the capturer was made. */
+static bool handler_is_ours(int signo)
+{
+	struct sigaction cur;
+
+	return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	       cur.sa_sigaction == capture_handler;
+}
+
+/* thread_sigcheck() with strict set could not decide (see its end). */
+#define SIGCHECK_UNSURE UINT32_MAX
+
 static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict)
 {
 	char path[64], buf[2048];
@@ -702,9 +744,10 @@ static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool
 	if (!(pnd & bit))
 		return 0; /* in our handler, or just delivered: see above */
 	/* Pending behind a full mask while some handler of ours runs: most
-	 * likely this thread, preempted before its sigreturn. */
+	 * likely this thread, preempted before its sigreturn. Undecided: the
+	 * caller asks again once no handler runs. */
 	if (strict && atomic_load(&g.in_handler))
-		return 0;
+		return SIGCHECK_UNSURE;
 	return SPROBE_DROP_BLOCKED;
 }
 
@@ -907,8 +950,15 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 					why = SPROBE_DROP_EXITED;
 				} else if (sl->checked != st >> 2 &&
 					   sprobe_now_ns() - s->samples[i].signal_ns >= 2000000) {
-					sl->checked = st >> 2;
-					if (thread_sigcheck(c, tid, true) == SPROBE_DROP_BLOCKED)
+					uint32_t r = thread_sigcheck(c, tid, true);
+
+					/* Once per thread and capture, unless undecided:
+					 * a check made while another thread's handler was
+					 * preempted (under load) must not leave a thread
+					 * that blocks the signal waiting out the deadline. */
+					if (r != SIGCHECK_UNSURE)
+						sl->checked = st >> 2;
+					if (r == SPROBE_DROP_BLOCKED)
 						why = SPROBE_DROP_BLOCKED;
 				}
 				if (why && cancel_slot(sl, st >> 2)) {
@@ -1041,6 +1091,450 @@ static bool new_threads(struct sprobe_capturer *c)
 	return fresh;
 }
 
+
+/* ---------------------------------------------------------------- */
+/* Zero-pause capture of blocked threads                             */
+/* ---------------------------------------------------------------- */
+
+/*
+ * A thread blocked in the kernel (in a system call, or stopped) cannot
+ * change its user stack until it runs again, so the probe can read it
+ * without stopping it. For each thread, outside any window and without
+ * any signal:
+ *   1. pread schedstat  -> A (run time, run-queue wait, times switched in)
+ *   2. pread syscall    -> "running" (take the signal path), or the
+ *      syscall number, its arguments, SP and PC. The kernel fills this from
+ *      the saved user registers only after wait_task_inactive() saw the
+ *      thread off every CPU, twice (lib/syscall.c), so SP/PC are the ones
+ *      the thread will resume with.
+ *   3. process_vm_readv [SP - red zone, top of SP's mapping), capped: it
+ *      returns a short count instead of faulting if a neighbouring mapping
+ *      goes away meanwhile (the thread pointer that bounds the handler's
+ *      copy is not known from outside the thread).
+ *   4. pread schedstat  -> B.
+ * A == B (byte for byte) means the thread was not switched in between 1
+ * and 4 (the third field counts switch-ins and moves at the switch, before
+ * any user instruction runs), so the copy made between 2 and 4 is the
+ * stack the thread blocked with: a consistent capture, zero pause, no
+ * signal. A != B, any read failing, or SP outside every known stack: the
+ * thread takes the signal path in the same capture (stats.zp_fallback).
+ * Per-thread proc fds are opened once and kept (at most a quarter of
+ * RLIMIT_NOFILE; beyond that they are opened per capture).
+ * What the file does not give: any other register. See docs/capture.md
+ * ("Zero-pause") for what that costs the unwinder and how it is closed.
+ */
+
+/* "nr a0 .. a5 sp pc" or "-1 sp pc" (not in a syscall), or "running".
+ * Returns false for "running" or anything else unexpected. */
+static bool zp_parse_syscall(const char *p, long *nr, uint64_t args[6], uint64_t *sp,
+			     uint64_t *pc)
+{
+	uint64_t v[9];
+	int n = 0;
+	bool neg = false;
+	long x = 0;
+
+	if (*p == '-') {
+		neg = true;
+		p++;
+	}
+	if (*p < '0' || *p > '9')
+		return false; /* "running" */
+	for (; *p >= '0' && *p <= '9'; p++)
+		x = x * 10 + (*p - '0');
+	*nr = neg ? -x : x;
+	while (*p == ' ' && n < 9) {
+		const char *q;
+
+		p++;
+		if (p[0] != '0' || p[1] != 'x')
+			return false;
+		p += 2;
+		q = p;
+		v[n++] = parse_hex(&p);
+		if (p == q)
+			return false;
+	}
+	if (*p != '\n' && *p != '\0')
+		return false;
+	if (*nr == -1 && n == 2) {
+		memset(args, 0, 6 * sizeof(uint64_t));
+		*sp = v[0];
+		*pc = v[1];
+		return true;
+	}
+	if (*nr < 0 || n != 8)
+		return false;
+	memcpy(args, v, 6 * sizeof(uint64_t));
+	*sp = v[6];
+	*pc = v[7];
+	return true;
+}
+
+/* Probe-side stack bounds: the rw mapping that holds sp, [lo, hi). No
+ * thread pointer cap (it belongs to the target, not to us): the copy goes
+ * to the mapping's end (capped), with process_vm_readv, so a neighbouring
+ * mapping merged into the same line and unmapped meanwhile shortens the
+ * copy instead of faulting the probe. */
+static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	uint32_t a = 0, b = c->nranges;
+
+	while (a < b) {
+		uint32_t m = a + (b - a) / 2;
+
+		if (c->ranges[m].hi <= sp)
+			a = m + 1;
+		else
+			b = m;
+	}
+	if (a == c->nranges)
+		return false;
+	const struct range *r = &c->ranges[a];
+	if (sp >= r->lo)
+		*lo = redzone_floor(sp, r->lo);
+	else if (r->growsdown && r->lo - sp <= g.growsdown_max)
+		*lo = redzone_floor(sp, sp & ~(uint64_t)4095);
+	else
+		return false;
+	*hi = r->hi;
+	return true;
+}
+
+static void zp_close(struct sprobe_capturer *c, struct zp_ent *e)
+{
+	if (e->sys_fd >= 0) {
+		close(e->sys_fd);
+		c->zp_fds--;
+	}
+	if (e->sched_fd >= 0) {
+		close(e->sched_fd);
+		c->zp_fds--;
+	}
+	e->sys_fd = e->sched_fd = -1;
+}
+
+/*
+ * Make zp[] follow the current thread set (c->prev_tids, sorted, as left
+ * by new_threads()): entries of threads gone are closed, new threads get
+ * an entry with no files yet. A merge of two sorted lists: O(threads).
+ * Allocates only when the thread count grows past what was seen.
+ */
+static int zp_sync(struct sprobe_capturer *c)
+{
+	uint32_t a = 0, b = 0, n = 0;
+
+	if (c->nprev > c->zp_cap) {
+		size_t cap = c->zp_cap, cap2 = c->zp_cap;
+		int err = grow((void **)&c->zp, &cap, c->nprev, sizeof(*c->zp));
+
+		if (!err)
+			err = grow((void **)&c->zp_tmp, &cap2, c->nprev, sizeof(*c->zp));
+		if (err)
+			return err;
+		c->zp_cap = (uint32_t)(cap < cap2 ? cap : cap2);
+	}
+	while (a < c->nzp || b < c->nprev) {
+		if (b == c->nprev || (a < c->nzp && c->zp[a].tid < c->prev_tids[b])) {
+			zp_close(c, &c->zp[a++]); /* exited */
+		} else if (a == c->nzp || c->zp[a].tid > c->prev_tids[b]) {
+			c->zp_tmp[n++] = (struct zp_ent){ .tid = c->prev_tids[b++], .sys_fd = -1,
+							  .sched_fd = -1 };
+		} else {
+			c->zp_tmp[n++] = c->zp[a++];
+			b++;
+		}
+	}
+	struct zp_ent *t = c->zp;
+	c->zp = c->zp_tmp;
+	c->zp_tmp = t;
+	c->nzp = n;
+	return 0;
+}
+
+static struct zp_ent *zp_find(struct sprobe_capturer *c, pid_t tid)
+{
+	uint32_t a = 0, b = c->nzp;
+
+	while (a < b) {
+		uint32_t m = a + (b - a) / 2;
+
+		if (c->zp[m].tid < tid)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a < c->nzp && c->zp[a].tid == tid ? &c->zp[a] : NULL;
+}
+
+static int zp_open1(pid_t tid, const char *file)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* pread the whole (short) file at offset 0; NUL-terminated. */
+static ssize_t zp_read(int fd, char *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = pread(fd, buf, len - 1, 0);
+	while (n < 0 && errno == EINTR);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/*
+ * Try to capture thread t (sample i of s) without a signal. Returns true
+ * when t now holds a zero-pause sample; false when the thread runs (not
+ * counted) or its copy could not be trusted (stats.zp_fallback++): either
+ * way t is untouched and takes the signal path.
+ */
+static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
+		   struct sprobe_thread_sample *t, const struct sprobe_thread_sample *prev)
+{
+	struct zp_ent tmp = { .tid = t->tid, .sys_fd = -1, .sched_fd = -1 }, *e = zp_find(c, t->tid);
+	char a[128], b[128], sc[256];
+	uint64_t args[6], sp, pc, lo, hi, entry, done;
+	ssize_t na, nb;
+	long nr;
+	bool ok = false, blocked = false, cached = true;
+
+	if (!e) {
+		e = &tmp;
+		cached = false;
+	}
+	if (e->sys_fd < 0) {
+		e->sys_fd = zp_open1(t->tid, "syscall");
+		e->sched_fd = zp_open1(t->tid, "schedstat");
+		if (e->sys_fd < 0 || e->sched_fd < 0) {
+			if (e->sys_fd >= 0)
+				close(e->sys_fd);
+			if (e->sched_fd >= 0)
+				close(e->sched_fd);
+			e->sys_fd = e->sched_fd = -1;
+			return false; /* exited, or out of fds: signal path */
+		}
+		if (cached && c->zp_fds + 2 <= c->zp_fd_budget)
+			c->zp_fds += 2;
+		else
+			cached = false;
+	}
+	entry = sprobe_now_ns();
+	na = zp_read(e->sched_fd, a, sizeof(a));
+	if (na <= 0)
+		goto out;
+	if (prev && e->last_ok && e->slot == i && (size_t)na == e->last_len &&
+	    memcmp(a, e->last, (size_t)na) == 0) {
+		/* Not switched in since the schedstat read that closed its
+		 * previous copy, which is still in this slot: its stack and
+		 * registers are those. One read instead of four. */
+		const uint8_t *buf = t->stack;
+
+		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
+		t->stack = buf;
+		t->nframes = 0;
+		t->stage = SPROBE_STAGE_RAW;
+		t->entry_ns = entry;
+		t->exit_ns = sprobe_now_ns();
+		s->stats.zp_unchanged++;
+		return true;
+	}
+	e->last_ok = false;
+	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc))
+		goto out; /* running (or gone): the signal path decides */
+	blocked = true;
+	if (!pc || !zp_bounds(c, sp, &lo, &hi))
+		goto out;
+	if (c->before_zp_copy)
+		c->before_zp_copy(c->hook_ctx, t->tid);
+	{
+		size_t above = hi > sp ? (size_t)(hi - sp) : 0, len;
+		bool trunc = false;
+
+		if (above > g.cap) {
+			above = g.cap;
+			trunc = true;
+		}
+		len = (size_t)(sp - lo) + above;
+		struct iovec local = { sprobe_snapshot__buffer(s, i), len };
+		struct iovec remote = { (void *)(uintptr_t)lo, len };
+		ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+
+		nb = zp_read(e->sched_fd, b, sizeof(b));
+		done = sprobe_now_ns();
+		if (got <= (ssize_t)(sp - lo) || nb != na || memcmp(a, b, (size_t)na) != 0)
+			goto out;
+		if ((size_t)got < len) {
+			len = (size_t)got;
+			trunc = true;
+		}
+		t->stack_addr = lo;
+		t->stack_len = len;
+		t->stack_top = sp + above;
+		t->truncated = trunc;
+	}
+	memset(t->regs, 0, sizeof(t->regs));
+#if defined(__x86_64__)
+	t->regs[7] = sp;
+	t->regs[16] = pc;
+#else
+	t->regs[31] = sp;
+	t->regs[32] = pc;
+#endif
+	t->ip = pc;
+	t->sp = sp;
+	t->fp = 0;	/* unknown: the file gives SP and PC only */
+	t->lr = 0;
+	t->has_lr = false;
+	t->method = SPROBE_METHOD_ZERO_PAUSE;
+	t->signal_ns = 0;
+	t->entry_ns = entry;
+	t->exit_ns = done;
+	t->drop_reason = SPROBE_DROP_NONE;
+	t->stage = SPROBE_STAGE_RAW;
+	ok = true;
+	if (cached && (size_t)nb <= sizeof(e->last)) {
+		memcpy(e->last, b, (size_t)nb);
+		e->last_len = (uint32_t)nb;
+		e->slot = i;
+		e->last_ok = true;
+	}
+out:
+	if (!ok && blocked)
+		s->stats.zp_fallback++;
+	if (!ok && na <= 0 && cached) {
+		/* Unreadable (the thread exited; its tid may come back as
+		 * another thread): reopen next time. */
+		zp_close(c, e);
+	} else if (!cached) {
+		close(e->sys_fd);
+		close(e->sched_fd);
+		if (e != &tmp)
+			e->sys_fd = e->sched_fd = -1;
+	}
+	return ok;
+}
+
+/* The self-test's helper thread: publishes its stack, blocks in read(). */
+struct zp_probe {
+	int rfd;
+	_Atomic pid_t tid;	/* release; pairs with the acquire in zp_selftest */
+	uint64_t stk_lo, stk_hi;
+};
+
+static void *zp_probe_main(void *arg)
+{
+	struct zp_probe *p = arg;
+	pthread_attr_t at;
+	void *lo = NULL;
+	size_t sz = 0;
+	char ch;
+
+	if (pthread_getattr_np(pthread_self(), &at) == 0) {
+		pthread_attr_getstack(&at, &lo, &sz);
+		pthread_attr_destroy(&at);
+	}
+	p->stk_lo = (uint64_t)(uintptr_t)lo;
+	p->stk_hi = p->stk_lo + sz;
+	atomic_store_explicit(&p->tid, sys_gettid(), memory_order_release);
+	while (read(p->rfd, &ch, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+/*
+ * Can the kernel's view be trusted here? A helper thread blocks in read()
+ * on a pipe; its syscall file must show __NR_read of THIS architecture,
+ * the pipe's fd and an SP inside its own stack, its schedstat must parse,
+ * and process_vm_readv must work. Under qemu-user the file describes the
+ * emulator's host thread (host syscall numbers, host registers) and
+ * process_vm_readv is ENOSYS: zero-pause stays off and says why.
+ */
+static bool zp_selftest(struct sprobe_capturer *c)
+{
+	struct zp_probe p = { .rfd = -1 };
+	int fds[2];
+	pthread_t th;
+	bool ok = false;
+	pid_t tid = 0;
+
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(errno));
+		return false;
+	}
+	p.rfd = fds[0];
+	if (pthread_create(&th, NULL, zp_probe_main, &p) != 0) {
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: cannot start a thread");
+		close(fds[0]);
+		close(fds[1]);
+		return false;
+	}
+	uint64_t deadline = sprobe_now_ns() + 2000000000ull;
+	while (!(tid = atomic_load_explicit(&p.tid, memory_order_acquire)) &&
+	       sprobe_now_ns() < deadline)
+		sched_yield();
+	snprintf(c->zp_why, sizeof(c->zp_why),
+		 "self-test: the helper thread never showed as blocked in read()");
+	while (tid && sprobe_now_ns() < deadline) {
+		char sc[256], st[128];
+		uint64_t args[6], sp, pc, word;
+		long nr;
+		int sfd = zp_open1(tid, "syscall"), tfd = zp_open1(tid, "schedstat");
+		ssize_t n = sfd >= 0 ? zp_read(sfd, sc, sizeof(sc)) : -1;
+		ssize_t m = tfd >= 0 ? zp_read(tfd, st, sizeof(st)) : -1;
+
+		if (sfd >= 0)
+			close(sfd);
+		if (tfd >= 0)
+			close(tfd);
+		if (n <= 0 || m <= 0) {
+			snprintf(c->zp_why, sizeof(c->zp_why),
+				 "/proc/self/task/T/syscall or schedstat unreadable (kernel "
+				 "without CONFIG_HAVE_ARCH_TRACEHOOK or CONFIG_SCHED_INFO?)");
+			break;
+		}
+		if (!zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+			sched_yield(); /* still running towards read() */
+			continue;
+		}
+		if (nr != SYS_read || args[0] != (uint64_t)fds[0] || sp < p.stk_lo ||
+		    sp >= p.stk_hi) {
+			snprintf(c->zp_why, sizeof(c->zp_why),
+				 "/proc/self/task/T/syscall does not describe this process's "
+				 "threads (emulated, e.g. qemu-user: it shows syscall %ld)",
+				 nr);
+			break;
+		}
+		struct iovec l = { &word, sizeof(word) }, r = { (void *)(uintptr_t)sp, sizeof(word) };
+		if (process_vm_readv(c->pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(word)) {
+			snprintf(c->zp_why, sizeof(c->zp_why), "process_vm_readv: %s",
+				 strerror(errno));
+			break;
+		}
+		ok = true;
+		c->zp_why[0] = '\0';
+		break;
+	}
+	while (write(fds[1], "x", 1) < 0 && errno == EINTR)
+		;
+	pthread_join(th, NULL);
+	close(fds[0]);
+	close(fds[1]);
+	return ok;
+}
+
+int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len)
+{
+	if (!c)
+		return -EINVAL;
+	if (why && len)
+		snprintf(why, len, "%s", c->zp_on ? "" : c->zp_why);
+	return c->zp_on ? 1 : 0;
+}
 
 /* ---------------------------------------------------------------- */
 /* CPU-timer mode                                                    */
@@ -1204,16 +1698,12 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	if (getpid() != c->pid)
 		return -ECHILD;
 	sprobe_snapshot__reset(s);
+	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
 	pthread_mutex_lock(&c->lock);
-	{
-		struct sigaction cur;
-
-		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_sigaction != capture_handler) {
-			err = -EBUSY;
-			goto out;
-		}
+	if (!handler_is_ours(c->signo)) {
+		err = -EBUSY;
+		goto out;
 	}
 	err = cpu_alloc(c, s);
 	if (err)
@@ -1355,14 +1845,9 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	}
 	/* Someone may have replaced our handler since: every signal would
 	 * then go to them (or kill the process). Say so instead. */
-	{
-		struct sigaction cur;
-
-		if (sigaction(c->signo, NULL, &cur) < 0 || !(cur.sa_flags & SA_SIGINFO) ||
-		    cur.sa_sigaction != capture_handler) {
-			err = -EBUSY;
-			goto out;
-		}
+	if (!handler_is_ours(c->signo)) {
+		err = -EBUSY;
+		goto out;
 	}
 	self = sys_gettid();
 	err = enumerate_threads(c, self);
@@ -1374,6 +1859,17 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			c->nprev = 0; /* read them again next time */
 			goto out;
 		}
+	}
+	bool zp_reuse = false;
+	if (c->zp_on) {
+		err = zp_sync(c);
+		if (err)
+			goto out;
+		/* Slots still hold the last capture's copies only if that
+		 * capture, by this capturer, was the last one into s. */
+		zp_reuse = c->zp_snap == s && c->zp_epoch && s->zp_epoch == c->zp_epoch;
+		s->zp_epoch = ++c->zp_epoch;
+		c->zp_snap = s;
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
 	s->stats.threads_total = c->ntids;
@@ -1391,7 +1887,17 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			sprobe_snapshot__drop(s, NULL, SPROBE_DROP_NO_SLOT);
 			continue;
 		}
+		const struct sprobe_thread_sample *prev = NULL;
+		if (zp_reuse && s->samples[i].tid == c->tids[i] &&
+		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
+		    s->samples[i].stage != SPROBE_STAGE_EMPTY) {
+			/* sample_init() clears the header: keep it. */
+			memcpy(&c->zp_prev, &s->samples[i], offsetof(struct sprobe_thread_sample, frames));
+			prev = &c->zp_prev;
+		}
 		t = sprobe_snapshot__sample_init(s, i, c->tids[i]);
+		if (c->zp_on && zp_try(c, s, i, t, prev))
+			continue; /* read while blocked: no signal */
 		why = 0;
 		if (c->nblk > BLK_MAX || known_blocked(c, t->tid))
 			why = thread_sigcheck(c, t->tid, false);
@@ -1411,6 +1917,61 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	for (uint32_t i = 0; i < s->nthreads; i++)
 		if (s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
 			c->maps_stale = true;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			       const uint32_t *idx, uint32_t n)
+{
+	uint64_t t0 = sprobe_now_ns();
+	uint32_t nsent = 0;
+	int err = 0;
+
+	if (!c || !s || (n && !idx))
+		return -EINVAL;
+	if (getpid() != c->pid)
+		return -ECHILD;
+	if (!n)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	if (c->cpu_on || !handler_is_ours(c->signo)) {
+		err = -EBUSY;
+		goto out;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		if (idx[k] >= s->nthreads || idx[k] >= c->max_threads || idx[k] >= c->tids_cap ||
+		    s->samples[idx[k]].tid <= 0) {
+			err = -EINVAL;
+			goto out;
+		}
+	}
+	g.ranges = c->ranges;
+	g.nranges = c->nranges;
+	g.cap = c->max_stack_bytes < s->max_stack_bytes ? c->max_stack_bytes : s->max_stack_bytes;
+	for (uint32_t k = 0; k < n && nsent < c->tids_cap; k++) {
+		struct sprobe_thread_sample *t = &s->samples[idx[k]];
+		struct zp_ent *e = c->zp_on ? zp_find(c, t->tid) : NULL;
+
+		if (e)
+			e->last_ok = false; /* its slot gets a signal copy */
+		sprobe_snapshot__sample_init(s, idx[k], t->tid);
+		if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {
+			c->sent[0] = idx[k];
+			run_batch(c, s, c->sent, 1);
+		} else {
+			c->sent[nsent++] = idx[k];
+		}
+	}
+	if (nsent)
+		run_batch(c, s, c->sent, nsent);
+	for (uint32_t k = 0; k < n; k++)
+		if (s->samples[idx[k]].drop_reason == SPROBE_DROP_NO_STACK)
+			c->maps_stale = true;
+	s->stats.zp_recaptured += n;
+	s->stats.capture_ns += sprobe_now_ns() - t0;
+	err = sprobe_snapshot__refinish(s);
 out:
 	pthread_mutex_unlock(&c->lock);
 	return err;
@@ -1513,10 +2074,21 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	c->max_stack_bytes = o.max_stack_bytes;
 	c->max_threads = o.max_threads;
 	c->before_signal = o.before_signal;
+	c->before_zp_copy = o.before_zp_copy;
 	c->hook_ctx = o.hook_ctx;
 	c->pid = getpid();
 	c->uid = getuid();
 	c->maps_stale = true;
+	if (o.zero_pause && o.method != SPROBE_METHOD_SIGNAL) {
+		snprintf(c->zp_why, sizeof(c->zp_why),
+			 "method VM_READV parks every thread: zero-pause applies to SIGNAL");
+	} else if (o.zero_pause && zp_selftest(c)) {
+		c->zp_on = true;
+		c->zp_fd_budget = 256;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+			c->zp_fd_budget = (uint32_t)(rl.rlim_cur / 4 < UINT32_MAX ? rl.rlim_cur / 4
+										    : UINT32_MAX);
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->dents_len = 32768;
 	c->dents = malloc(c->dents_len);
@@ -1576,6 +2148,8 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 fail:
 	if (c->task_fd >= 0)
 		close(c->task_fd);
+	free(c->zp);
+	free(c->zp_tmp);
 	free(c->dents);
 	free(c->slots);
 	free(c->maps);
@@ -1614,6 +2188,10 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	pthread_mutex_unlock(&g_owner_lock);
 
 	close(c->task_fd);
+	for (uint32_t i = 0; i < c->nzp; i++)
+		zp_close(c, &c->zp[i]);
+	free(c->zp);
+	free(c->zp_tmp);
 	free(c->dents);
 	free(c->tids);
 	free(c->prev_tids);

@@ -110,15 +110,19 @@ void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sampl
 int sprobe_snapshot__finish(struct sprobe_snapshot *s)
 {
 	struct sprobe_snapshot_stats *st = &s->stats;
-	uint32_t r, captured = 0, dropped = 0;
+	uint32_t r, captured = 0, dropped = 0, zp = 0;
 	uint64_t pause = 0;
 
 	for (uint32_t i = 0; i < s->nthreads; i++) {
 		struct sprobe_thread_sample *t = &s->samples[i];
 
-		if (t->stage == SPROBE_STAGE_RAW) {
+		if (t->stage == SPROBE_STAGE_RAW || t->stage == SPROBE_STAGE_UNWOUND) {
 			captured++;
-			if (t->exit_ns > t->entry_ns)
+			/* A zero-pause sample's entry/exit bracket the
+			 * probe's reads: the thread itself paused 0 ns. */
+			if (t->method == SPROBE_METHOD_ZERO_PAUSE)
+				zp++;
+			else if (t->exit_ns > t->entry_ns)
 				pause += t->exit_ns - t->entry_ns;
 		} else {
 			if (t->drop_reason == SPROBE_DROP_NONE ||
@@ -132,7 +136,23 @@ int sprobe_snapshot__finish(struct sprobe_snapshot *s)
 	st->threads_captured = captured;
 	st->threads_dropped = dropped;
 	st->pause_ns = pause;
+	st->zp_captured = zp;
 	return st->threads_total == captured + dropped ? 0 : -EPROTO;
+}
+
+int sprobe_snapshot__refinish(struct sprobe_snapshot *s)
+{
+	uint32_t no_slot = s->stats.dropped[SPROBE_DROP_NO_SLOT];
+
+	/* Backends record only NO_SLOT without a sample (see
+	 * sprobe_snapshot__drop()); every other count comes from samples. */
+	for (uint32_t i = 0; i < s->nthreads; i++)
+		if (s->samples[i].stage == SPROBE_STAGE_EMPTY &&
+		    s->samples[i].drop_reason == SPROBE_DROP_NO_SLOT)
+			no_slot--;
+	memset(s->stats.dropped, 0, sizeof(s->stats.dropped));
+	s->stats.dropped[SPROBE_DROP_NO_SLOT] = no_slot;
+	return sprobe_snapshot__finish(s);
 }
 
 int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)

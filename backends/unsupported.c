@@ -62,6 +62,24 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 	return -ENOTSUP;
 }
 
+int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len)
+{
+	(void)c;
+	if (why && len)
+		why[0] = '\0';
+	return -ENOTSUP;
+}
+
+int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			       const uint32_t *idx, uint32_t n)
+{
+	(void)c;
+	(void)s;
+	(void)idx;
+	(void)n;
+	return -ENOTSUP;
+}
+
 int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
 {
 	(void)c;

@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Node table backing store on POSIX: a regular file (by default in
- * /dev/shm, i.e. tmpfs) mapped MAP_SHARED. The logic is in table.c.
+ * /dev/shm, i.e. tmpfs; in /tmp on macOS, which has no /dev/shm) mapped
+ * MAP_SHARED. The logic is in table.c.
+ *
+ * macOS: a regular file, not shm_open(). A POSIX shared-memory object there
+ * has a name of at most PSHMNAMLEN (31) bytes, no inode to check before
+ * unlinking, no S_IFREG type, and fstat reports its size rounded up to a
+ * page, which the reader's exact-size validation would refuse. A 0600 file
+ * made with O_CREAT|O_EXCL|O_NOFOLLOW in the sticky /tmp has the same
+ * security model as Linux's sticky /dev/shm.
  */
 #ifndef _WIN32
 
@@ -28,11 +36,45 @@ static void seterr(char *err, size_t len, const char *fmt, ...)
 	va_end(ap);
 }
 
+#ifdef __APPLE__
+#define TABLE_DIR "/tmp"
+#else
+#define TABLE_DIR "/dev/shm"
+#endif
+
 int sprobe_table_os__default_path(int pid, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "/dev/shm/stackprobe-%d.table", pid);
+	int n = snprintf(buf, len, TABLE_DIR "/stackprobe-%d.table", pid);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Give fd `size` bytes with the blocks allocated; 0 or an errno value
+ * (ENOSPC when the file system is full: better here than a SIGBUS later). */
+static int reserve(int fd, size_t size)
+{
+#ifdef __APPLE__
+	/* Darwin has no posix_fallocate: F_PREALLOCATE reserves the blocks
+	 * (F_PEOFPOSMODE: from the end of the file, which is empty here),
+	 * ftruncate sets the size. A file system without preallocation
+	 * (ENOTSUP) gets a plain ftruncate, as Linux does on EOPNOTSUPP. */
+	fstore_t fst = {
+		.fst_flags = F_ALLOCATEALL,
+		.fst_posmode = F_PEOFPOSMODE,
+		.fst_offset = 0,
+		.fst_length = (off_t)size,
+	};
+
+	if (fcntl(fd, F_PREALLOCATE, &fst) < 0 && errno != ENOTSUP)
+		return errno;
+	return ftruncate(fd, (off_t)size) < 0 ? errno : 0;
+#else
+	int err = posix_fallocate(fd, 0, (off_t)size);
+
+	if (err == EOPNOTSUPP || err == EINVAL)
+		return ftruncate(fd, (off_t)size) < 0 ? errno : 0;
+	return err;
+#endif
 }
 
 int sprobe_table_os__create(const char *path, size_t size,
@@ -52,15 +94,10 @@ int sprobe_table_os__create(const char *path, size_t size,
 		goto fail_errno;
 	/* Reserve the pages now: on tmpfs a sparse file that cannot grow
 	 * would SIGBUS the writer (the profiled process) on first touch. */
-	err = posix_fallocate(fd, 0, (off_t)size);
+	err = reserve(fd, size);
 	if (err) {
-		if (err == EOPNOTSUPP || err == EINVAL) {
-			if (ftruncate(fd, (off_t)size) < 0)
-				goto fail_errno;
-		} else {
-			errno = err;
-			goto fail_errno;
-		}
+		errno = err;
+		goto fail_errno;
 	}
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)

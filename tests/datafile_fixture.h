@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Test fixture shared by test_datafile, test_stream and test_report: write
- * records with the real writer into an in-memory file (memfd) and get the
- * bytes back. Header-only (static functions) so it is linked only into the
+ * records with the real writer into an in-memory file (memfd; an unlinked
+ * temporary file on macOS) and get the bytes back. Header-only (static functions) so it is linked only into the
  * tests that include it.
  */
 #ifndef SPROBE_DATAFILE_FIXTURE_H
@@ -27,7 +27,17 @@ struct df_buf {
 static inline int df_buf_open(struct df_buf *b)
 {
 	memset(b, 0, sizeof(*b));
+#ifdef __linux__
 	b->fd = memfd_create("sprobe-test", MFD_CLOEXEC);
+#else
+	/* No memfd on macOS: an unlinked temporary file is the same thing
+	 * to the writer (a seekable fd with no name). */
+	char tmpl[] = "/tmp/sprobe-df-buf-XXXXXX";
+
+	b->fd = mkstemp(tmpl);
+	if (b->fd >= 0)
+		unlink(tmpl);
+#endif
 	if (b->fd < 0)
 		return -errno;
 	b->w = sprobe_datafile_writer__new(b->fd, NULL);

@@ -147,8 +147,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	desc.path = input_path;
 	desc.bias = 0x10000000;
 	desc.nsegs = 2;
-	desc.segs[0] = (struct sprobe_segment){ 0x10000000, 0x10100000, SPROBE_SEG_R | SPROBE_SEG_X, 0 };
-	desc.segs[1] = (struct sprobe_segment){ 0x10100000, 0x10200000, SPROBE_SEG_R | SPROBE_SEG_W, 0 };
+	desc.segs[0] = (struct sprobe_segment){ 0x10000000, 0x10100000, SPROBE_SEG_R | SPROBE_SEG_X, 0, 0 };
+	desc.segs[1] = (struct sprobe_segment){ 0x10100000, 0x10200000, SPROBE_SEG_R | SPROBE_SEG_W, 0, 0 };
 	idlen = input_build_id(data, size, id);
 	if (idlen >= 2) {
 		memcpy(desc.build_id, id, idlen);

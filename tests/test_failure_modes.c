@@ -330,13 +330,33 @@ static void test_results_unchanged_and_eintr_documented(void **state)
 
 /* Threads that block the signal are dropped as "blocked" (never sampled),
  * in every capture between the first and the last one that saw them. */
+struct other_tid {
+	uint32_t tid, n;
+};
+
+/* Count one more blocked drop of tid (linear: a few hundred tids at most). */
+static void other_note(struct other_tid *o, size_t *n, uint32_t tid)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (o[i].tid == tid) {
+			o[i].n++;
+			return;
+		}
+	if (*n < 4096)
+		o[(*n)++] = (struct other_tid){ tid, 1 };
+}
+
 static void test_blocked_threads_dropped_and_counted(void **state)
 {
 	const char *argv[] = { SERVICE, "--blocked", "3", "--events", "150", NULL };
 	char fenv[64];
 	snprintf(fenv, sizeof(fenv), "STACKPROBE_FREQ=%s", freq());
+	/* The signal path's drops are under test: with zero-pause (the
+	 * default) a thread that blocks every signal but sleeps in read()
+	 * is read without a signal and not dropped (tests/test_zero_pause.c
+	 * checks that side). */
 	const char *env[] = { "LD_PRELOAD=" AGENT, "STACKPROBE_OUTPUT=" OUT "/blocked.data", fenv,
-			      NULL };
+			      "STACKPROBE_ZERO_PAUSE=0", NULL };
 	struct run r;
 	run_cmd(&r, env, argv, 0, false, NULL, 0);
 	assert_int_equal(r.status, 0);
@@ -355,6 +375,8 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 	long first[3] = { -1, -1, -1 }, last[3] = { -1, -1, -1 }, seen[3] = { 0 };
 	long ncap = 0, blocked_total = 0, blocked_other = 0, samples_of_blocked = 0;
 	long samples_before_block = 0;
+	struct other_tid others[4096];
+	size_t nothers = 0;
 	long *cap_has = calloc(1 << 20, sizeof(long));
 	assert_non_null(cap_has);
 	int rc;
@@ -401,7 +423,10 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 			}
 			/* Another thread seen blocking everything: a new
 			 * thread before pthread_create unblocks its mask. */
-			blocked_other += !hit;
+			if (!hit) {
+				blocked_other++;
+				other_note(others, &nothers, c->dropped_tids[k].tid);
+			}
 		}
 		if (ncap < (1 << 20))
 			cap_has[ncap] = mask;
@@ -420,8 +445,19 @@ static void test_blocked_threads_dropped_and_counted(void **state)
 		/* In every capture of its lifetime, never captured. */
 		assert_int_equal(seen[b], last[b] - first[b] + 1);
 	}
-	/* The service's 3 threads account for nearly all blocked drops. */
-	assert_true(blocked_other * 10 <= blocked_total);
+	/* Other threads are dropped as blocked only while they start (the
+	 * storm's threads, inside pthread_create with every signal blocked):
+	 * each in a few captures, never for a lifetime like the three above.
+	 * Counted per tid rather than as a share of all drops, which depends
+	 * on how many storm threads the scheduler lets start per capture. */
+	uint32_t worst = 0;
+	for (size_t i = 0; i < nothers; i++)
+		if (others[i].n > worst)
+			worst = others[i].n;
+	print_message("  %zu other tids dropped as blocked, at most %u captures each\n", nothers,
+		      worst);
+	for (int b = 0; b < nb; b++)
+		assert_true(worst * 4 < (uint32_t)seen[b]);
 	free(cap_has);
 	run_free(&r);
 }

@@ -336,10 +336,36 @@ static void test_record_kernel_windows(void **state)
 	free(out);
 	assert_int_equal(run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
 	long samples = json_int(out, "samples"), kw = json_int(out, "kernel_windows");
-	print_message("samples %ld, kernel windows %ld\n", samples, kw);
+	/* The first "signal"/"zero-pause" members are the overall methods. */
+	long sig = json_int(out, "signal"), zp = json_int(out, "zero-pause");
+	print_message("samples %ld (signal %ld, zero-pause %ld), kernel windows %ld\n", samples, sig,
+		      zp, kw);
 	assert_true(samples > 0);
+	assert_int_equal(sig + zp, samples);
 	/* Every signalled thread's window is seen by the kernel; a few may be
 	 * lost (ring buffer) or belong to captures the probe dropped. */
+	assert_true(kw >= sig * 9 / 10);
+	/* Zero-pause (default in wall mode): the demo's io thread sleeps in
+	 * read() nearly all the time, so it is read without a signal; the
+	 * kernel must have seen no capture signal for any such sample. */
+	assert_true(zp > 0);
+	const char *zc = strstr(out, "\"zero_pause\": ");
+	assert_non_null(zc);
+	assert_int_equal(json_int(zc, "samples"), zp);
+	assert_int_equal(json_int(zc, "signalled"), 0);
+	assert_true(json_int(zc, "confirmed") >= zp * 9 / 10);
+	free(out);
+
+	/* --no-zero-pause: every sample through the signal path, each seen
+	 * by the kernel. */
+	assert_int_equal(run(CLI " record --bpf --no-zero-pause -q -F 99 -o " OUT "/bpfsig.data -- "
+				 "build/demo 0.5", NULL), 0);
+	assert_int_equal(run(CLI " report -i " OUT "/bpfsig.data --format json", &out), 0);
+	samples = json_int(out, "samples");
+	kw = json_int(out, "kernel_windows");
+	assert_true(samples > 0);
+	assert_int_equal(json_int(out, "zero-pause"), 0);
+	assert_int_equal(json_int(out, "signal"), samples);
 	assert_true(kw >= samples * 9 / 10);
 	free(out);
 

@@ -45,7 +45,10 @@ static void put_samples(struct df_buf *b, uint32_t tid, int n, const uint64_t *p
 		put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
 			.time_ns = t, .tid = tid, .method = tid == 103 ? SPROBE_METHOD_ZERO_PAUSE
 								       : SPROBE_METHOD_SIGNAL,
-			.stack_used = 1000u * tid, .signal_ns = t, .entry_ns = t + 500,
+			/* A zero-pause sample (103) has no signal: its
+			 * entry/exit bracket the probe's reads and it
+			 * counts as a 0 ns window. */
+			.stack_used = 1000u * tid, .signal_ns = tid == 103 ? 0 : t, .entry_ns = t + 500,
 			.exit_ns = t + 500 + (uint64_t)(k + 1) * 1000, .pcs = pcs,
 			.nframes = nframes } });
 	}
@@ -236,10 +239,11 @@ static void test_text_shares(void **state)
 	}
 	line_with(out, "Threads", "blocked", line, sizeof(line));
 	assert_non_null(strstr(line, "zero-pause=10"));
-	/* Pause: all 70 windows; sum = (465+55) + 210 + 55 = 785 us over 1 s. */
+	/* Pause: all 70 windows, the 10 zero-pause ones at 0 ns; sum =
+	 * (465+55) + 210 = 730 us over 1 s. */
 	assert_non_null(strstr(out, "overall: 70 windows, median 9.0 us, p99 30.0 us, max 30.0 us"));
 	assert_non_null(strstr(out, "capture, probe side (all threads of one capture): median 20.0 us"));
-	assert_non_null(strstr(out, "total pause 0.785 ms = 0.0785% of 1.000 s wall time"));
+	assert_non_null(strstr(out, "total pause 0.730 ms = 0.0730% of 1.000 s wall time"));
 	assert_non_null(strstr(out, "capture methods: signal 60 (85.7%) zero-pause 10 (14.3%)"));
 	/* Drops. */
 	assert_non_null(strstr(out, "records lost in the stream (queue full): 5 (sample 5)"));
@@ -326,14 +330,18 @@ static void test_trace_and_pause_check(void **state)
 	unsigned tracks, handlers, kpauses, samples;
 	assert_int_equal(sscanf(res, "%u %u %u %u", &tracks, &handlers, &kpauses, &samples), 4);
 	assert_true(tracks >= 3);	/* main, worker, blocked (+ dropped-only) */
-	assert_int_equal(handlers, 70);	/* every window of the file */
+	assert_int_equal(handlers, 60);	/* every window of the file (zero-pause: none) */
 	assert_int_equal(kpauses, 1);
 	assert_int_equal(samples, 70);
 	free(out);
 
 	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
 	assert_non_null(strstr(out, "\"pause_check\": {"));
-	assert_non_null(strstr(out, "{\"tid\": 0, \"matched\": 0, \"kernel_only\": 1, \"self_only\": 70"));
+	assert_non_null(strstr(out, "{\"tid\": 0, \"matched\": 0, \"kernel_only\": 1, \"self_only\": 60"));
+	/* The one kernel window (t = 200 .. 4200 ns) lies before every
+	 * zero-pause sample: no claim either way. */
+	assert_non_null(strstr(out, "\"zero_pause\": {\"samples\": 10, \"confirmed\": 0, "
+				    "\"signalled\": 0, \"outside\": 10}"));
 	free(out);
 	df_buf_close(&b);
 }
@@ -368,7 +376,7 @@ static void test_json_content(void **state)
 
 	res[n] = '\0';
 	assert_int_equal(pclose(p), 0);
-	assert_string_equal(res, "70 40 10000 2 785000 1000000000 10 4\n");
+	assert_string_equal(res, "70 40 10000 2 730000 1000000000 10 4\n");
 	unlink(path);
 	free(out);
 	df_buf_close(&b);

@@ -340,6 +340,65 @@ struct child_report {
 
 /* Another process (a forked child that loads the library after the fork,
  * so only the child has it): symbols through /proc/PID/maps. */
+/*
+ * Each segment's file_offset must agree with the kernel's view: the mapping
+ * of /proc/self/maps that holds the segment's start maps file offset
+ * map_off + (start - map_start). Checked for the dl_iterate_phdr inventory
+ * (self) and the /proc/PID/maps + ELF one (pid = getpid()).
+ */
+static void check_file_offsets(struct sprobe_modules *m)
+{
+	unsigned checked = 0;
+
+	for (size_t i = 0; i < sprobe_modules__count(m); i++) {
+		const struct sprobe_module *mod = sprobe_modules__get(m, i);
+
+		if (mod->path[0] != '/')
+			continue;
+		for (uint32_t k = 0; k < mod->nsegs; k++) {
+			const struct sprobe_segment *sg = &mod->segs[k];
+			FILE *f = fopen("/proc/self/maps", "r");
+			char line[PATH_MAX + 128];
+			bool found = false;
+
+			assert_non_null(f);
+			while (fgets(line, sizeof(line), f)) {
+				unsigned long lo, hi, off;
+
+				if (sscanf(line, "%lx-%lx %*s %lx", &lo, &hi, &off) != 3)
+					continue;
+				if (sg->start < lo || sg->start >= hi)
+					continue;
+				/* .bss past the file's end has an anonymous map. */
+				if (!strchr(line, '/'))
+					break;
+				assert_int_equal(sg->file_offset, off + (sg->start - lo));
+				found = true;
+				checked++;
+				break;
+			}
+			fclose(f);
+			(void)found;
+		}
+	}
+	/* The executable and libc have at least two file-backed segments. */
+	assert_true(checked >= 4);
+}
+
+static void test_segment_file_offsets(void **state)
+{
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = getpid() };
+	struct sprobe_modules *self = sprobe_modules__new(NULL);
+	struct sprobe_modules *bypid = sprobe_modules__new(&o);
+
+	assert_non_null(self);
+	assert_non_null(bypid);
+	check_file_offsets(self);
+	check_file_offsets(bypid);
+	sprobe_modules__free(bypid);
+	sprobe_modules__free(self);
+}
+
 static void test_other_process_symbols(void **state)
 {
 	int up[2], down[2];
@@ -557,6 +616,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_debug_file_by_build_id),
 	cmocka_unit_test(test_debug_file_by_debuglink),
 	cmocka_unit_test(test_refresh_sees_dlclose),
+	cmocka_unit_test(test_segment_file_offsets),
 	cmocka_unit_test(test_other_process_symbols),
 	cmocka_unit_test(test_other_process_deleted_library),
 	cmocka_unit_test(test_bad_input),

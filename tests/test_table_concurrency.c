@@ -27,6 +27,12 @@
 
 #include "sprobe_test.h"
 
+#ifdef __APPLE__
+#define TABLE_DIR "/tmp"	/* no /dev/shm on macOS (table/table_posix.c) */
+#else
+#define TABLE_DIR "/dev/shm"
+#endif
+
 #define DEADLINE_S 120
 #define PINNED 8
 #define CHURN_TID_BASE 1000
@@ -335,7 +341,7 @@ static void run_scenario(const struct scenario *sc)
 	char path[128];
 	pid_t writer, reader;
 
-	snprintf(path, sizeof(path), "/dev/shm/sprobe-test-%d-conc.table",
+	snprintf(path, sizeof(path), TABLE_DIR "/sprobe-test-%d-conc.table",
 		 (int)getpid());
 	unlink(path);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE,

@@ -267,6 +267,7 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
 			sg->start = a;
 			sg->end = a + ph->p_memsz;
 			sg->prot = pflags_to_prot(ph->p_flags);
+			sg->file_offset = ph->p_offset;
 		} else if (ph->p_type == PT_GNU_EH_FRAME) {
 			mod->pub.eh_frame_hdr = a;
 			mod->pub.eh_frame_hdr_len = ph->p_memsz;
@@ -411,6 +412,7 @@ static struct module *module_from_file(const char *open_path, uint64_t map_start
 			sg->start = mod->pub.bias + ph.p_vaddr;
 			sg->end = sg->start + ph.p_memsz;
 			sg->prot = pflags_to_prot(ph.p_flags);
+			sg->file_offset = ph.p_offset;
 		} else if (ph.p_type == PT_NOTE && !mod->pub.build_id_len && raw &&
 			   ph.p_offset < rawsz && ph.p_filesz <= rawsz - ph.p_offset) {
 			mod->pub.build_id_len = sprobe__parse_build_id(raw + ph.p_offset, ph.p_filesz,
@@ -520,7 +522,7 @@ static int refresh_pid(struct sprobe_modules *m)
 			mod->pub.bias = mp->start;
 			mod->pub.nsegs = 1;
 			mod->pub.segs[0] = (struct sprobe_segment){ mp->start, mp->end,
-								    SPROBE_SEG_R | SPROBE_SEG_X, 0 };
+								    SPROBE_SEG_R | SPROBE_SEG_X, 0, 0 };
 			mod->vdso_self = false;
 		} else {
 			char open_path[PATH_MAX + 64];

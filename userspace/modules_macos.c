@@ -405,6 +405,7 @@ int sprobe_macho_image__symbolize(struct sprobe_macho_image *img, uint64_t pc,
  *   - C++ names are returned mangled (no demangler is bound here yet).
  */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <mach-o/dyld.h>
 
@@ -498,6 +499,8 @@ static int load_dyld(struct sprobe_modules *m, uint32_t count)
 		mm->pub.segs[0].start = mm->img.text_start;
 		mm->pub.segs[0].end = mm->img.text_end;
 		mm->pub.segs[0].prot = SPROBE_SEG_R | SPROBE_SEG_X;
+		/* __TEXT maps the file from its first byte (the Mach header). */
+		mm->pub.segs[0].file_offset = 0;
 		if (mm->img.has_uuid) {
 			memcpy(mm->pub.build_id, mm->img.uuid, sizeof(mm->img.uuid));
 			mm->pub.build_id_len = sizeof(mm->img.uuid);

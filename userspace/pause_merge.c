@@ -18,6 +18,8 @@
 
 #include <stackprobe/pause.h>
 
+#include "sort_compat.h"
+
 struct sprobe_pause_merge {
 	struct sprobe_pause_pair *pairs;
 	size_t npairs;
@@ -46,7 +48,8 @@ int sprobe_pause_swindow__from_sample(struct sprobe_pause_swindow *out,
 {
 	if (!out || !s)
 		return -EINVAL;
-	if (!s->entry_ns && !s->signal_ns)
+	/* Zero-pause: entry/exit bracket the probe's reads, no window. */
+	if (s->method == SPROBE_METHOD_ZERO_PAUSE || (!s->entry_ns && !s->signal_ns))
 		return -ENOENT;
 	*out = (struct sprobe_pause_swindow){
 		.tid = s->tid,
@@ -293,8 +296,8 @@ struct sprobe_pause_merge *sprobe_pause_merge__new(const struct sprobe_pause_kwi
 		if (s_valid(&sw[i]))
 			bounds_add(&sb, sw[i].entry_ns, sw[i].exit_ns);
 	}
-	qsort_r(kidx, nk, sizeof(*kidx), cmp_kidx, (void *)kw);
-	qsort_r(sidx, ns, sizeof(*sidx), cmp_sidx, (void *)sw);
+	sprobe_qsort_r(kidx, nk, sizeof(*kidx), cmp_kidx, (void *)kw);
+	sprobe_qsort_r(sidx, ns, sizeof(*sidx), cmp_sidx, (void *)sw);
 
 	size_t i = 0, j = 0;
 	uint64_t slack = o.slack_ns;
@@ -467,4 +470,87 @@ int sprobe_pause_merge__print(const struct sprobe_pause_merge *m, FILE *f)
 	for (size_t i = 0; i < m->nthreads; i++)
 		print_summary(f, &m->threads[i]);
 	return ferror(f) ? -EIO : 0;
+}
+
+/* ---- zero-pause check ---------------------------------------------------- */
+
+struct zp_ev {
+	pid_t tid;
+	uint64_t ns;
+};
+
+static int zp_ev_cmp(const void *a, const void *b)
+{
+	const struct zp_ev *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+int sprobe_pause_zp__check(const struct sprobe_pause_kwindow *kw, size_t nk,
+			   const struct sprobe_pause_zp_sample *zs, size_t nz,
+			   uint64_t kernel_lost, struct sprobe_pause_zp_check *out)
+{
+	struct zp_ev *ev;
+	size_t nev = 0;
+	uint64_t span_lo = UINT64_MAX, span_hi = 0;
+
+	if (!out || (nk && !kw) || (nz && !zs))
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->kernel_lost = kernel_lost;
+	ev = malloc((2 * nk + 1) * sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	/* Every generation and every delivery of a capture signal, by
+	 * thread and time; and the span the companion was seen running. */
+	for (size_t i = 0; i < nk; i++) {
+		uint64_t first = kw[i].generate_ns ? kw[i].generate_ns : kw[i].deliver_ns;
+		uint64_t last = kw[i].sigreturn_ns ? kw[i].sigreturn_ns : kw[i].deliver_ns;
+
+		if (kw[i].generate_ns)
+			ev[nev++] = (struct zp_ev){ kw[i].tid, kw[i].generate_ns };
+		if (kw[i].deliver_ns)
+			ev[nev++] = (struct zp_ev){ kw[i].tid, kw[i].deliver_ns };
+		if (first && first < span_lo)
+			span_lo = first;
+		if (last > span_hi)
+			span_hi = last;
+	}
+	qsort(ev, nev, sizeof(*ev), zp_ev_cmp);
+	for (size_t i = 0; i < nz; i++) {
+		const struct sprobe_pause_zp_sample *z = &zs[i];
+		size_t a = 0, b = nev;
+
+		out->samples++;
+		/* First event of z->tid at or after z->start_ns. */
+		while (a < b) {
+			size_t m = a + (b - a) / 2;
+
+			if (ev[m].tid < z->tid || (ev[m].tid == z->tid && ev[m].ns < z->start_ns))
+				a = m + 1;
+			else
+				b = m;
+		}
+		if (a < nev && ev[a].tid == z->tid && ev[a].ns <= z->end_ns)
+			out->signalled++;
+		else if (nk && z->start_ns >= span_lo && z->end_ns <= span_hi)
+			out->confirmed++;
+		else
+			out->outside++;
+	}
+	free(ev);
+	return 0;
+}
+
+void sprobe_pause_zp__print(const struct sprobe_pause_zp_check *c, FILE *o)
+{
+	if (!c || !o)
+		return;
+	fprintf(o, "  zero-pause samples: %" PRIu64 "; kernel saw no capture signal for %" PRIu64
+		   " (confirmed 0 ns), a signal for %" PRIu64 ", %" PRIu64
+		   " outside its trace%s\n",
+		c->samples, c->confirmed, c->signalled, c->outside,
+		c->kernel_lost ? " (the companion lost events)" : "");
 }

@@ -18,6 +18,7 @@
 #include <stackprobe/report.h>
 
 #include "report_outputs.h"
+#include "sort_compat.h"
 
 #include <stackprobe/pause.h>
 #include <stackprobe/trace.h>
@@ -303,6 +304,10 @@ struct sprobe_report {
 	 * (userspace/pause_merge.c) and the trace timeline. */
 	VEC(struct sprobe_pause_kwindow) kwv;
 	VEC(struct sprobe_pause_swindow) swv;
+	/* Zero-pause samples (no window: the kernel must show no signal),
+	 * and each capture's probe-side duration by its start time. */
+	VEC(struct sprobe_pause_zp_sample) zpv;
+	struct u64map cap_end;
 
 	uint64_t t_min, t_max;	/* monotonic ns seen in records */
 
@@ -385,6 +390,8 @@ void sprobe_report__free(struct sprobe_report *r)
 	free(r->capture_ns.v);
 	free(r->kwv.v);
 	free(r->swv.v);
+	free(r->zpv.v);
+	u64map_free(&r->cap_end);
 	free(r->funcs.v);
 	u64map_free(&r->pc_func);
 	bytemap_free(&r->stackmap);
@@ -441,8 +448,13 @@ static char *hex(const uint8_t *b, uint32_t n)
 
 	if (!s)
 		return NULL;
-	for (uint32_t i = 0; i < n; i++)
-		sprintf(s + 2 * i, "%02x", b[i]);
+	/* Not sprintf: the macOS 13+ SDK marks it deprecated (-Werror). */
+	static const char digits[] = "0123456789abcdef";
+
+	for (uint32_t i = 0; i < n; i++) {
+		s[2 * i] = digits[b[i] >> 4];
+		s[2 * i + 1] = digits[b[i] & 15];
+	}
 	s[2 * n] = '\0';
 	return s;
 }
@@ -551,7 +563,16 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		t->methods[smp.method]++;
 		if (s->stack_used > t->stack_max)
 			t->stack_max = s->stack_used;
-		if (s->entry_ns && s->exit_ns >= s->entry_ns) {
+		if (s->method == SPROBE_METHOD_ZERO_PAUSE) {
+			/* Read while blocked, no signal: a 0 ns pause. Its
+			 * entry/exit bracket the probe's reads; the kernel
+			 * must show no signal for it (zero-pause check). */
+			struct sprobe_pause_zp_sample z = { .tid = (pid_t)s->tid,
+							    .start_ns = s->time_ns,
+							    .end_ns = s->exit_ns };
+			if (VEC_PUSH(r->zpv, z) || VEC_PUSH(t->win, 0))
+				return -ENOMEM;
+		} else if (s->entry_ns && s->exit_ns >= s->entry_ns) {
 			struct sprobe_pause_swindow sw = { .tid = (pid_t)s->tid, .signal_ns = s->signal_ns,
 							   .entry_ns = s->entry_ns, .exit_ns = s->exit_ns };
 			if (VEC_PUSH(r->swv, sw))
@@ -578,6 +599,10 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			r->cap_dropped_reason[i] += c->dropped[i];
 		r->cap_pause_ns += c->pause_ns;
 		if (VEC_PUSH(r->capture_ns, c->capture_ns))
+			return -ENOMEM;
+		if (c->time_ns &&
+		    u64map_put(&r->cap_end, c->time_ns,
+			       c->capture_ns < UINT32_MAX - 1 ? (uint32_t)c->capture_ns : UINT32_MAX - 1))
 			return -ENOMEM;
 		for (uint32_t i = 0; i < c->ndropped_tids; i++) {
 			uint32_t reason = c->dropped_tids[i].reason;
@@ -923,7 +948,7 @@ static const char *module_name(const struct sprobe_report *r, uint32_t index)
 	return NULL;
 }
 
-/* Sort helpers for the function tables (qsort_r: no global state). */
+/* Sort helpers for the function tables (sprobe_qsort_r: no global state). */
 struct fsort {
 	const struct sprobe_report *r;
 	bool by_total;
@@ -960,7 +985,7 @@ static uint32_t *sorted_funcs(const struct sprobe_report *r, bool by_total, size
 	struct fsort ctx = { .r = r, .by_total = by_total };
 
 	if (*n > 1)
-		qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
+		sprobe_qsort_r(ids, *n, sizeof(uint32_t), cmp_func, &ctx);
 	return ids;
 }
 
@@ -1011,6 +1036,33 @@ static const char *thread_label(const struct thread *t)
 }
 
 /* ---- kernel vs self-reported windows ------------------------------------ */
+
+/* The kernel's word on the selected threads' zero-pause samples: each is
+ * checked over its whole capture round (start .. start + capture_ns of the
+ * capture record with that start; its own reads' end when that record is
+ * missing). */
+static int zp_check(const struct sprobe_report *r, struct sprobe_pause_zp_check *out)
+{
+	struct sprobe_pause_zp_sample *zs = malloc((r->zpv.n + 1) * sizeof(*zs));
+	size_t nz = 0;
+	int err;
+
+	if (!zs)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->zpv.n; i++) {
+		struct sprobe_pause_zp_sample z = r->zpv.v[i];
+		uint32_t dur;
+
+		if (!selected(r, (uint32_t)z.tid))
+			continue;
+		if (u64map_get(&r->cap_end, z.start_ns, &dur) && z.start_ns + dur > z.end_ns)
+			z.end_ns = z.start_ns + dur;
+		zs[nz++] = z;
+	}
+	err = sprobe_pause_zp__check(r->kwv.v, r->kwv.n, zs, nz, r->lost[SPROBE_DF_KWINDOW], out);
+	free(zs);
+	return err;
+}
 
 /* Match the selected threads' kernel windows with their self-reported ones
  * (see userspace/pause_merge.c). NULL with errno on failure; a report
@@ -1176,7 +1228,7 @@ static int write_text(struct sprobe_report *r, FILE *o)
 	for (size_t i = 0; i < r->threads.n; i++)
 		order[i] = (uint32_t)i;
 	if (r->threads.n > 1)
-		qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
+		sprobe_qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
 	for (size_t oi = 0; oi < r->threads.n; oi++) {
 		const struct thread *t = &r->threads.v[order[oi]];
 
@@ -1237,6 +1289,10 @@ static int write_text(struct sprobe_report *r, FILE *o)
 		if (!nsel)
 			fprintf(o, " (none)");
 		fputc('\n', o);
+		if (m[SPROBE_METHOD_ZERO_PAUSE])
+			fprintf(o, "  zero-pause: %" PRIu64 " samples read while blocked, without a "
+				   "signal: counted above as 0 ns windows\n",
+				m[SPROBE_METHOD_ZERO_PAUSE]);
 	}
 	if (r->kwindows) {
 		/* Every window seen from both sides: the kernel's (eBPF) and
@@ -1249,6 +1305,9 @@ static int write_text(struct sprobe_report *r, FILE *o)
 			fprintf(o, "Pause check: cannot match %" PRIu64 " kernel windows (%s)\n",
 				r->kwindows, strerror(errno));
 		sprobe_pause_merge__free(m);
+		struct sprobe_pause_zp_check zc;
+		if (r->zpv.n && zp_check(r, &zc) == 0)
+			sprobe_pause_zp__print(&zc, o);
 	}
 	text_drops(o, r);
 	return 0;
@@ -1388,7 +1447,13 @@ static void json_pause_check(const struct sprobe_report *r, FILE *o)
 		fputs(i ? ",\n      " : "\n      ", o);
 		jpsummary(o, &t[i]);
 	}
-	fputs("\n    ]\n  }", o);
+	fputs("\n    ]", o);
+	struct sprobe_pause_zp_check zc;
+	if (zp_check(r, &zc) == 0)
+		fprintf(o, ",\n    \"zero_pause\": {\"samples\": %" PRIu64 ", \"confirmed\": %" PRIu64
+			   ", \"signalled\": %" PRIu64 ", \"outside\": %" PRIu64 "}",
+			zc.samples, zc.confirmed, zc.signalled, zc.outside);
+	fputs("\n  }", o);
 	sprobe_pause_merge__free(m);
 }
 

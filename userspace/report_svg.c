@@ -24,6 +24,7 @@
 #include <stackprobe.h>
 
 #include "report_outputs.h"
+#include "sort_compat.h"
 
 #define IMG_W 1200.0
 #define PAD 10.0
@@ -324,7 +325,7 @@ static int draw(struct layout *L, struct tree *t, uint32_t id, uint32_t d, doubl
 	for (uint32_t c = nd->first; c != UINT32_MAX; c = t->v[c].next)
 		kids[nk++] = t->v[c].name;
 	/* kids holds names; sort them, then look each child up again. */
-	qsort_r(kids, nk, sizeof(*kids), cmp_by_name, (void *)L->g);
+	sprobe_qsort_r(kids, nk, sizeof(*kids), cmp_by_name, (void *)L->g);
 	for (size_t i = 0; i < nk; i++) {
 		uint32_t cid;
 		int err;

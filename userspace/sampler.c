@@ -78,6 +78,7 @@ struct sprobe_sampler {
 	struct sprobe_datafile_writer *writer;
 	struct sprobe_stream *stream;
 	bool writer_excluded;	/* the stream's writer is out of captures */
+	bool zero_pause;	/* wall captures use zero-pause */
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
@@ -301,7 +302,7 @@ static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
 	for (uint32_t i = 0; i < m->nsegs && nr < SPROBE_MODULE_MAX_SEGS; i++) {
 		ranges[nr].start = m->segs[i].start;
 		ranges[nr].end = m->segs[i].end;
-		ranges[nr].file_offset = 0;
+		ranges[nr].file_offset = m->segs[i].file_offset;
 		nr++;
 	}
 	struct sprobe_df_record rec = { .type = SPROBE_DF_MODULE };
@@ -418,7 +419,14 @@ static void round_once(struct sprobe_sampler *s)
 	int err = s->opts.mode == SPROBE_MODE_CPU
 			  ? sprobe_capturer__cpu_collect(s->capturer, s->snap, period_ns)
 			  : sprobe_capturer__capture(s->capturer, s->snap);
-	if (err >= 0) {
+	if (err >= 0 && s->zero_pause) {
+		/* Unwinds, and re-captures with a signal the zero-pause
+		 * samples whose walk needs a register the kernel's syscall
+		 * file does not give (the register gap). */
+		int rerr = sprobe_unwinder__resolve(s->unwinder, s->capturer, s->snap);
+		if (rerr < 0)
+			err = rerr;
+	} else if (err >= 0) {
 		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
 		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
 		for (uint32_t i = 0; i < nt; i++) {
@@ -464,7 +472,9 @@ static void round_once(struct sprobe_sampler *s)
 			push_thread_name(s, ts->tid);
 			e->named = true;
 		}
-		if (ts->exit_ns > ts->entry_ns)
+		if (ts->method == SPROBE_METHOD_ZERO_PAUSE)
+			s->windows[nwin++] = 0; /* read without stopping it */
+		else if (ts->exit_ns > ts->entry_ns)
 			s->windows[nwin++] = ts->exit_ns - ts->entry_ns;
 		if (s->table)
 			publish(s, e, ts, t0);
@@ -641,12 +651,14 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		.signo = s->opts.signo,
 		.max_stack_bytes = s->opts.max_stack_bytes,
 		.max_threads = s->opts.max_threads,
+		.zero_pause = !s->opts.no_zero_pause && s->opts.mode == SPROBE_MODE_WALL,
 	};
 	s->capturer = sprobe_capturer__new(&copts);
 	if (!s->capturer) {
 		err = errno;
 		goto fail;
 	}
+	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
 	s->snap = sprobe_snapshot__new(s->opts.max_threads, s->opts.max_stack_bytes);
 	if (!s->snap) {
 		err = errno;
@@ -702,6 +714,13 @@ fail_early:
 	atomic_flag_clear(&sampler_running);
 	errno = err;
 	return NULL;
+}
+
+int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t len)
+{
+	if (!s)
+		return -EINVAL;
+	return sprobe_capturer__zero_pause(s->capturer, why, len);
 }
 
 int sprobe_sampler__stop(struct sprobe_sampler *s)

@@ -82,6 +82,8 @@ struct sprobe_unwinder {
 	size_t npins, cap_pins;
 	struct sprobe_unwinder_stats st;
 	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
+	uint32_t *zp_idx;	/* scratch: zero-pause samples to re-capture */
+	uint32_t zp_cap;
 };
 
 /* State of one walk; the accessors' `arg`. */
@@ -388,6 +390,7 @@ void sprobe_unwinder__free(struct sprobe_unwinder *u)
 	free(u->pins);
 	if (u->own_mods)
 		sprobe_modules__free(u->mods);
+	free(u->zp_idx);
 	free(u);
 }
 
@@ -786,6 +789,70 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
 	return done;
 }
 
+/* Did the walk of a zero-pause sample get a whole stack? END is the
+ * thread's start; MAX_FRAMES and a copy the cap cut short would end the
+ * same way through the signal path. Anything else (BAD: a frame needed a
+ * register the syscall file does not give; FP_END: no CFI and no frame
+ * pointer) is the register gap. */
+static bool zp_walk_complete(const struct sprobe_thread_sample *t, enum sprobe_unwind_stop why)
+{
+	return why == SPROBE_UNWIND_END || why == SPROBE_UNWIND_MAX_FRAMES ||
+	       (why == SPROBE_UNWIND_TRUNCATED && t->truncated);
+}
+
+int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
+			     struct sprobe_snapshot *snap)
+{
+	uint32_t n, nzp = 0;
+	int ret, done = 0;
+
+	if (!u || !c || !snap)
+		return -EINVAL;
+	ret = sprobe_modules__refresh(u->mods);
+	(void)ret; /* a failed refresh keeps the previous inventory */
+	n = sprobe_snapshot__nthreads(snap);
+	if (n > u->zp_cap) {
+		uint32_t *p = realloc(u->zp_idx, n * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		u->zp_idx = p;
+		u->zp_cap = n;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
+		enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
+
+		if (!t || t->stage == SPROBE_STAGE_EMPTY)
+			continue;
+		if (sprobe_unwinder__unwind(u, t, &why) < 0)
+			continue;
+		done++;
+		if (t->method != SPROBE_METHOD_ZERO_PAUSE)
+			continue;
+		u->st.zp_walks++;
+		if (!zp_walk_complete(t, why)) {
+			u->st.zp_short++;
+			u->zp_idx[nzp++] = i;
+		}
+	}
+	if (nzp) {
+		/* The threads run again since the capture; a signal now
+		 * gives their whole register set. */
+		ret = sprobe_capturer__recapture(c, snap, u->zp_idx, nzp);
+		if (ret < 0)
+			return ret;
+		for (uint32_t k = 0; k < nzp; k++) {
+			struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, u->zp_idx[k]);
+
+			if (t && t->stage != SPROBE_STAGE_EMPTY)
+				sprobe_unwinder__unwind(u, t, NULL);
+		}
+	}
+	sprobe_snapshot__set_frames_resolved(snap, true);
+	return done;
+}
+
 int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
 			       struct sprobe_unwinder *u)
 {
@@ -797,6 +864,6 @@ int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot
 	if (ret < 0)
 		return ret;
 	/* Every window is closed when capture returns: all threads run. */
-	ret = sprobe_unwinder__unwind_snapshot(u, snap);
+	ret = sprobe_unwinder__resolve(u, c, snap);
 	return ret < 0 ? ret : 0;
 }

@@ -13,11 +13,22 @@
 
 #include <stackprobe/capture.h>
 
-#if defined(__aarch64__)
+#if defined(__APPLE__) && (defined(__aarch64__) || defined(__arm64__))
+/* Apple arm64: system code is arm64e, whose saved return addresses carry a
+ * pointer-authentication signature in the bits above the user address
+ * space, which is 47 bits there (MACH_VM_MAX_ADDRESS < 2^47): a 48-bit mask
+ * would keep bit 47 of a signed address. backends/macos.c strips LR with the
+ * same mask. */
+#define PC_MASK 0x00007fffffffffffull
+#elif defined(__aarch64__)
 /* Pointer authentication may sign saved return addresses; user addresses
  * fit in 48 bits (the kernel's default VA size), so drop the rest. */
 #define PC_MASK 0x0000ffffffffffffull
 #else
+/* x86_64 has no pointer signing: a return address is used as saved. User
+ * addresses are canonical and below 2^47 on macOS and on Linux with 4-level
+ * paging (2^56 with 5-level), so nothing is masked; a garbage value is
+ * caught by the frame-record checks, not here. */
 #define PC_MASK (~0ull)
 #endif
 

@@ -15,6 +15,12 @@
  * path is tagged ASYNC-SIGNAL-SAFE in backends/ and the reason is written
  * once, at the top of backends/linux.c.
  *
+ * Zero-pause (opts.zero_pause, wall captures): a thread blocked in the
+ * kernel is read without any window at all -- its SP and PC from
+ * /proc/self/task/T/syscall, its stack copied by the probe, the copy kept
+ * only if the thread provably did not run meanwhile (schedstat unchanged);
+ * see docs/capture.md "Zero-pause".
+ *
  * Errors: functions returning int return 0 or -errno. Functions returning a
  * pointer return NULL and set errno. An unsupported platform returns
  * -ENOTSUP, never an empty snapshot.
@@ -110,7 +116,10 @@ struct sprobe_thread_sample {
 	 * the signal; entry_ns/exit_ns: the handler's first and last reads of
 	 * the clock (the self-reported window: it excludes the kernel's signal
 	 * delivery before and sigreturn after, which the eBPF companion
-	 * measures and can match by tid and time). 0 when not applicable. */
+	 * measures and can match by tid and time). 0 when not applicable.
+	 * Method ZERO_PAUSE: signal_ns 0, entry_ns/exit_ns the probe's first
+	 * and second schedstat reads (the span over which the thread is
+	 * proven not to have run); the thread's own pause is 0. */
 	uint64_t signal_ns, entry_ns, exit_ns;
 	/* CPU-timer samples (sprobe_capturer__cpu_collect()): how many
 	 * periods of the thread's CPU time this sample stands for (>= 1: its
@@ -129,8 +138,24 @@ struct sprobe_snapshot_stats {
 	uint32_t threads_captured;
 	uint32_t threads_dropped;
 	uint32_t dropped[SPROBE_DROP__COUNT]; /* by reason; sums to dropped */
-	uint64_t pause_ns;	   /* sum over captured threads of exit - entry */
+	uint64_t pause_ns;	   /* sum over captured threads of exit - entry
+				    * (zero-pause samples count 0) */
 	uint64_t capture_ns;	   /* whole capture, probe side */
+	/* Zero-pause (opts.zero_pause, docs/capture.md "Zero-pause"):
+	 * zp_captured: samples read without any signal (method ZERO_PAUSE);
+	 * zp_fallback: threads found blocked whose copy could not be trusted
+	 * (schedstat changed, a read failed, SP outside every known stack)
+	 * and that went through the signal path in the same capture;
+	 * zp_recaptured: zero-pause samples replaced by a signal capture
+	 * because their deferred unwind did not reach the thread's start
+	 * (sprobe_capturer__recapture()). */
+	uint32_t zp_captured;
+	uint32_t zp_fallback;
+	uint32_t zp_recaptured;
+	/* Of zp_captured: threads not switched in since their previous
+	 * zero-pause capture into the same snapshot, whose copy was kept
+	 * as it is (one schedstat read, no copy). */
+	uint32_t zp_unchanged;
 };
 
 enum sprobe_strategy {
@@ -154,14 +179,33 @@ struct sprobe_capture_opts {
 	 * make a thread exit or block the signal at exactly that point. */
 	void (*before_signal)(void *ctx, pid_t tid);
 	void *hook_ctx;
+	/* Zero-pause capture of blocked threads (docs/capture.md): a wall
+	 * capture reads every thread that is blocked in the kernel (its
+	 * /proc/self/task/T/syscall is not "running") without signalling it:
+	 * SP and PC from that file, the stack copied by the probe, the copy
+	 * kept only if /proc/self/task/T/schedstat is the same before and
+	 * after (the thread did not run meanwhile); anything else takes the
+	 * signal path in the same capture. false (default): signals only.
+	 * Refused silently (turned off, see sprobe_capturer__zero_pause())
+	 * where the kernel's view cannot be trusted (qemu-user) or with
+	 * method VM_READV. */
+	bool zero_pause;
+	/* Diagnostic hook, NULL for none: called by the capturing thread
+	 * for each thread zero-pause found blocked, after reading its SP and
+	 * PC and before copying its stack (outside any window, capturer lock
+	 * held: must not call back into the capturer; gets hook_ctx). Tests
+	 * use it to make the thread run right there, which the schedstat
+	 * check must then catch. */
+	void (*before_zp_copy)(void *ctx, pid_t tid);
 };
 
 struct sprobe_capturer;
 struct sprobe_snapshot;
 
-/* Bytes below SP that x86_64 leaf code may use (the SysV red zone); the
- * copy starts this far below SP there. 0 on aarch64. */
-#if defined(__x86_64__)
+/* Bytes below SP that x86_64 leaf code may use (the SysV red zone, also on
+ * macOS); the copy starts this far below SP there. 0 on aarch64, and on
+ * Windows, whose x64 ABI has no red zone (the backend copies from SP). */
+#if defined(__x86_64__) && !defined(_WIN32)
 #define SPROBE_REDZONE 128u
 #else
 #define SPROBE_REDZONE 0u
@@ -197,6 +241,34 @@ void sprobe_capturer__free(struct sprobe_capturer *c);
 
 /* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
 int sprobe_capturer__signo(const struct sprobe_capturer *c);
+
+/*
+ * Whether wall captures use zero-pause (opts.zero_pause asked for it and the
+ * self-test at sprobe_capturer__new() passed: a helper thread blocked in
+ * read(2) must show that syscall, its fd and an SP inside its own stack in
+ * /proc/self/task/T/syscall; under qemu-user that file shows the emulator's
+ * host thread instead). Returns 1 (on), 0 (off; why, if not NULL, gets a
+ * NUL-terminated reason, "" when simply not asked for), -EINVAL for NULL.
+ * Thread-safe (the answer is fixed at creation); not async-signal-safe.
+ */
+int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len);
+
+/*
+ * Re-capture samples idx[0..n) of s (indices into s, from the last wall
+ * capture into s by c) through the signal path, now: each is replaced by
+ * a signal capture of the same thread (method SIGNAL) or dropped with its
+ * reason; stats are recomputed and zp_recaptured += n. For zero-pause
+ * samples whose deferred unwind did not reach the thread's start (the
+ * syscall file gives SP and PC only: see docs/capture.md), so the same
+ * capture round still yields a complete stack.
+ * Returns 0, -EINVAL (NULL, n == 0 with idx NULL is fine, an index >= the
+ * snapshot's thread count or a sample that was never captured), -EBUSY
+ * (CPU-timer capture running, or the handler was replaced), -ECHILD, or
+ * -ENOTSUP. Allocates nothing. Serialised with captures by the capturer
+ * lock; not async-signal-safe.
+ */
+int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			       const uint32_t *idx, uint32_t n);
 
 /* How many threads one capturer can exclude. */
 #define SPROBE_MAX_EXCLUDED 16u

@@ -87,8 +87,8 @@ struct sprobe_pause_swindow {
  * exit_ns). A sample the capturer dropped after sending the signal becomes
  * a window with entry_ns = exit_ns = 0, which the matcher reports as
  * SPROBE_PAUSE_R_SELF_DROPPED. Returns 0, -EINVAL (NULL), or -ENOENT when
- * the sample has no window at all (never signalled: no timestamps, e.g. a
- * thread read without a signal). Pure; thread-safe; async-signal-safe.
+ * the sample has no window at all (never signalled: no timestamps, or a
+ * zero-pause sample: read without a signal). Pure; thread-safe; async-signal-safe.
  */
 int sprobe_pause_swindow__from_sample(struct sprobe_pause_swindow *out,
 				      const struct sprobe_thread_sample *s);
@@ -334,6 +334,49 @@ const struct sprobe_pause_summary *sprobe_pause_merge__overall(const struct spro
  * -errno (-EIO on a write error). Not async-signal-safe.
  */
 int sprobe_pause_merge__print(const struct sprobe_pause_merge *m, FILE *f);
+
+/* ------------------------------------------------------------------ */
+/* Zero-pause check                                                    */
+
+/* One zero-pause sample (method SPROBE_METHOD_ZERO_PAUSE): the thread was
+ * read without a signal during [start_ns, end_ns] (its capture round). */
+struct sprobe_pause_zp_sample {
+	pid_t tid;
+	uint32_t _pad;
+	uint64_t start_ns, end_ns;
+};
+
+/* What the kernel says about the zero-pause samples. */
+struct sprobe_pause_zp_check {
+	uint64_t samples;	/* zero-pause samples checked */
+	/* Inside the span the companion observed (its first to its last
+	 * window) and no capture signal of that thread was generated or
+	 * delivered during the sample's round: the kernel confirms 0 ns. */
+	uint64_t confirmed;
+	/* A capture signal of that thread was generated or delivered during
+	 * the round: the sample's "no signal" claim is contradicted. */
+	uint64_t signalled;
+	/* Outside the span the companion observed (or no kernel windows at
+	 * all): no claim either way. */
+	uint64_t outside;
+	/* The companion lost events (kernel_lost != 0): a confirmation is
+	 * only as good as the trace. */
+	uint64_t kernel_lost;
+};
+
+/*
+ * Check zero-pause samples zs[0..nz) against the kernel windows kw[0..nk)
+ * of the same recording (the eBPF companion sees every capture signal
+ * generated for, and delivered to, each thread of the target). Fills *out.
+ * Returns 0, -EINVAL (NULL out, or NULL array with a non-zero count),
+ * -ENOMEM. Pure (allocates scratch); thread-safe; not async-signal-safe.
+ */
+int sprobe_pause_zp__check(const struct sprobe_pause_kwindow *kw, size_t nk,
+			   const struct sprobe_pause_zp_sample *zs, size_t nz,
+			   uint64_t kernel_lost, struct sprobe_pause_zp_check *out);
+
+/* Print a check as the pause report's "zero-pause" lines. */
+void sprobe_pause_zp__print(const struct sprobe_pause_zp_check *c, FILE *o);
 
 #ifdef __cplusplus
 }

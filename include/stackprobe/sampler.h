@@ -10,6 +10,10 @@
  *
  * Modes:
  *   wall  every thread, running or blocked, once per period: where time goes.
+ *         Threads blocked in the kernel are read without a signal
+ *         (zero-pause, docs/capture.md) unless opts.no_zero_pause; one
+ *         whose stack needs registers the kernel does not show (frame
+ *         pointers) is re-captured with a signal in the same round.
  *   cpu   each thread on its own CPU time: a per-thread POSIX timer on the
  *         thread's CPU clock signals the thread itself after every 1/F of
  *         CPU time it consumed, and the handler copies the stack where that
@@ -76,6 +80,11 @@ struct sprobe_sampler_opts {
 	double duration_s;	   /* 0: until __stop() */
 	const char *command_line;  /* recorded in the header; NULL: /proc */
 	struct sprobe_sampler_status *status; /* optional, borrowed */
+	/* Wall mode reads threads blocked in the kernel without a signal
+	 * (zero-pause, docs/capture.md) unless this is set; where the
+	 * kernel's view cannot be trusted (qemu-user) it is off anyway:
+	 * sprobe_sampler__zero_pause() says why. */
+	bool no_zero_pause;
 };
 
 struct sprobe_sampler_stats {
@@ -107,6 +116,11 @@ int sprobe_sampler__stop(struct sprobe_sampler *s);
 
 /* A consistent copy of the counters; thread-safe (relaxed atomics). */
 void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler_stats *out);
+
+/* Whether the sampler's wall captures use zero-pause: 1 yes, 0 no (why,
+ * if not NULL, gets the reason: "" when not asked for or in cpu mode),
+ * -EINVAL for NULL. Thread-safe (fixed at start). */
+int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t len);
 
 /* "wall" / "cpu" -> enum value, or -EINVAL. */
 int sprobe_sampler_mode__parse(const char *name);

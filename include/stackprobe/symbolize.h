@@ -67,6 +67,10 @@ struct sprobe_segment {
 	uint64_t start, end;	/* runtime addresses, [start, end) */
 	uint32_t prot;		/* SPROBE_SEG_* */
 	uint32_t _pad;
+	/* Offset in the file of the byte mapped at start (ELF p_offset of the
+	 * PT_LOAD), so that file offset = file_offset + (addr - start). 0 for
+	 * the vDSO and where the format has no linear mapping (PE images). */
+	uint64_t file_offset;
 };
 
 /*

@@ -150,8 +150,9 @@ struct sprobe_table;
 /*
  * Create a table for `capacity` nodes (1..SPROBE_TABLE_MAX_CAPACITY) in a
  * new file at `path`, or at /dev/shm/stackprobe-<pid>.table when path is
- * NULL. The file is created 0600 with O_CREAT|O_EXCL|O_NOFOLLOW and its
- * space is reserved up front (a full /dev/shm fails here with ENOSPC, never
+ * NULL (/tmp/stackprobe-<pid>.table on macOS, which has no /dev/shm).
+ * The file is created 0600 with O_CREAT|O_EXCL|O_NOFOLLOW and its space
+ * is reserved up front (a full /dev/shm fails here with ENOSPC, never
  * later with SIGBUS).
  * Returns the writer handle (owned by the caller, release it with
  * sprobe_table__close) or NULL with errno: EINVAL (capacity), EEXIST (a
@@ -219,8 +220,8 @@ struct sprobe_table *sprobe_table__open_path(const char *path,
 				const struct sprobe_table_open_opts *opts);
 
 /*
- * Open /dev/shm/stackprobe-<pid>.table as open_path does, and also check
- * that its writer_pid is pid (ESTALE otherwise).
+ * Open /dev/shm/stackprobe-<pid>.table (macOS: /tmp/...) as open_path
+ * does, and also check that its writer_pid is pid (ESTALE otherwise).
  */
 struct sprobe_table *sprobe_table__open_pid(pid_t pid,
 				const struct sprobe_table_open_opts *opts);

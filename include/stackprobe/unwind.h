@@ -93,6 +93,11 @@ struct sprobe_unwinder_stats {
 	uint64_t table_failures;/* frames with no CFI (missed search, or pc in
 				 * no module) */
 	uint64_t module_refreshes; /* refreshes that changed the module set */
+	/* sprobe_unwinder__resolve(): zero-pause samples walked, and those
+	 * whose walk did not reach the thread's start (re-captured through
+	 * the signal path: the register gap, docs/capture.md). */
+	uint64_t zp_walks;
+	uint64_t zp_short;
 	uint64_t pins;		/* modules pinned (dlopen RTLD_NOLOAD) for a round */
 	uint64_t pin_failures;	/* modules that could not be pinned (unloaded, or
 				 * moved, since the inventory was refreshed):
@@ -137,6 +142,23 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
  */
 int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap);
 
+/*
+ * sprobe_unwinder__unwind_snapshot() for a snapshot that c captured with
+ * zero-pause on, closing the register gap: a zero-pause sample has SP and
+ * PC only, so a walk that needs another register at its first frames (the
+ * frame pointer, in code built with -fno-omit-frame-pointer) stops early.
+ * Every zero-pause sample whose walk does not reach the thread's start
+ * (stop END; MAX_FRAMES and a capped copy count as reached) is re-captured
+ * at once through the signal path (sprobe_capturer__recapture(): same
+ * slot, method SIGNAL, stats.zp_recaptured) and unwound again. Counts go
+ * to the stats' zp_walks / zp_short. Returns the number of threads unwound
+ * (before re-capture), or -errno (EINVAL on NULL arguments, ENOMEM, or the
+ * re-capture's error; the snapshot then keeps the short walks).
+ * Not async-signal-safe; from the probe thread.
+ */
+int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
+			     struct sprobe_snapshot *snap);
+
 /* Drop every cached CFI row and eh_frame_hdr check of the inventory's
  * modules (memory back; the next unwinds are cold again). Returns 0,
  * -EINVAL on NULL. */
@@ -148,7 +170,8 @@ int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwind
 /*
  * Capture every sibling thread into snap with c, then — after every thread
  * runs again — unwind them all with u (DWARF with frame-pointer fallback)
- * and set frames_resolved. Returns 0 or the capture's -errno (-ENOTSUP on an
+ * through sprobe_unwinder__resolve() (zero-pause samples whose walk falls
+ * short are re-captured with a signal) and set frames_resolved. Returns 0 or the capture's -errno (-ENOTSUP on an
  * unsupported platform, never an empty snapshot). Not async-signal-safe; call
  * from the probe thread.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * macOS capture tests. Built and run only on a macOS host (mk/macos.mk,
- * `make macos-ci`, run by .github/workflows/ci.yml); the folder keeps it out
+ * macOS capture tests. Built and run only on a macOS host (`make test`
+ * there, mk/macos.mk; run by .github/workflows/ci.yml); the folder keeps it out
  * of the Linux tests/test_*.c wildcard. Here it is only syntax-checked
  * against tests/macos_sdk_standin.h: it has NOT been run by anyone yet.
  *

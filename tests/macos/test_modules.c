@@ -2,7 +2,7 @@
 /*
  * macOS module inventory and names through the public API of
  * <stackprobe/symbolize.h> (userspace/modules_macos.c over dyld). Built and
- * run only on a macOS host (`make macos-ci`); here it is only syntax-checked
+ * run only on a macOS host (`make test` there); here it is only syntax-checked
  * against tests/macos_sdk_standin.h and has NOT been run by anyone yet.
  */
 #include <errno.h>

@@ -500,11 +500,12 @@ static void *alt_thread(void *arg)
 
 static int blocked_pipe[2];
 
+/* Created with every signal already blocked (main blocks them around
+ * pthread_create, and a new thread starts with its creator's mask): blocking
+ * them here, after start, would leave a window in which a capture could
+ * sample the thread and the test that expects it never sampled would race. */
 static void *blocked_thread(void *arg)
 {
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	fprintf(stderr, "tid blocked %ld\n", (long)syscall(SYS_gettid));
 	ack();
 	read_byte(blocked_pipe[0]);
@@ -725,9 +726,16 @@ static void run_round(struct results *res)
 		th[nth++] = alt_tid;
 		ready++;
 	}
-	for (int i = 0; i < cfg.blocked; i++) {
-		pthread_create(&th[nth++], NULL, blocked_thread, NULL);
-		ready++;
+	if (cfg.blocked) {
+		sigset_t all, old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		for (int i = 0; i < cfg.blocked; i++) {
+			pthread_create(&th[nth++], NULL, blocked_thread, NULL);
+			ready++;
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	wait_acks(ready);
 

@@ -10,6 +10,8 @@
  *   STACKPROBE_FREQ        samples per second, default 99
  *   STACKPROBE_MODE        wall (default) | cpu
  *   STACKPROBE_SIGNAL      real-time signal number to use (default: a free one)
+ *   STACKPROBE_ZERO_PAUSE  1 (default): wall mode reads blocked threads
+ *                          without a signal; 0: signal every thread
  *   STACKPROBE_TABLE       node table path, "off" to disable
  *   STACKPROBE_MAX_STACK   bytes copied per thread (default 262144)
  *   STACKPROBE_FOLLOW_FORK=1  also sample exec'd children
@@ -166,6 +168,16 @@ __attribute__((constructor)) static void agent_start(void)
 			return;
 		}
 		o.mode = (uint32_t)m;
+	}
+	/* STACKPROBE_ZERO_PAUSE=0: signal every thread, blocked or not
+	 * (default 1: wall mode reads blocked threads without a signal). */
+	const char *zp = getenv("STACKPROBE_ZERO_PAUSE");
+	if (zp && *zp) {
+		if (strcmp(zp, "0") != 0 && strcmp(zp, "1") != 0) {
+			agent_msg("STACKPROBE_ZERO_PAUSE=%s: expected 0 or 1%s", zp, "");
+			return;
+		}
+		o.no_zero_pause = zp[0] == '0';
 	}
 	const char *table = getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)

@@ -47,6 +47,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
+	      "                         [--no-zero-pause]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread is sampled\n"
@@ -65,6 +66,9 @@ static void usage(FILE *f)
 	      "                       when privileges allow, else say why and go on)\n"
 	      "      --signal N       real-time signal for captures (default SIGRTMAX-2)\n"
 	      "      --no-report      no report at the end\n"
+	      "      --no-zero-pause  wall mode: signal every thread, also those blocked\n"
+	      "                       in the kernel (default: read blocked threads without\n"
+	      "                       a signal or pause; docs/capture.md)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -247,12 +251,13 @@ int cmd_record(int argc, char **argv)
 		{ "bpf", no_argument, NULL, 'B' },
 		{ "no-bpf", no_argument, NULL, 'N' },
 		{ "signal", required_argument, NULL, 'S' },
+		{ "no-zero-pause", no_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *output = DEFAULT_OUTPUT, *mode = "wall";
 	double freq = 99;
-	bool quiet = false, report = true;
+	bool quiet = false, report = true, zero_pause = true;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -287,6 +292,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'N':
 			bpf = 0;
+			break;
+		case 'Z':
+			zero_pause = false;
 			break;
 		case 'S': {
 			char *end;
@@ -376,6 +384,7 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_FREQ", fbuf, 1);
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
+		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
 		unsetenv("STACKPROBE_AGENT_PID");
 		if (st)
 			setenv("STACKPROBE_STATUS_FD", fdbuf, 1);

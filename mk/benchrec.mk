@@ -1,0 +1,30 @@
+# The record benchmark (issue 5): stackprobe record against perf and
+# gperftools on one workload. Timing only: `make bench` runs it, `make test`
+# never does.
+#
+#   make bench-record                 full run (~several minutes)
+#   make bench-record BENCH_RECORD_ARGS=--quick
+#   make bench-record-breakdown       where stackprobe's own CPU goes (perf
+#                                     profile of stackprobe record + the probe
+#                                     thread's schedstat); not in `make bench`
+#
+# The driver is bench/record_vs.py; its packages (linux-perf,
+# google-perftools, python3) are in tools/deps.d/benchrec.list, which the
+# `deps` prerequisite of `make bench` installs.
+BENCH_RECORD_ARGS ?=
+
+$(BUILD)/benchload: tests/workloads/benchload.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
+
+.PHONY: bench-record
+bench-record: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_RECORD_ARGS)
+
+BENCH_BREAKDOWN_ARGS ?= --breakdown wall@999,cpu@999,cpu@99
+
+.PHONY: bench-record-breakdown
+bench-record-breakdown: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_BREAKDOWN_ARGS)
+
+BENCH_LANES += bench-record
