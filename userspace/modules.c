@@ -229,6 +229,8 @@ struct self_scan {
 	unsigned long long adds, subs;
 	bool have_counters;
 	uint64_t vdso;
+	uint64_t ldso;		/* AT_BASE: the dynamic loader */
+	uint64_t self;		/* an address in the object holding this code */
 	char exe[PATH_MAX];
 };
 
@@ -282,6 +284,14 @@ static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
 		return 0;
 	}
 	module_span(mod);
+	/* Never unloaded while we run, so read without a pin: the loader
+	 * (AT_BASE) and the object holding this code. Pinning the latter
+	 * (dlopen RTLD_NOLOAD) from the agent's probe thread while the
+	 * agent's constructor still runs made glibc run that constructor a
+	 * second time in an exec'd image (test_agent_is_transparent). */
+	if ((s->ldso && s->ldso >= mod->pub.start && s->ldso < mod->pub.end) ||
+	    (s->self >= mod->pub.start && s->self < mod->pub.end))
+		mod->permanent = true;
 	if (s->vdso && s->vdso >= mod->pub.start && s->vdso < mod->pub.end) {
 		path = "[vdso]";
 		mod->vdso_self = true;
@@ -328,6 +338,8 @@ static int refresh_self(struct sprobe_modules *m)
 
 	memset(&s, 0, sizeof(s));
 	s.vdso = getauxval(AT_SYSINFO_EHDR);
+	s.ldso = getauxval(AT_BASE);
+	s.self = (uint64_t)(uintptr_t)&sprobe_modules__refresh;
 	k = readlink("/proc/self/exe", s.exe, sizeof(s.exe) - 1);
 	if (k <= 0)
 		snprintf(s.exe, sizeof(s.exe), "%s", program_invocation_name);

@@ -83,8 +83,9 @@ struct module {
 	char *open_path;	/* what to open(); differs for other processes */
 	uint64_t dev, ino;	/* from /proc/PID/maps (0 for self) */
 	bool vdso_self;		/* the vDSO of this process: ELF is in memory */
-	bool permanent;		/* this process's main program or vDSO: never
-				 * unmapped, read without a pin */
+	bool permanent;		/* this process's main program, vDSO, loader or
+				 * the object holding stackprobe: never unmapped
+				 * while we run, read without a pin */
 	bool seen;		/* refresh bookkeeping */
 	struct symtab st;
 	struct unw_cache unw;

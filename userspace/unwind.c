@@ -30,7 +30,8 @@
  * the reference, nothing unmaps the object until the round ends and drops
  * it (dlclose). A module that cannot be pinned is not read that round: no
  * CFI search, no code read; its cached rows (copies) still serve. The main
- * program and the vDSO are never unmapped and need no pin. The warm path
+ * program, the vDSO, the loader and the object holding this code are never
+ * unmapped while we run and need no pin (modules.c, "permanent"). The warm path
  * (cached rows) reads no module memory on x86_64 at all; on aarch64 the
  * sigreturn check reads the code at ip, so its answer is cached per ip.
  * dlopen/dlclose take the loader lock (dl_load_lock, which fork() resets in
