@@ -55,90 +55,6 @@ static int vec_grow(void **v, size_t *cap, size_t need, size_t elem)
 typedef VEC(uint64_t) u64vec;
 typedef VEC(uint32_t) u32vec;
 
-/* Open-addressing hash map from u64 to u32. Value slot 0 means empty, so
- * values are stored + 1. */
-struct u64map {
-	uint64_t *keys;
-	uint32_t *vals;
-	size_t cap, n;		/* cap: power of two */
-};
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *val)
-{
-	if (!m->cap)
-		return false;
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->vals[i])
-			return false;
-		if (m->keys[i] == key) {
-			*val = m->vals[i] - 1;
-			return true;
-		}
-	}
-}
-
-static int u64map_put(struct u64map *m, uint64_t key, uint32_t val);
-
-static int u64map_rehash(struct u64map *m, size_t ncap)
-{
-	struct u64map nm = { .cap = ncap };
-
-	nm.keys = calloc(ncap, sizeof(*nm.keys));
-	nm.vals = calloc(ncap, sizeof(*nm.vals));
-	if (!nm.keys || !nm.vals) {
-		free(nm.keys);
-		free(nm.vals);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->vals[i])
-			u64map_put(&nm, m->keys[i], m->vals[i] - 1);
-	free(m->keys);
-	free(m->vals);
-	*m = nm;
-	return 0;
-}
-
-/* Insert or replace. */
-static int u64map_put(struct u64map *m, uint64_t key, uint32_t val)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		int err = u64map_rehash(m, m->cap ? m->cap * 2 : 64);
-
-		if (err)
-			return err;
-	}
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->vals[i]) {
-			m->keys[i] = key;
-			m->vals[i] = val + 1;
-			m->n++;
-			return 0;
-		}
-		if (m->keys[i] == key) {
-			m->vals[i] = val + 1;
-			return 0;
-		}
-	}
-}
-
-static void u64map_free(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof(*m));
-}
-
 struct bkey {
 	size_t off, len;
 	uint32_t next;		/* next id with the same hash, or UINT32_MAX */
@@ -146,39 +62,20 @@ struct bkey {
 
 /* Map from byte strings (kept in an arena) to u32 ids. */
 struct bytemap {
-	struct u64map idx;		/* hash -> first id with that hash */
+	struct ro_map idx;		/* hash -> first id with that hash */
 	VEC(char) arena;
 	VEC(struct bkey) keys;		/* by id */
 };
-
-/* Word-at-a-time multiplicative hash, finished by mix64: keys are stacks
- * (arrays of u32) and names, both short; collisions are resolved by
- * memcmp, so only speed and spread matter here. */
-static uint64_t hash_bytes(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ n, w;
-
-	for (; n >= 8; b += 8, n -= 8) {
-		memcpy(&w, b, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-		h ^= h >> 29;
-	}
-	w = 0;
-	memcpy(&w, b, n);
-	h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
-	return mix64(h);
-}
 
 /* Find KEY or add it with the next id. *added says which. Returns the id or
  * a negative errno. */
 static long bytemap_intern(struct bytemap *m, const void *key, size_t len, bool *added)
 {
-	uint64_t h = hash_bytes(key, len);
+	uint64_t h = ro_hash(key, len, 0);
 	uint32_t id, first = UINT32_MAX;
 
 	*added = false;
-	if (u64map_get(&m->idx, h, &first)) {
+	if (ro_map__get(&m->idx, h, &first)) {
 		for (id = first; id != UINT32_MAX; id = m->keys.v[id].next)
 			if (m->keys.v[id].len == len &&
 			    memcmp(m->arena.v + m->keys.v[id].off, key, len) == 0)
@@ -195,7 +92,7 @@ static long bytemap_intern(struct bytemap *m, const void *key, size_t len, bool 
 	m->arena.v[m->arena.n + len] = '\0';
 	m->arena.n += len + 1;
 	id = (uint32_t)m->keys.n;
-	if (VEC_PUSH(m->keys, k) || u64map_put(&m->idx, h, id))
+	if (VEC_PUSH(m->keys, k) || ro_map__put(&m->idx, h, id))
 		return -ENOMEM;
 	*added = true;
 	return id;
@@ -208,7 +105,7 @@ static const char *bytemap_key(const struct bytemap *m, uint32_t id)
 
 static void bytemap_free(struct bytemap *m)
 {
-	u64map_free(&m->idx);
+	ro_map__free(&m->idx);
 	free(m->arena.v);
 	free(m->keys.v);
 }
@@ -285,11 +182,11 @@ struct sprobe_report {
 	uint64_t lost[SPROBE_DF__TYPE_COUNT];	/* max of LOST and trailer */
 
 	VEC(struct thread) threads;
-	struct u64map tid_idx;
+	struct ro_map tid_idx;
 	VEC(struct module) modules;
-	struct u64map mod_idx;		/* module index -> position */
+	struct ro_map mod_idx;		/* module index -> position */
 	struct bytemap names;		/* interned function / symbol names */
-	struct u64map sym_idx;		/* pc -> position in syms */
+	struct ro_map sym_idx;		/* pc -> position in syms */
 	VEC(struct symbol) syms;
 	VEC(struct sample) samples;	/* all threads; filtered at output */
 	u64vec pcs;
@@ -307,14 +204,14 @@ struct sprobe_report {
 	/* Zero-pause samples (no window: the kernel must show no signal),
 	 * and each capture's probe-side duration by its start time. */
 	VEC(struct sprobe_pause_zp_sample) zpv;
-	struct u64map cap_end;
+	struct ro_map cap_end;
 
 	uint64_t t_min, t_max;	/* monotonic ns seen in records */
 
 	/* aggregation, built by aggregate() */
 	bool aggregated;
 	VEC(struct func) funcs;
-	struct u64map pc_func;
+	struct ro_map pc_func;
 	struct bytemap stackmap;
 	VEC(struct stack) stacks;
 	uint64_t nsel;		/* samples passing the filter */
@@ -374,16 +271,16 @@ void sprobe_report__free(struct sprobe_report *r)
 		free(t->kdelay.v);
 	}
 	free(r->threads.v);
-	u64map_free(&r->tid_idx);
+	ro_map__free(&r->tid_idx);
 	for (size_t i = 0; i < r->modules.n; i++) {
 		free(r->modules.v[i].path);
 		free(r->modules.v[i].build_id);
 		free(r->modules.v[i].ranges);
 	}
 	free(r->modules.v);
-	u64map_free(&r->mod_idx);
+	ro_map__free(&r->mod_idx);
 	bytemap_free(&r->names);
-	u64map_free(&r->sym_idx);
+	ro_map__free(&r->sym_idx);
 	free(r->syms.v);
 	free(r->samples.v);
 	free(r->pcs.v);
@@ -391,9 +288,9 @@ void sprobe_report__free(struct sprobe_report *r)
 	free(r->kwv.v);
 	free(r->swv.v);
 	free(r->zpv.v);
-	u64map_free(&r->cap_end);
+	ro_map__free(&r->cap_end);
 	free(r->funcs.v);
-	u64map_free(&r->pc_func);
+	ro_map__free(&r->pc_func);
 	bytemap_free(&r->stackmap);
 	free(r->stacks.v);
 	free(r->all_win.v);
@@ -430,14 +327,14 @@ static long thread_get(struct sprobe_report *r, uint32_t tid)
 {
 	uint32_t i;
 
-	if (u64map_get(&r->tid_idx, tid, &i))
+	if (ro_map__get(&r->tid_idx, tid, &i))
 		return i;
 	struct thread t = { .tid = tid };
 
 	if (VEC_PUSH(r->threads, t))
 		return -ENOMEM;
 	i = (uint32_t)(r->threads.n - 1);
-	if (u64map_put(&r->tid_idx, tid, i))
+	if (ro_map__put(&r->tid_idx, tid, i))
 		return -ENOMEM;
 	return i;
 }
@@ -507,7 +404,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		}
 		if (m->nranges)
 			memcpy(mod.ranges, m->ranges, m->nranges * sizeof(*mod.ranges));
-		if (u64map_get(&r->mod_idx, m->index, &pos)) {
+		if (ro_map__get(&r->mod_idx, m->index, &pos)) {
 			/* Same index again (re-announced): replace. */
 			free(r->modules.v[pos].path);
 			free(r->modules.v[pos].build_id);
@@ -516,7 +413,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			break;
 		}
 		if (VEC_PUSH(r->modules, mod) ||
-		    u64map_put(&r->mod_idx, m->index, (uint32_t)(r->modules.n - 1))) {
+		    ro_map__put(&r->mod_idx, m->index, (uint32_t)(r->modules.n - 1))) {
 			free(mod.path);
 			free(mod.build_id);
 			free(mod.ranges);
@@ -533,7 +430,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			return (int)name;
 		sym.name = (uint32_t)name;
 		if (VEC_PUSH(r->syms, sym) ||
-		    u64map_put(&r->sym_idx, s->pc, (uint32_t)(r->syms.n - 1)))
+		    ro_map__put(&r->sym_idx, s->pc, (uint32_t)(r->syms.n - 1)))
 			return -ENOMEM;
 		break;
 	}
@@ -601,7 +498,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		if (VEC_PUSH(r->capture_ns, c->capture_ns))
 			return -ENOMEM;
 		if (c->time_ns &&
-		    u64map_put(&r->cap_end, c->time_ns,
+		    ro_map__put(&r->cap_end, c->time_ns,
 			       c->capture_ns < UINT32_MAX - 1 ? (uint32_t)c->capture_ns : UINT32_MAX - 1))
 			return -ENOMEM;
 		for (uint32_t i = 0; i < c->ndropped_tids; i++) {
@@ -726,9 +623,9 @@ static long func_of(struct sprobe_report *r, uint64_t pc)
 	uint32_t module = SPROBE_DF_NO_MODULE;
 	bool added;
 
-	if (u64map_get(&r->pc_func, pc, &id))
+	if (ro_map__get(&r->pc_func, pc, &id))
 		return id;
-	if (u64map_get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len) {
+	if (ro_map__get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
 	} else {
@@ -757,7 +654,7 @@ static long func_of(struct sprobe_report *r, uint64_t pc)
 	}
 	if (r->funcs.v[name].module == SPROBE_DF_NO_MODULE)
 		r->funcs.v[name].module = module;
-	if (u64map_put(&r->pc_func, pc, (uint32_t)name))
+	if (ro_map__put(&r->pc_func, pc, (uint32_t)name))
 		return -ENOMEM;
 	return name;
 }
@@ -943,7 +840,7 @@ static const char *module_name(const struct sprobe_report *r, uint32_t index)
 {
 	uint32_t pos;
 
-	if (index != SPROBE_DF_NO_MODULE && u64map_get(&r->mod_idx, index, &pos))
+	if (index != SPROBE_DF_NO_MODULE && ro_map__get(&r->mod_idx, index, &pos))
 		return r->modules.v[pos].path;
 	return NULL;
 }
@@ -1055,7 +952,7 @@ static int zp_check(const struct sprobe_report *r, struct sprobe_pause_zp_check 
 
 		if (!selected(r, (uint32_t)z.tid))
 			continue;
-		if (u64map_get(&r->cap_end, z.start_ns, &dur) && z.start_ns + dur > z.end_ns)
+		if (ro_map__get(&r->cap_end, z.start_ns, &dur) && z.start_ns + dur > z.end_ns)
 			z.end_ns = z.start_ns + dur;
 		zs[nz++] = z;
 	}
@@ -1814,7 +1711,7 @@ int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_r
 		return (int)fid;
 	memset(f, 0, sizeof(*f));
 	f->name = func_name(r, (uint32_t)fid);
-	f->symbolized = u64map_get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len;
+	f->symbolized = ro_map__get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len;
 	if (f->symbolized) {
 		f->module_index = r->syms.v[si].module;
 	} else {
