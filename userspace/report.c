@@ -1252,38 +1252,6 @@ static int write_folded(struct sprobe_report *r, FILE *o)
 /* ---- json --------------------------------------------------------------- */
 
 
-/* A JSON string: valid UTF-8 passes through, invalid bytes become U+FFFD,
- * so the output is valid JSON whatever bytes a name holds. */
-static void jstr(FILE *o, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)(str ? str : "");
-
-	fputc('"', o);
-	while (*s) {
-		unsigned char c = *s;
-		int n;
-
-		if (c == '"' || c == '\\')
-			fprintf(o, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", o);
-		else if (c == '\t')
-			fputs("\\t", o);
-		else if (c < 0x20 || c == 0x7f)
-			fprintf(o, "\\u%04x", c);
-		else if (c < 0x80)
-			fputc(c, o);
-		else if ((n = ro_utf8_len(s)) > 0) {
-			fwrite(s, 1, (size_t)n, o);
-			s += n;
-			continue;
-		} else
-			fputs("\\ufffd", o);
-		s++;
-	}
-	fputc('"', o);
-}
-
 static void jdist(FILE *o, const u64vec *v, uint64_t wall)
 {
 	uint64_t total = sum(v);
@@ -1425,11 +1393,11 @@ static int write_json(struct sprobe_report *r, FILE *o)
 
 	fprintf(o, "{\n  \"format\": \"stackprobe-report\",\n  \"version\": 1,\n  \"source\": ");
 	if (r->source)
-		jstr(o, r->source);
+		ro_json_str(o, r->source);
 	else
 		fputs("null", o);
 	fprintf(o, ",\n  \"status\": \"%s\",\n  \"status_message\": ", status_name(r->status));
-	jstr(o, r->message);
+	ro_json_str(o, r->message);
 	fprintf(o, ",\n  \"records\": %" PRIu64 ",\n  \"filter_tid\": ", r->records);
 	if (r->filter_tid)
 		fprintf(o, "%u", r->filter_tid);
@@ -1446,7 +1414,7 @@ static int write_json(struct sprobe_report *r, FILE *o)
 
 			if (i)
 				fputs(", ", o);
-			jstr(o, arg);
+			ro_json_str(o, arg);
 			i += (uint32_t)strlen(arg) + 1;
 		}
 		fputs("]}", o);
@@ -1496,7 +1464,7 @@ static int write_json(struct sprobe_report *r, FILE *o)
 		fprintf(o, "%s\n    {\"tid\": %u, \"name\": ", first ? "" : ",", t->tid);
 		first = false;
 		if (t->name)
-			jstr(o, t->name);
+			ro_json_str(o, t->name);
 		else
 			fputs("null", o);
 		fprintf(o, ", \"samples\": %" PRIu64 ", \"share\": %.6f, \"truncated\": %" PRIu64
@@ -1533,10 +1501,10 @@ static int write_json(struct sprobe_report *r, FILE *o)
 		const char *mod = module_name(r, f->module);
 
 		fprintf(o, "%s\n    {\"name\": ", i ? "," : "");
-		jstr(o, func_name(r, ids[i]));
+		ro_json_str(o, func_name(r, ids[i]));
 		fputs(", \"module\": ", o);
 		if (mod)
-			jstr(o, mod);
+			ro_json_str(o, mod);
 		else
 			fputs("null", o);
 		fprintf(o, ", \"self\": %" PRIu64 ", \"total\": %" PRIu64 "}", f->self, f->total);
@@ -1556,7 +1524,7 @@ static int write_json(struct sprobe_report *r, FILE *o)
 			memcpy(&fid, key + 1 + k, sizeof(fid));
 			if (k)
 				fputs(", ", o);
-			jstr(o, func_name(r, fid));
+			ro_json_str(o, func_name(r, fid));
 		}
 		fputs("]}", o);
 	}
@@ -1565,9 +1533,9 @@ static int write_json(struct sprobe_report *r, FILE *o)
 		const struct module *m = &r->modules.v[i];
 
 		fprintf(o, "%s\n    {\"index\": %u, \"path\": ", i ? "," : "", m->index);
-		jstr(o, m->path);
+		ro_json_str(o, m->path);
 		fputs(", \"build_id\": ", o);
-		jstr(o, m->build_id);
+		ro_json_str(o, m->build_id);
 		fprintf(o, ", \"load_bias\": %" PRIu64 ", \"ranges\": [", m->load_bias);
 		for (uint32_t k = 0; k < m->nranges; k++)
 			fprintf(o, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", k ? ", " : "",

@@ -244,6 +244,10 @@ void ro_json_str(FILE *o, const char *str)
 
 		if (c == '"' || c == '\\')
 			fprintf(o, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", o);
+		else if (c == '\t')
+			fputs("\\t", o);
 		else if (c < 0x20 || c == 0x7f)
 			fprintf(o, "\\u%04x", c);
 		else if (c < 0x80)
