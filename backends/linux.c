@@ -103,6 +103,9 @@ struct zp_ent {
 	uint32_t slot;
 	uint32_t last_len;
 	bool last_ok;
+	/* The syscall file said "running" last time: ask it first (a thread
+	 * that computes stays running; one read instead of two). */
+	bool was_running;
 	char last[96];
 };
 
@@ -207,6 +210,14 @@ struct sprobe_capturer {
 	const struct sprobe_snapshot *zp_snap;
 	uint64_t zp_epoch;
 	struct sprobe_thread_sample zp_prev; /* scratch: a slot's header */
+	/* A capture started by sprobe_capturer__capture_start() and not yet
+	 * finished: its snapshot, the slots signalled (sent[0..inflight_n)),
+	 * when the signals went out, and the probe CPU spent so far. Under
+	 * lock; while set, every other capture call returns -EBUSY. */
+	struct sprobe_snapshot *inflight;
+	uint32_t inflight_n;
+	uint64_t batch_sent_ns;
+	uint64_t inflight_ns;
 };
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -426,11 +437,20 @@ static void capture_handler(int sig, siginfo_t *si, void *ucv)
 	if (!atomic_compare_exchange_strong_explicit(&sl->state, &expect, gen << 2 | SLOT_BUSY,
 						     memory_order_acquire, memory_order_relaxed)) {
 		/* Our timer fired again before the probe collected the
-		 * sample: count the CPU period, the sample stands for it. */
+		 * sample: count the CPU period (and the ones the kernel
+		 * folded into this signal), the sample stands for them. */
 		if (timer && expect == (gen << 2 | SLOT_DONE))
-			atomic_fetch_add_explicit(&sl->extra, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&sl->extra, 1 + (uint32_t)si->si_overrun,
+						  memory_order_relaxed);
 		goto out;
 	}
+	/* The kernel checks thread CPU timers at its tick (run_posix_cpu_timers),
+	 * so at rates above HZ one signal stands for several expirations: it
+	 * reports the rest as overruns. Relaxed: the probe reads extra only
+	 * after it saw DONE (release below / acquire in slot_phase). */
+	if (timer && si->si_overrun > 0)
+		atomic_fetch_add_explicit(&sl->extra, (uint32_t)si->si_overrun,
+					  memory_order_relaxed);
 
 	t = sl->sample;
 	read_regs(t, uc);
@@ -865,16 +885,23 @@ static uint32_t vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint
 	return served;
 }
 
+/* A thread that has not run its handler this long after its signal is
+ * asked (its /proc status) whether it blocks the signal. Two scheduler
+ * ticks at HZ=250: longer than a runnable thread's usual wait for a CPU. */
+#define LATE_CHECK_NS 8000000ull
+
 /*
- * One batch: signal the prepared slots in sent[0..nsent), wait for all of
- * them with one deadline, cancel the stragglers, wait for any handler that
- * is still running. On return no handler will touch these samples.
+ * First half of a batch: arm and signal the prepared slots in
+ * sent[0..nsent); a slot whose signal could not be sent is dropped and
+ * taken out of sent[]. Returns how many were sent (sent[] compacted).
+ * wake: the last handler wakes the probe (it is about to wait); without
+ * it no handler makes the futex system call (the probe comes back later,
+ * see sprobe_capturer__capture_start()).
  */
-static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
-		      uint32_t *sent, uint32_t nsent)
+static uint32_t batch_send(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			   uint32_t *sent, uint32_t nsent, bool wake)
 {
-	uint64_t deadline, slice = 1000000; /* 1 ms, doubling */
-	uint32_t live = 0, ncancelled = 0, k;
+	uint32_t live = 0, k;
 	bool vm = c->method == SPROBE_METHOD_VM_READV;
 
 	atomic_store(&g.completed, 0);
@@ -902,13 +929,32 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		}
 		sent[live++] = i;
 	}
-	nsent = live;
+	c->batch_sent_ns = sprobe_now_ns();
+	/* seq_cst store, then load of completed: see g.completed. */
+	if (live && wake)
+		atomic_store(&g.target, vm ? 0 : live);
+	return live;
+}
+
+/*
+ * Second half: wait for every slot of sent[0..nsent) (sent by
+ * batch_send()) with one deadline counted from the sends, cancel the
+ * stragglers, wait for any handler that is still running. On return no
+ * handler will touch these samples.
+ */
+static void batch_wait(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+		       uint32_t *sent, uint32_t nsent)
+{
+	uint64_t deadline, slice = 1000000; /* 1 ms, doubling */
+	uint32_t ncancelled = 0, k;
+	bool vm = c->method == SPROBE_METHOD_VM_READV;
+
 	if (!nsent)
 		return;
-
-	/* seq_cst store, then load of completed: see g.completed. */
+	/* seq_cst store, then load of completed: see g.completed. (Again
+	 * after batch_send(): a pipelined batch left it at UINT32_MAX.) */
 	atomic_store(&g.target, vm ? 0 : nsent);
-	deadline = sprobe_now_ns() + c->timeout_ns;
+	deadline = c->batch_sent_ns + c->timeout_ns;
 	uint32_t ndone = 0;
 	for (;;) {
 		uint32_t seen = atomic_load(&g.completed);
@@ -941,15 +987,20 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 
 				if ((st & 3) != SLOT_ARMED)
 					continue;
-				/* tgkill(0) is cheap; a status read is not, and
-				 * under CPU contention every syscall of the probe
-				 * costs a time slice: read it once per thread and
-				 * capture, and only after 2 ms (most threads are
-				 * merely waiting for a CPU). */
+				/* tgkill(0) is cheap; a status read is not (an
+				 * open, a 1.4 KB read and a close: ~9 us here),
+				 * and under CPU contention every syscall of the
+				 * probe costs a time slice: read it once per
+				 * thread and capture, and only after
+				 * LATE_CHECK_NS (most late threads are merely
+				 * waiting for a CPU: a few ms when the CPUs are
+				 * oversubscribed, which made 2 ms pay this on a
+				 * quarter of the rounds of a 4-threads-on-2-CPUs
+				 * workload). */
 				if (syscall(SYS_tgkill, c->pid, tid, 0) < 0 && errno == ESRCH) {
 					why = SPROBE_DROP_EXITED;
 				} else if (sl->checked != st >> 2 &&
-					   sprobe_now_ns() - s->samples[i].signal_ns >= 2000000) {
+					   sprobe_now_ns() - s->samples[i].signal_ns >= LATE_CHECK_NS) {
 					uint32_t r = thread_sigcheck(c, tid, true);
 
 					/* Once per thread and capture, unless undecided:
@@ -1043,6 +1094,13 @@ static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 								 : SPROBE_DROP_ERROR);
 		}
 	}
+}
+
+/* One batch, start to end (the probe waits). */
+static void run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+		      uint32_t *sent, uint32_t nsent)
+{
+	batch_wait(c, s, sent, batch_send(c, s, sent, nsent, true));
 }
 
 static int cmp_tid(const void *a, const void *b)
@@ -1212,6 +1270,7 @@ static void zp_close(struct sprobe_capturer *c, struct zp_ent *e)
 		c->zp_fds--;
 	}
 	e->sys_fd = e->sched_fd = -1;
+	e->was_running = false;
 }
 
 /*
@@ -1323,6 +1382,17 @@ static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_
 		else
 			cached = false;
 	}
+	if (cached && e->was_running) {
+		/* Still running: signal path, without the schedstat read. Not
+		 * running any more: the full protocol below (its SP and PC
+		 * must be read after the first schedstat read, so this read
+		 * only decides). */
+		ssize_t ns = zp_read(e->sys_fd, sc, sizeof(sc));
+
+		if (ns > 0 && strncmp(sc, "running", 7) == 0)
+			return false;
+		e->was_running = false;
+	}
 	entry = sprobe_now_ns();
 	na = zp_read(e->sched_fd, a, sizeof(a));
 	if (na <= 0)
@@ -1331,21 +1401,28 @@ static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_
 	    memcmp(a, e->last, (size_t)na) == 0) {
 		/* Not switched in since the schedstat read that closed its
 		 * previous copy, which is still in this slot: its stack and
-		 * registers are those. One read instead of four. */
+		 * registers are those. One read instead of four. If that copy
+		 * was unwound, frames[] (which sample_init() leaves alone)
+		 * still holds its walk: the same bytes give the same frames,
+		 * so it stays UNWOUND and is not walked again. */
 		const uint8_t *buf = t->stack;
 
 		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
 		t->stack = buf;
-		t->nframes = 0;
-		t->stage = SPROBE_STAGE_RAW;
+		if (prev->stage != SPROBE_STAGE_UNWOUND) {
+			t->nframes = 0;
+			t->stage = SPROBE_STAGE_RAW;
+		}
 		t->entry_ns = entry;
 		t->exit_ns = sprobe_now_ns();
 		s->stats.zp_unchanged++;
 		return true;
 	}
 	e->last_ok = false;
-	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc))
+	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+		e->was_running = cached && strncmp(sc, "running", 7) == 0;
 		goto out; /* running (or gone): the signal path decides */
+	}
 	blocked = true;
 	if (!pc || !zp_bounds(c, sp, &lo, &hi))
 		goto out;
@@ -1701,7 +1778,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
 	pthread_mutex_lock(&c->lock);
-	if (!handler_is_ours(c->signo)) {
+	if (c->inflight || !handler_is_ours(c->signo)) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -1825,46 +1902,42 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 	return 0;
 }
 
-int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+/*
+ * Everything of a wall capture before the signals: enumerate, refresh the
+ * ranges, zero-pause what is blocked, decide who gets a signal (their
+ * slot indices in c->sent[0..*nsent)). Under c->lock; 0 or -errno.
+ */
+static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t *nsent_out)
 {
 	pid_t self;
 	uint32_t nslots, nsent = 0;
 	int err;
 
-	if (!c || !s)
-		return -EINVAL;
-	/* After fork() the capturer still names the parent: signalling its
-	 * threads from the child would be wrong in every way. */
-	if (getpid() != c->pid)
-		return -ECHILD;
-	pthread_mutex_lock(&c->lock);
-	if (c->cpu_on) {
-		/* The slots belong to the CPU timers. */
-		err = -EBUSY;
-		goto out;
+	*nsent_out = 0;
+	if (c->cpu_on || c->inflight) {
+		/* The slots belong to the CPU timers, or to a started capture. */
+		return -EBUSY;
 	}
 	/* Someone may have replaced our handler since: every signal would
 	 * then go to them (or kill the process). Say so instead. */
-	if (!handler_is_ours(c->signo)) {
-		err = -EBUSY;
-		goto out;
-	}
+	if (!handler_is_ours(c->signo))
+		return -EBUSY;
 	self = sys_gettid();
 	err = enumerate_threads(c, self);
 	if (err)
-		goto out;
+		return err;
 	if (new_threads(c) || c->maps_stale) {
 		err = refresh_ranges(c);
 		if (err) {
 			c->nprev = 0; /* read them again next time */
-			goto out;
+			return err;
 		}
 	}
 	bool zp_reuse = false;
 	if (c->zp_on) {
 		err = zp_sync(c);
 		if (err)
-			goto out;
+			return err;
 		/* Slots still hold the last capture's copies only if that
 		 * capture, by this capturer, was the last one into s. */
 		zp_reuse = c->zp_snap == s && c->zp_epoch && s->zp_epoch == c->zp_epoch;
@@ -1912,15 +1985,96 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 			c->sent[nsent++] = i;
 		}
 	}
-	if (nsent)
-		run_batch(c, s, c->sent, nsent);
+	*nsent_out = nsent;
+	return 0;
+}
+
+/* A stack outside every known range: read the maps before the next one. */
+static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
+{
 	for (uint32_t i = 0; i < s->nthreads; i++)
 		if (s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
 			c->maps_stale = true;
+}
+
+int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	uint32_t nsent;
+	int err;
+
+	if (!c || !s)
+		return -EINVAL;
+	/* After fork() the capturer still names the parent: signalling its
+	 * threads from the child would be wrong in every way. */
+	if (getpid() != c->pid)
+		return -ECHILD;
+	pthread_mutex_lock(&c->lock);
+	err = capture_prepare(c, s, &nsent);
+	if (!err) {
+		if (nsent)
+			run_batch(c, s, c->sent, nsent);
+		capture_done(c, s);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	uint64_t t0 = sprobe_now_ns();
+	uint32_t nsent;
+	int err;
+
+	if (!c || !s)
+		return -EINVAL;
+	if (getpid() != c->pid)
+		return -ECHILD;
+	pthread_mutex_lock(&c->lock);
+	if (c->inflight) {
+		err = -EBUSY;
+		goto out;
+	}
+	sprobe_snapshot__reset(s);
+	err = capture_prepare(c, s, &nsent);
+	if (err)
+		goto out;
+	if (c->method == SPROBE_METHOD_VM_READV) {
+		/* Its handlers wait for the probe to copy: never leave them. */
+		if (nsent)
+			run_batch(c, s, c->sent, nsent);
+		nsent = 0;
+	} else if (nsent) {
+		nsent = batch_send(c, s, c->sent, nsent, false);
+	}
+	c->inflight = s;
+	c->inflight_n = nsent;
+	c->inflight_ns = sprobe_now_ns() - t0;
 out:
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
+
+int sprobe_capturer__capture_finish(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	uint64_t t0 = sprobe_now_ns();
+	int err = 0;
+
+	if (!c || !s)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	if (c->inflight != s) {
+		err = -EINVAL;
+		goto out;
+	}
+	batch_wait(c, s, c->sent, c->inflight_n);
+	capture_done(c, s);
+	c->inflight = NULL;
+	s->stats.capture_ns = c->inflight_ns + (sprobe_now_ns() - t0);
+out:
+	pthread_mutex_unlock(&c->lock);
+	return err ? err : sprobe_snapshot__finish(s);
+}
+
 
 int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			       const uint32_t *idx, uint32_t n)
@@ -1936,7 +2090,7 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&c->lock);
-	if (c->cpu_on || !handler_is_ours(c->signo)) {
+	if (c->cpu_on || c->inflight || !handler_is_ours(c->signo)) {
 		err = -EBUSY;
 		goto out;
 	}

@@ -553,9 +553,37 @@ def own_threads(b, mode, freq):
     work = sum(ns for (c, _), ns in last.items() if c == wcomm)
     if not probe or not work or not nsamp:
         raise BenchError("own-threads: probe thread or workload threads not seen")
-    return ("| %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f %% |"
-            % (mode, freq, ncap, nsamp, probe / 1e6, writer / 1e6, probe / 1e3 / ncap,
-               (probe + writer) / 1e3 / nsamp, 100.0 * (probe + writer) / work))
+    return (mode, freq, ncap, nsamp, probe / 1e6, writer / 1e6, probe / 1e3 / ncap,
+            (probe + writer) / 1e3 / nsamp, 100.0 * (probe + writer) / work)
+
+
+OWN_HEADER = ("| mode | Hz | captures | samples | probe CPU ms | writer CPU ms "
+              "| probe us per capture | probe+writer us per sample | share of the workload's CPU |\n"
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+
+def own_row(r, prefix=""):
+    return ("| %s%s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f %% |" % ((prefix,) + tuple(r)))
+
+
+def overhead(b, specs, rounds):
+    """own_threads() for every spec, `rounds` times, the order rotated each
+    round; prints each run, then the medians (each column on its own)."""
+    runs = {s: [] for s in specs}
+    for rnd in range(rounds):
+        order = specs[rnd % len(specs):] + specs[:rnd % len(specs)]
+        for mode, hz in order:
+            r = own_threads(b, mode, hz)
+            runs[(mode, hz)].append(r)
+            print("  round %d  %s @%d  share %.2f %%  probe %.1f us/capture"
+                  % (rnd + 1, mode, hz, r[8], r[6]), flush=True)
+    print(OWN_HEADER)
+    for mode, hz in specs:
+        rs = runs[(mode, hz)]
+        cols = [med([r[k] for r in rs]) for k in range(2, 9)]
+        print(own_row([mode, hz] + cols))
+        print("| (min-max share) | | | | | | | | %.2f-%.2f %% |"
+              % (min(r[8] for r in rs), max(r[8] for r in rs)))
 
 
 def machine():
@@ -650,6 +678,10 @@ def main():
     ap.add_argument("--freqs", default="99,999")
     ap.add_argument("--keep", help="keep every profile and stack file in this directory")
     ap.add_argument("--self-test", action="store_true", help="only check the parsers, then exit")
+    ap.add_argument("--overhead", metavar="MODE@HZ,...",
+                    help="instead of the comparison: the probe and writer threads' CPU as a "
+                         "share of the workload's (schedstat, no perf), --rounds runs each, "
+                         "medians")
     ap.add_argument("--breakdown", metavar="MODE@HZ,...",
                     help="instead of the comparison: where stackprobe's CPU goes, from perf "
                          "profiles of `stackprobe record` (e.g. wall@999,cpu@999)")
@@ -678,6 +710,22 @@ def main():
     except BenchError as e:
         print("bench-record: FAILED: %s" % e, file=sys.stderr)
         return 1
+    if a.overhead:
+        print("bench-record: machine: %s, load average %.2f %.2f %.2f, workload: %s"
+              % (machine(), *os.getloadavg(), " ".join(b.workload)))
+        specs = []
+        for spec in a.overhead.split(","):
+            mode, _, hz = spec.partition("@")
+            if mode not in ("wall", "cpu") or not hz.isdigit():
+                ap.error("--overhead: MODE@HZ with MODE wall or cpu")
+            specs.append((mode, int(hz)))
+        try:
+            overhead(b, specs, a.rounds)
+        except BenchError as e:
+            print("bench-record: FAILED: %s" % e, file=sys.stderr)
+            return 1
+        print("bench-record: load average at the end %.2f %.2f %.2f" % os.getloadavg())
+        return 0
     if a.breakdown:
         print("bench-record: machine: %s, load average %.2f %.2f %.2f, workload: %s"
               % (machine(), *os.getloadavg(), " ".join(b.workload)))
@@ -692,11 +740,9 @@ def main():
                 breakdown(b, mode, hz)
             print("The probe and writer threads' CPU without perf (schedstat of each thread, "
                   "last value before exit):")
-            print("| mode | Hz | captures | samples | probe CPU ms | writer CPU ms "
-                  "| probe us per capture | probe+writer us per sample | share of the workload's CPU |")
-            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            print(OWN_HEADER)
             for mode, hz in specs:
-                print(own_threads(b, mode, hz), flush=True)
+                print(own_row(own_threads(b, mode, hz)), flush=True)
         except BenchError as e:
             print("bench-record: FAILED: %s" % e, file=sys.stderr)
             return 1

@@ -219,7 +219,14 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 		enc64(&e, s->time_ns);
 		enc32(&e, s->tid);
 		enc32(&e, s->method);
-		enc32(&e, s->flags);
+		{
+			uint32_t w = s->weight ? s->weight : 1;
+
+			if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
+				w = SPROBE_DF_SAMPLE_WEIGHT_MAX;
+			enc32(&e, (s->flags & ((1u << SPROBE_DF_SAMPLE_WEIGHT_SHIFT) - 1)) |
+					  (w - 1) << SPROBE_DF_SAMPLE_WEIGHT_SHIFT);
+		}
 		enc32(&e, s->nframes);
 		enc64(&e, s->stack_used);
 		enc64(&e, s->signal_ns);
@@ -805,6 +812,8 @@ static void decode(struct sprobe_datafile_reader *r, struct dec *d, struct sprob
 		s->tid = dec32(d);
 		s->method = dec32(d);
 		s->flags = dec32(d);
+		s->weight = (s->flags >> SPROBE_DF_SAMPLE_WEIGHT_SHIFT) + 1;
+		s->flags &= (1u << SPROBE_DF_SAMPLE_WEIGHT_SHIFT) - 1;
 		s->nframes = dec32(d);
 		s->stack_used = dec64(d);
 		s->signal_ns = dec64(d);

@@ -149,6 +149,7 @@ struct sample {
 	uint64_t pc_off;	/* into pcs */
 	uint64_t window_ns;	/* entry -> exit, 0 if not recorded */
 	uint32_t thread;	/* index into threads */
+	uint32_t weight;	/* samples it stands for (cpu mode: timer periods), >= 1 */
 	uint16_t nframes;
 	uint8_t method;
 	uint8_t truncated;
@@ -440,6 +441,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			.time_ns = s->time_ns, .pc_off = r->pcs.n, .nframes = (uint16_t)s->nframes,
 			.method = s->method < NMETHODS ? (uint8_t)s->method : 0,
 			.truncated = !!(s->flags & SPROBE_DF_SAMPLE_TRUNCATED),
+			.weight = s->weight ? s->weight : 1,
 		};
 		struct thread *t;
 
@@ -455,9 +457,9 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		if (VEC_PUSH(r->samples, smp))
 			return -ENOMEM;
 		t = &r->threads.v[ti];
-		t->samples++;
-		t->truncated += smp.truncated;
-		t->methods[smp.method]++;
+		t->samples += smp.weight;
+		t->truncated += smp.truncated ? smp.weight : 0;
+		t->methods[smp.method] += smp.weight;
 		if (s->stack_used > t->stack_max)
 			t->stack_max = s->stack_used;
 		if (s->method == SPROBE_METHOD_ZERO_PAUSE) {
@@ -701,7 +703,7 @@ static int aggregate(struct sprobe_report *r)
 
 		if (!selected(r, t->tid))
 			continue;
-		r->nsel++;
+		r->nsel += s->weight;
 		key[0] = s->thread;
 		for (uint32_t i = 0; i < s->nframes; i++) {
 			fid = func_of(r, pcs[i]);
@@ -710,10 +712,10 @@ static int aggregate(struct sprobe_report *r)
 			struct func *f = &r->funcs.v[fid];
 
 			if (i == 0)
-				f->self++;
+				f->self += s->weight;
 			if (f->mark != si + 1) {	/* recursion counts once */
 				f->mark = si + 1;
-				f->total++;
+				f->total += s->weight;
 			}
 			key[1 + s->nframes - 1 - i] = (uint32_t)fid;	/* root first */
 		}
@@ -726,7 +728,7 @@ static int aggregate(struct sprobe_report *r)
 			if (VEC_PUSH(r->stacks, st))
 				return -ENOMEM;
 		}
-		r->stacks.v[sid].count++;
+		r->stacks.v[sid].count += s->weight;
 	}
 	for (size_t i = 0; i < r->threads.n; i++) {
 		struct thread *t = &r->threads.v[i];
@@ -1655,6 +1657,7 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 			.time_ns = s->time_ns, .window_ns = s->window_ns, .method = s->method,
 			.truncated = s->truncated,
 			.pcs = s->nframes ? r->pcs.v + s->pc_off : NULL, .nframes = s->nframes,
+			.weight = s->weight,
 		};
 		int rc;
 

@@ -252,7 +252,7 @@ static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 		for (uint32_t i = 0; i < n; i++)
 			pp_location(p, s->pcs[i]);
 	}
-	p->samples[id].count++;
+	p->samples[id].count += s->weight ? s->weight : 1;
 	p->samples[id].pause_ns += s->window_ns;
 	if (s->window_ns)
 		p->any_window = true;

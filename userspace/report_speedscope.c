@@ -26,6 +26,7 @@ struct ss_sample {
 	uint64_t seq;			/* file order, to keep the sort stable */
 	size_t off;			/* into frames_of_samples */
 	uint32_t n;
+	uint32_t weight;		/* samples it stands for */
 };
 
 struct ss_profile {
@@ -129,7 +130,8 @@ static int ss_add(const struct sprobe_report_sample *smp, void *ctx)
 	    grow((void **)&s->stackv, &s->stack_cap, s->stackn + smp->nframes, sizeof(uint32_t)))
 		return -ENOMEM;
 	p->v[p->n++] = (struct ss_sample){ .time_ns = smp->time_ns, .seq = s->seq++,
-					   .off = s->stackn, .n = smp->nframes };
+					   .off = s->stackn, .n = smp->nframes,
+					   .weight = smp->weight ? smp->weight : 1 };
 	for (uint32_t i = 0; i < smp->nframes; i++) {
 		/* pcs are leaf first; speedscope wants root first. */
 		long id = ss_frame(s, smp->pcs[smp->nframes - 1 - i]);
@@ -176,14 +178,18 @@ static void ss_write(struct ss *s, const struct sprobe_report_info *info, FILE *
 	for (size_t i = 0; i < s->nprofs; i++) {
 		struct ss_profile *p = &s->profs[i];
 
+		uint64_t total = 0;
+
 		if (p->n > 1)
 			qsort(p->v, p->n, sizeof(*p->v), cmp_sample);
+		for (size_t k = 0; k < p->n; k++)
+			total += p->v[k].weight;
 		fputs(i ? ",\n    {\"type\": \"sampled\", \"name\": " :
 			  "\n    {\"type\": \"sampled\", \"name\": ", o);
 		ro_json_str(o, p->name);
 		fprintf(o, ", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": %" PRIu64 ",\n"
 			   "     \"samples\": [",
-			period ? "nanoseconds" : "none", weight * p->n);
+			period ? "nanoseconds" : "none", weight * total);
 		for (size_t k = 0; k < p->n; k++) {
 			const struct ss_sample *sm = &p->v[k];
 
@@ -194,7 +200,7 @@ static void ss_write(struct ss *s, const struct sprobe_report_info *info, FILE *
 		}
 		fputs("],\n     \"weights\": [", o);
 		for (size_t k = 0; k < p->n; k++)
-			fprintf(o, k ? ",%" PRIu64 : "%" PRIu64, weight);
+			fprintf(o, k ? ",%" PRIu64 : "%" PRIu64, weight * p->v[k].weight);
 		fputs("]}", o);
 	}
 	fputs("\n  ]\n}\n", o);

@@ -155,7 +155,7 @@ static int fg_add(const struct sprobe_report_sample *s, void *ctx)
 	}
 	uint32_t n = 2 + (s->nframes < SPROBE_MAX_FRAMES ? s->nframes : SPROBE_MAX_FRAMES);
 
-	err = tree_add(&g->samples, g->path, n, 1);
+	err = tree_add(&g->samples, g->path, n, s->weight ? s->weight : 1);
 	if (!err && s->window_ns)
 		err = tree_add(&g->pause, g->path, n, s->window_ns);
 	return err;

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
 #define DEFAULT_MAX_THREADS 1024u
+#define KEEP_ALIVE_NS 100000000ull /* cpu mode: sweep exited threads every 100 ms */
 
 struct thread_ent {
 	pid_t tid;		/* 0: empty hash slot */
@@ -64,10 +66,13 @@ struct emitted_module {
 struct sprobe_sampler {
 	struct sprobe_sampler_opts opts;
 	pthread_t probe;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool stopping;		/* under lock */
-	int probe_error;	/* -errno that ended the probe early */
+	/* 0 while running, 1 once __stop() asks the probe to end. The probe
+	 * sleeps on it (FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC
+	 * deadline: one system call per round, where a condition variable
+	 * took two or three); __stop() stores 1 (seq_cst) then wakes it, so
+	 * the probe either sees 1 before sleeping or is woken. */
+	_Atomic uint32_t stop;
+	int probe_error;	/* -errno that ended the probe early (probe only) */
 
 	struct sprobe_capturer *capturer;
 	struct sprobe_snapshot *snap;
@@ -82,11 +87,16 @@ struct sprobe_sampler {
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
+	size_t nents;		/* entries in threads[] */
+	size_t nseen;		/* of them, marked seen this round */
 	struct pc_set pcs;
 	struct emitted_module *mods;
 	size_t nmods, mods_cap;
 	uint64_t mods_generation;
 	uint64_t round;
+	uint64_t last_sweep_ns;	/* cpu mode: last keep-alive + sweep */
+	bool started;		/* wall mode: a capture into snap is started */
+	uint64_t started_ns;	/* and when */
 	uint64_t *windows;	/* scratch: window lengths of one round */
 	struct sprobe_df_dropped *dropped; /* scratch */
 
@@ -146,10 +156,19 @@ static struct thread_ent *thread_get(struct sprobe_sampler *s, pid_t tid, bool *
 			memset(e, 0, sizeof(*e));
 			e->tid = tid;
 			*fresh = true;
+			s->nents++;
 			return e;
 		}
 	}
 	return NULL;
+}
+
+static void mark_seen(struct sprobe_sampler *s, struct thread_ent *e)
+{
+	if (e->round != s->round) {
+		e->round = s->round;
+		s->nseen++;
+	}
 }
 
 /* Remove entries not seen this round (backward-shift deletion keeps the
@@ -157,6 +176,11 @@ static struct thread_ent *thread_get(struct sprobe_sampler *s, pid_t tid, bool *
 static void threads_sweep(struct sprobe_sampler *s)
 {
 	size_t cap = s->threads_cap;
+
+	/* Every entry seen: nothing to remove, and no need to walk the
+	 * whole table (2 x max_threads entries, cold by the next round). */
+	if (s->nseen == s->nents)
+		return;
 	for (size_t i = 0; i < cap; i++) {
 		struct thread_ent *e = &s->threads[i];
 		if (e->tid == 0 || e->round == s->round)
@@ -179,6 +203,7 @@ static void threads_sweep(struct sprobe_sampler *s)
 			}
 		}
 		s->threads[hole].tid = 0;
+		s->nents--;
 		if (hole != i)
 			i--; /* re-examine the entry shifted into i */
 	}
@@ -393,7 +418,7 @@ static void threads_keep_alive(struct sprobe_sampler *s)
 		if (e->tid == 0 || e->round == s->round)
 			continue;
 		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
-			e->round = s->round;
+			mark_seen(s, e);
 	}
 }
 
@@ -411,14 +436,10 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
-static void round_once(struct sprobe_sampler *s)
+/* Unwind, publish and stream the capture in s->snap (err: how it ended),
+ * taken at t0. */
+static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 {
-	exclude_own_threads(s);
-	uint64_t t0 = mono_ns();
-	uint64_t period_ns = (uint64_t)(1e9 / s->opts.freq_hz);
-	int err = s->opts.mode == SPROBE_MODE_CPU
-			  ? sprobe_capturer__cpu_collect(s->capturer, s->snap, period_ns)
-			  : sprobe_capturer__capture(s->capturer, s->snap);
 	if (err >= 0 && s->zero_pause) {
 		/* Unwinds, and re-captures with a signal the zero-pause
 		 * samples whose walk needs a register the kernel's syscall
@@ -442,6 +463,7 @@ static void round_once(struct sprobe_sampler *s)
 		return;
 	}
 	s->round++;
+	s->nseen = 0;
 
 	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s->snap);
 	uint32_t n = sprobe_snapshot__nthreads(s->snap), nwin = 0, ndropped = 0;
@@ -462,12 +484,12 @@ static void round_once(struct sprobe_sampler *s)
 			}
 			/* An exited thread is forgotten by the sweep. */
 			if (e && ts->drop_reason != SPROBE_DROP_EXITED)
-				e->round = s->round;
+				mark_seen(s, e);
 			continue;
 		}
 		if (!e)
 			continue;
-		e->round = s->round;
+		mark_seen(s, e);
 		if (fresh || !e->named) {
 			push_thread_name(s, ts->tid);
 			e->named = true;
@@ -479,14 +501,13 @@ static void round_once(struct sprobe_sampler *s)
 		if (s->table)
 			publish(s, e, ts, t0);
 		push_symbols(s, ts);
-		/* cpu mode: one sample per CPU period the timer counted since
-		 * the last collect (the same stack: the best we know). */
-		uint32_t reps = ts->weight ? ts->weight : 1;
-		if (reps > 16)
-			reps = 16; /* a long gap is not a burst of samples */
-		for (uint32_t r = 0; r < reps; r++)
-			sprobe_stream__push_thread_sample(s->stream, ts, t0);
-		atomic_fetch_add_explicit(&s->st_samples, reps, memory_order_relaxed);
+		/* cpu mode: the record carries the CPU periods the timer
+		 * counted for this stack (overruns the kernel folded at its
+		 * tick, expiries before the probe collected): one record,
+		 * weighted, instead of copies of the same stack. */
+		uint32_t w = ts->weight ? ts->weight : 1;
+		sprobe_stream__push_thread_sample(s->stream, ts, t0);
+		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}
 
 	struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE };
@@ -501,9 +522,17 @@ static void round_once(struct sprobe_sampler *s)
 	rec.capture.ndropped_tids = ndropped;
 	sprobe_stream__push(s->stream, &rec);
 
-	if (s->opts.mode == SPROBE_MODE_CPU)
+	if (s->opts.mode != SPROBE_MODE_CPU) {
+		threads_sweep(s); /* the capture listed every live thread */
+	} else if (t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
+		/* cpu mode samples only threads that used CPU: the others
+		 * are asked whether they live (one tgkill(0) each), so not
+		 * every round. An exited thread's node stays in the table
+		 * until then. */
 		threads_keep_alive(s);
-	threads_sweep(s);
+		threads_sweep(s);
+		s->last_sweep_ns = t0;
+	}
 
 	if (nwin) {
 		qsort(s->windows, nwin, sizeof(uint64_t), cmp_u64);
@@ -528,6 +557,74 @@ static void round_once(struct sprobe_sampler *s)
 	}
 }
 
+/* Wall mode: finish the capture started last round and process it. */
+static void round_finish(struct sprobe_sampler *s)
+{
+	if (!s->started)
+		return;
+	s->started = false;
+	round_process(s, sprobe_capturer__capture_finish(s->capturer, s->snap), s->started_ns);
+}
+
+/*
+ * One round. CPU mode: collect what the timers produced, process it.
+ * Wall mode, pipelined: finish the capture started last round (its
+ * handlers ran while the probe slept), process it, start the next one and
+ * go back to sleep. The probe then sleeps once per round instead of twice
+ * (once more while the handlers run), and no handler makes the wake-up
+ * system call; each sleep and wake-up costs the probe tens of us on a
+ * virtual machine (docs/PERFORMANCE.md, "Record"). A thread that has not
+ * answered by the next round is waited for then, under the same deadline.
+ */
+static void round_once(struct sprobe_sampler *s)
+{
+	int err;
+
+	if (s->opts.mode == SPROBE_MODE_CPU) {
+		uint64_t t0;
+
+		exclude_own_threads(s);
+		t0 = mono_ns();
+		err = sprobe_capturer__cpu_collect(s->capturer, s->snap,
+						  (uint64_t)(1e9 / s->opts.freq_hz));
+		round_process(s, err, t0);
+		return;
+	}
+	round_finish(s);
+	exclude_own_threads(s);
+	s->started_ns = mono_ns();
+	err = sprobe_capturer__capture_start(s->capturer, s->snap);
+	if (err == 0)
+		s->started = true;
+	else
+		round_process(s, err, s->started_ns); /* records -ENOTSUP */
+}
+
+/*
+ * How often the probe wakes. Wall mode: every 1/F (the probe is the
+ * clock). CPU mode: the timers are the clock and the probe only collects;
+ * Linux checks thread CPU timers at its scheduler tick
+ * (run_posix_cpu_timers()), so a thread's timer fires at most once per
+ * tick and folds the other expirations into si_overrun (which the weight
+ * counts). Collecting every half tick therefore sees every stack a timer
+ * can produce; waking at 1/F above HZ/2 would only find empty slots
+ * (measured: ~0.35 samples per wake-up at 999 Hz with HZ=250). The tick
+ * is the resolution of CLOCK_MONOTONIC_COARSE (one jiffy).
+ */
+static uint64_t probe_period_ns(const struct sprobe_sampler *s)
+{
+	uint64_t period = (uint64_t)(1e9 / s->opts.freq_hz);
+	struct timespec res;
+
+	if (s->opts.mode == SPROBE_MODE_CPU && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
+		uint64_t half_tick = ((uint64_t)res.tv_sec * 1000000000ull + (uint64_t)res.tv_nsec) / 2;
+
+		if (half_tick > period && half_tick <= 10000000ull)
+			period = half_tick;
+	}
+	return period;
+}
+
 static void *probe_main(void *arg)
 {
 	struct sprobe_sampler *s = arg;
@@ -539,33 +636,30 @@ static void *probe_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	pthread_setname_np(pthread_self(), "stackprobe");
 
-	uint64_t period = (uint64_t)(1e9 / s->opts.freq_hz);
+	uint64_t period = probe_period_ns(s);
 	uint64_t start = mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
 	uint64_t next = start + period;
 
-	pthread_mutex_lock(&s->lock);
-	while (!s->stopping && !s->probe_error) {
+	while (!atomic_load(&s->stop) && !s->probe_error) {
 		struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
-		int rc = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-		if (s->stopping)
-			break;
-		if (rc != ETIMEDOUT)
-			continue;
-		pthread_mutex_unlock(&s->lock);
+		/* Absolute CLOCK_MONOTONIC (FUTEX_WAIT_BITSET's default clock). */
+		long rc = syscall(SYS_futex, &s->stop, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts,
+				  NULL, FUTEX_BITSET_MATCH_ANY);
+		if (rc == 0 || (rc < 0 && errno != ETIMEDOUT))
+			continue; /* woken (stop), EAGAIN (stop already 1), EINTR */
 		uint64_t now = mono_ns();
-		if (end && now >= end) {
-			pthread_mutex_lock(&s->lock);
+		if (now < next)
+			continue; /* early return: sleep again */
+		if (end && now >= end)
 			break;
-		}
 		round_once(s);
 		next += period;
 		now = mono_ns();
 		if (next < now) /* overran: skip the missed ticks, do not burst */
 			next = now + period;
-		pthread_mutex_lock(&s->lock);
 	}
-	pthread_mutex_unlock(&s->lock);
+	round_finish(s); /* the last wall capture, if one was started */
 	return NULL;
 }
 
@@ -588,8 +682,6 @@ static void sampler_free(struct sprobe_sampler *s)
 	free(s->threads);
 	free(s->windows);
 	free(s->dropped);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
@@ -626,14 +718,6 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		s->opts.max_threads = DEFAULT_MAX_THREADS;
 	if (!s->opts.table_capacity)
 		s->opts.table_capacity = DEFAULT_TABLE_NODES;
-	pthread_mutex_init(&s->lock, NULL);
-	{
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&s->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
 
 	s->threads_cap = 1;
 	while (s->threads_cap < 2 * (size_t)s->opts.max_threads)
@@ -729,10 +813,8 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 
 	if (!s)
 		return 0;
-	pthread_mutex_lock(&s->lock);
-	s->stopping = true;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
+	atomic_store(&s->stop, 1); /* seq_cst; the probe re-checks it before each sleep */
+	syscall(SYS_futex, &s->stop, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 	pthread_join(s->probe, NULL);
 
 	if (s->stream) {

@@ -826,6 +826,13 @@ int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *
 
 		if (!t || t->stage == SPROBE_STAGE_EMPTY)
 			continue;
+		if (t->stage == SPROBE_STAGE_UNWOUND) {
+			/* A zero-pause copy of a thread that has not run since
+			 * its last walk, which was complete (a short one is
+			 * re-captured with a signal): see zp_try(). */
+			done++;
+			continue;
+		}
 		if (sprobe_unwinder__unwind(u, t, &why) < 0)
 			continue;
 		done++;

@@ -323,6 +323,29 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s);
  */
 int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
 
+/*
+ * sprobe_capturer__capture() in two halves, so that the caller need not
+ * wait for the handlers (Linux only). __start() does everything up to the
+ * signals (enumeration, zero-pause reads, one signal per remaining
+ * thread) and returns at once; the handlers fill s meanwhile. __finish()
+ * waits for what is still outstanding (the same deadline and drop rules
+ * as __capture(), counted from the signals), and leaves s exactly as
+ * __capture() would. A sampler that calls __finish() at its next wake-up
+ * and then __start() again sleeps once per round instead of twice, and no
+ * handler makes the wake-up system call (docs/PERFORMANCE.md, "Record").
+ * Between the two, s belongs to the capturer: do not read, reset or
+ * capture into it; every other capture call on c returns -EBUSY.
+ * stats.capture_ns counts the time spent in the two calls, not between.
+ * (A capturer made with method VM_READV, whose handlers wait for the
+ * probe, does all of it in __start().)
+ * __start() returns 0 or what __capture() returns, plus -EBUSY (a capture
+ * is already started). __finish() returns 0, -EINVAL (NULL, or s is not
+ * the started snapshot). Thread-safe like __capture() (__finish() may
+ * come from another thread); not async-signal-safe.
+ */
+int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+int sprobe_capturer__capture_finish(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+
 /* Number of samples in s: one per enumerated sibling that got a slot,
  * captured or dropped. 0 for NULL. Not synchronised with a running capture. */
 uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);

@@ -75,6 +75,12 @@ enum sprobe_df_mode {
 
 /* Sample flags. */
 #define SPROBE_DF_SAMPLE_TRUNCATED 0x1u	/* stack longer than the copy cap */
+/* Bits 16..31 of the flags word on disk hold the sample's weight minus one
+ * (cpu mode: the CPU periods one captured stack stands for). The writer
+ * fills them from sprobe_df_sample.weight; the reader moves them back
+ * there and clears them from flags. */
+#define SPROBE_DF_SAMPLE_WEIGHT_SHIFT 16
+#define SPROBE_DF_SAMPLE_WEIGHT_MAX 65536u
 
 /* Strings in records are (pointer, length); they need not be NUL-terminated
  * when writing. Strings handed out by the reader are NUL-terminated too. */
@@ -134,6 +140,11 @@ struct sprobe_df_sample {
 	/* Frames, innermost first: pcs[0] is the interrupted pc. */
 	const uint64_t *pcs;
 	uint32_t nframes;		/* <= SPROBE_MAX_FRAMES */
+	/* Samples this record stands for: 0 or 1 = one; cpu mode writes the
+	 * timer periods the stack covers (the kernel folds expirations at
+	 * its tick). Written capped at SPROBE_DF_SAMPLE_WEIGHT_MAX; the
+	 * reader always returns >= 1. */
+	uint32_t weight;
 };
 
 struct sprobe_df_dropped {

@@ -134,6 +134,10 @@ struct sprobe_report_sample {
 	bool truncated;			/* stack longer than the copy cap */
 	const uint64_t *pcs;		/* innermost first; NULL if nframes is 0 */
 	uint32_t nframes;
+	/* Samples this one stands for, >= 1: cpu mode records one stack for
+	 * the timer periods the kernel folded together (every count the
+	 * report prints is weighted; the window belongs to the one capture). */
+	uint32_t weight;
 };
 
 /* Called once per sample; a non-zero return stops the walk and is

@@ -151,7 +151,10 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
  * (stop END; MAX_FRAMES and a capped copy count as reached) is re-captured
  * at once through the signal path (sprobe_capturer__recapture(): same
  * slot, method SIGNAL, stats.zp_recaptured) and unwound again. Counts go
- * to the stats' zp_walks / zp_short. Returns the number of threads unwound
+ * to the stats' zp_walks / zp_short. A sample already UNWOUND (a
+ * zero-pause copy of a thread that has not run since its last, complete,
+ * walk: the capture keeps that walk) is counted but not walked again.
+ * Returns the number of threads unwound
  * (before re-capture), or -errno (EINVAL on NULL arguments, ENOMEM, or the
  * re-capture's error; the snapshot then keeps the short walks).
  * Not async-signal-safe; from the probe thread.
