@@ -1345,6 +1345,130 @@ static void test_cpu_timer_blocked_not_signalled(void **state)
 	untrack(c);
 }
 
+/* ns of CPU thread tid has used (first field of its schedstat). */
+static uint64_t cpu_ns(pid_t tid)
+{
+	char path[64];
+	unsigned long long ns = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%llu", &ns), 1);
+	fclose(f);
+	return ns;
+}
+
+/* At a rate above the kernel's tick (HZ is 100-1000; this asks for 2000
+ * Hz) one timer signal stands for several expirations, the rest come as
+ * si_overrun: the weights must add up to the CPU time the thread used,
+ * not to the signals. Without counting overruns the sum is the tick rate's
+ * share (1/2 at HZ=1000, 1/8 at HZ=250). */
+static void test_cpu_timer_overruns_weighted(void **state)
+{
+	struct worker spin;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	const uint64_t period = 500000; /* 2000 Hz of CPU time */
+	uint64_t weight = 0, samples = 0, cpu0, cpu1;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	pid_t tid = atomic_load(&spin.tid);
+
+	cpu0 = cpu_ns(tid);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, period), 0); /* timers start */
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+	/* Until the spinner used 300 ms of CPU (or the deadline). */
+	while (cpu_ns(tid) - cpu0 < 300000000ull && fx_now_ns() < end) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL); /* pacing the collector, not sync */
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s, period), 0);
+		struct sprobe_thread_sample *t = fx_find(s, tid);
+		if (t && t->stage == SPROBE_STAGE_RAW) {
+			samples++;
+			weight += t->weight;
+		}
+	}
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	cpu1 = cpu_ns(tid);
+	fx_worker_stop(&spin);
+	double periods = (double)(cpu1 - cpu0) / (double)period;
+	print_message("cpu timers at 2000 Hz: %.0f periods of CPU, %llu samples, weight %llu\n",
+		      periods, (unsigned long long)samples, (unsigned long long)weight);
+	assert_true(periods >= 200);
+	/* Expirations after the last collect are not counted: a little below
+	 * 1; the CPU clock and the timer count the same thing, so not above. */
+	assert_true(weight >= 0.8 * periods);
+	assert_true(weight <= 1.02 * periods + 2);
+	assert_true(samples <= weight);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* sprobe_capturer__capture_start() + __finish() give what __capture()
+ * gives; between the two every other capture call is refused, and only
+ * the started snapshot can be finished. */
+static void test_capture_start_finish(void **state)
+{
+	struct worker spin, blocked;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_snapshot *s2 = sprobe_snapshot__new(64, 0);
+	uint32_t idx = 0;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_non_null(s2);
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	assert_int_equal(fx_worker_start(&blocked, PARK_PIPE, 0), 0);
+	pid_t ts = atomic_load(&spin.tid), tb = atomic_load(&blocked.tid);
+
+	assert_int_equal(sprobe_capturer__capture_start(NULL, s), -EINVAL);
+	assert_int_equal(sprobe_capturer__capture_start(c, NULL), -EINVAL);
+	assert_int_equal(sprobe_capturer__capture_finish(c, s), -EINVAL); /* none started */
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(sprobe_capturer__capture_start(c, s), 0);
+		/* In flight: everything else on c is refused. */
+		assert_int_equal(sprobe_capturer__capture_start(c, s2), -EBUSY);
+		assert_int_equal(sprobe_capturer__capture(c, s2), -EBUSY);
+		assert_int_equal(sprobe_capturer__recapture(c, s2, &idx, 1), -EBUSY);
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s2, 1000000), -EBUSY);
+		assert_int_equal(sprobe_capturer__capture_finish(c, s2), -EINVAL);
+		assert_int_equal(sprobe_capturer__capture_finish(NULL, s), -EINVAL);
+		assert_int_equal(sprobe_capturer__capture_finish(c, s), 0);
+		assert_int_equal(sprobe_capturer__capture_finish(c, s), -EINVAL); /* once */
+
+		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
+		assert_true(fx_stats_consistent(st));
+		assert_true(st->capture_ns > 0);
+		for (int k = 0; k < 2; k++) {
+			struct sprobe_thread_sample *t = fx_find(s, k ? tb : ts);
+
+			assert_non_null(t);
+			assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+			assert_int_equal(t->drop_reason, SPROBE_DROP_NONE);
+			assert_true(t->entry_ns > 0 && t->entry_ns <= t->exit_ns);
+			assert_true(t->stack_len > 0);
+			assert_true(t->stack_addr <= t->sp && t->sp < t->stack_addr + t->stack_len);
+		}
+	}
+	/* And the capturer works as before afterwards. */
+	assert_int_equal(sprobe_capturer__capture(c, s2), 0);
+	assert_non_null(fx_find(s2, ts));
+	assert_non_null(fx_find(s2, tb));
+	fx_worker_stop(&spin);
+	fx_worker_stop(&blocked);
+	sprobe_snapshot__free(s);
+	sprobe_snapshot__free(s2);
+	untrack(c);
+}
+
 /* Threads come and go under CPU timers: a new thread's slot may be one an
  * exited thread used; a sample never carries another thread's tid, and
  * stats stay consistent. */
@@ -1407,6 +1531,8 @@ static void test_cpu_timer_thread_churn(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_blocked_not_signalled, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
+	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
+	cmocka_unit_test_teardown(test_capture_start_finish, teardown),
 	cmocka_unit_test_teardown(test_excluded_thread, teardown),
 	cmocka_unit_test_teardown(test_known_stack, teardown),
 	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),

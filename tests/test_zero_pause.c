@@ -645,6 +645,80 @@ static void test_unchanged_thread_keeps_its_copy(void **state)
 	park_stop(&w);
 }
 
+/* An unchanged thread also keeps its walk: the second capture hands back
+ * the sample already UNWOUND with the same frames, and resolve() does not
+ * walk it again; once the thread has run, it is walked afresh. */
+static void test_unchanged_thread_keeps_its_walk(void **state)
+{
+	struct parked w;
+	struct sprobe_capturer *c = zp_capturer(true);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
+	struct sprobe_unwinder *u = sprobe_unwinder__new(&uo);
+	struct sprobe_unwinder_stats st0, st1;
+	static struct sprobe_frame frames[SPROBE_MAX_FRAMES];
+	uint32_t nframes = 0;
+	struct sprobe_thread_sample *t = NULL;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(u);
+	/* No frame pointers: the zero-pause walk is complete (not re-captured). */
+	park_start(&w, ZP_FUTEX, false);
+	for (int round = 0; round < 20; round++) {
+		assert_int_equal(sprobe_capture_and_resolve(c, s, u), 0);
+		t = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w.p.tid));
+		if (t->method == SPROBE_METHOD_ZERO_PAUSE && t->stage == SPROBE_STAGE_UNWOUND)
+			break;
+	}
+	assert_int_equal(t->method, SPROBE_METHOD_ZERO_PAUSE);
+	assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
+	assert_true(has_chain(u, t, zp_chain_names_nofp));
+	nframes = t->nframes;
+	assert_true(nframes > 3);
+	memcpy(frames, t->frames, nframes * sizeof(frames[0]));
+
+	/* Not run since: the capture itself returns the walk. */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w.p.tid));
+	assert_true(sprobe_snapshot__stats(s)->zp_unchanged >= 1);
+	assert_int_equal(t->method, SPROBE_METHOD_ZERO_PAUSE);
+	assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
+	assert_int_equal(t->nframes, nframes);
+	assert_memory_equal(t->frames, frames, nframes * sizeof(frames[0]));
+	assert_int_equal(sprobe_unwinder__stats(u, &st0), 0);
+	assert_true(sprobe_unwinder__resolve(u, c, s) >= 1);
+	assert_int_equal(sprobe_unwinder__stats(u, &st1), 0);
+	assert_int_equal(st1.zp_walks, st0.zp_walks); /* not walked again */
+	assert_int_equal(t->nframes, nframes);
+	assert_memory_equal(t->frames, frames, nframes * sizeof(frames[0]));
+
+	/* It runs (wake the futex, it waits again): a fresh copy, walked. */
+	unsigned wakes = atomic_load(&w.p.wakes);
+	/* word stays 0: it returns from the wait and waits again */
+	syscall(SYS_futex, &w.p.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	uint64_t deadline = now_ns() + 5000000000ull;
+	while (atomic_load(&w.p.wakes) == wakes) {
+		assert_true(now_ns() < deadline);
+		sched_yield();
+	}
+	wait_blocked(w.p.tid, ZP_FUTEX);
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	t = sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w.p.tid));
+	assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_int_equal(t->nframes, 0);
+	assert_true(sprobe_unwinder__resolve(u, c, s) >= 1);
+	assert_int_equal(sprobe_unwinder__stats(u, &st1), 0);
+	assert_true(st1.zp_walks > st0.zp_walks);
+	assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
+	assert_true(has_chain(u, t, zp_chain_names_nofp));
+
+	park_stop(&w);
+	sprobe_unwinder__free(u);
+	sprobe_snapshot__free(s);
+	cap_free(c);
+}
+
 /* ---- EINTR under a 999 Hz wall sampler ------------------------------------ */
 
 /* Two poll and two select loops (10 s timeouts, no frame pointers) under a
@@ -825,6 +899,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup_teardown(test_woken_thread_never_torn, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_thread_that_ran_is_refused, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_unchanged_thread_keeps_its_copy, setup_usr2, teardown),
+	cmocka_unit_test_setup_teardown(test_unchanged_thread_keeps_its_walk, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_no_eintr_with_zero_pause, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_off_means_signals_only, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_signal_blocking_thread_captured, setup_usr2, teardown),
