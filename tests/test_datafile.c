@@ -484,9 +484,91 @@ static void test_unfinished_writer_reads_cut_short(void **state)
 	df_buf_close(&b);
 }
 
+/* A sample's weight travels in bits 16..31 of its flags word as weight - 1:
+ * 0 and 1 both read as 1, a weight over the cap reads as the cap, and the
+ * reader hands back the flags without the weight bits, so TRUNCATED is
+ * exactly what was written next to any weight. */
+static void test_sample_weight_round_trip(void **state)
+{
+	static const uint64_t pcs[] = { 0x401000, 0x402000 };
+	static const struct {
+		uint32_t weight, flags;		/* written */
+		uint32_t want_weight;		/* read back */
+	} cases[] = {
+		{ 0, 0, 1 },
+		{ 1, 0, 1 },
+		{ 7, SPROBE_DF_SAMPLE_TRUNCATED, 7 },
+		{ SPROBE_DF_SAMPLE_WEIGHT_MAX + 5, 0, SPROBE_DF_SAMPLE_WEIGHT_MAX },
+		{ SPROBE_DF_SAMPLE_WEIGHT_MAX, SPROBE_DF_SAMPLE_TRUNCATED, SPROBE_DF_SAMPLE_WEIGHT_MAX },
+		{ 2, 0, 2 },
+	};
+	const size_t ncases = sizeof(cases) / sizeof(cases[0]);
+	struct sprobe_df_record got;
+	struct df_buf b;
+	size_t k = 0;
+	int rc;
+
+	/* The largest weight must fit the 16 bits the format gives it. */
+	assert_int_equal((SPROBE_DF_SAMPLE_WEIGHT_MAX - 1) >> (32 - SPROBE_DF_SAMPLE_WEIGHT_SHIFT), 0);
+	assert_int_equal(df_buf_open(&b), 0);
+	assert_int_equal(sprobe_datafile_writer__write(b.w, &(struct sprobe_df_record){
+		.type = SPROBE_DF_HEADER, .header = { .mode = SPROBE_DF_MODE_CPU } }), 0);
+	for (size_t i = 0; i < ncases; i++)
+		assert_int_equal(sprobe_datafile_writer__write(b.w, &(struct sprobe_df_record){
+			.type = SPROBE_DF_SAMPLE, .sample = {
+				.time_ns = 1000 + i, .tid = 100 + (uint32_t)i,
+				.method = SPROBE_METHOD_SIGNAL, .flags = cases[i].flags,
+				.weight = cases[i].weight, .pcs = pcs, .nframes = 2 } }), 0);
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, NULL), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+
+	struct sprobe_datafile_reader *r = sprobe_datafile_reader__from_mem(b.bytes, b.len);
+
+	assert_non_null(r);
+	assert_int_equal(sprobe_datafile_reader__next(r, &got), 1);
+	assert_int_equal(got.type, SPROBE_DF_HEADER);
+	while ((rc = sprobe_datafile_reader__next(r, &got)) == 1 && got.type == SPROBE_DF_SAMPLE) {
+		assert_true(k < ncases);
+		if (got.sample.weight != cases[k].want_weight || got.sample.flags != cases[k].flags)
+			fail_msg("sample %zu: wrote weight %u flags %#x, read weight %u flags %#x, "
+				 "want weight %u flags %#x", k, cases[k].weight, cases[k].flags,
+				 got.sample.weight, got.sample.flags, cases[k].want_weight,
+				 cases[k].flags);
+		/* The fields around the flags word are intact. */
+		assert_int_equal(got.sample.tid, 100 + k);
+		assert_int_equal(got.sample.method, SPROBE_METHOD_SIGNAL);
+		assert_int_equal(got.sample.nframes, 2);
+		assert_memory_equal(got.sample.pcs, pcs, sizeof(pcs));
+		k++;
+	}
+	assert_int_equal(rc, 1);
+	assert_int_equal(got.type, SPROBE_DF_TRAILER);
+	assert_int_equal(k, ncases);
+	assert_int_equal(sprobe_datafile_reader__next(r, &got), 0);
+	assert_int_equal(sprobe_datafile_reader__status(r), SPROBE_DF_COMPLETE);
+	sprobe_datafile_reader__free(r);
+
+	/* On disk: the payload's flags word (after time 8, tid 4, method 4)
+	 * is (weight - 1) << 16 | flags, whatever the caller left in the
+	 * weight bits of .flags: the writer fills them from .weight. */
+	struct sprobe_df_record one = { .type = SPROBE_DF_SAMPLE, .sample = {
+		.flags = SPROBE_DF_SAMPLE_TRUNCATED | 0xabcd0000u, .weight = 7, .pcs = pcs,
+		.nframes = 2 } };
+	uint8_t buf[256];
+	long len = sprobe_df__encode(&one, buf, sizeof(buf));
+	uint32_t want = (7u - 1) << SPROBE_DF_SAMPLE_WEIGHT_SHIFT | SPROBE_DF_SAMPLE_TRUNCATED;
+	const uint8_t le[4] = { (uint8_t)want, (uint8_t)(want >> 8), (uint8_t)(want >> 16),
+				(uint8_t)(want >> 24) };
+
+	assert_true(len >= 20 && (size_t)len <= sizeof(buf));
+	assert_memory_equal(buf + 16, le, sizeof(le));
+	df_buf_close(&b);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_crc32c_known_vector),
 	cmocka_unit_test(test_round_trip),
+	cmocka_unit_test(test_sample_weight_round_trip),
 	cmocka_unit_test(test_round_trip_through_a_path),
 	cmocka_unit_test(test_truncated_at_every_offset),
 	cmocka_unit_test(test_corrupt_every_byte),

@@ -9,7 +9,8 @@
  *               recording, build-ids match what readelf says;
  *   speedscope  validated with ajv against the schema the npm package
  *               speedscope ships (tests/outputs/check_speedscope.cjs), then
- *               the same stack comparison;
+ *               the same stack comparison (a sample of weight k x period
+ *               counts k times);
  *   svg         parsed with python's xml.etree (tests/outputs/check_svg.py):
  *               every folded frame name present, root and thread frames
  *               count what the folded report counts, nothing external.
@@ -17,9 +18,10 @@
  * Inputs: a real recording of build/demo, and synthetic data files written
  * with the data-file writer to reach what a recording rarely has (XML and
  * JSON metacharacters, ';' in names, UTF-8, invalid bytes, unsymbolized
- * pcs, cpu mode, no header, a file cut short, no samples). Sample counts in
- * the synthetic files are random (the seed is printed); the expected values
- * always come from the folded report of the same file.
+ * pcs, cpu mode with weighted samples, no header, a file cut short, no
+ * samples). Sample counts and weights in the synthetic files are random
+ * (the seed is printed); the expected values always come from the folded
+ * report of the same file.
  *
  * The npm readers are installed by mk/outputs.mk (npm ci into build/node).
  * Without node the node checks skip and say why; everything else still runs.
@@ -291,6 +293,7 @@ struct synth {
 	bool trailer;
 	bool bad_bytes;		/* a name with invalid UTF-8 and a control byte */
 	bool no_samples;
+	bool weights;		/* samples of weight 1..4, as cpu mode writes */
 };
 
 /* Symbolized pcs: module 0 (the "server") and module 1 ("libfoo.so"). */
@@ -397,6 +400,8 @@ static void write_synthetic(const char *path, const struct synth *o, unsigned se
 					.exit_ns = t + 2000 + 500 + (uint64_t)(rand() % 5000),
 					.pcs = stacks[s], .nframes = nf,
 				};
+				if (o->weights)
+					rec.sample.weight = 1 + (uint32_t)(rand() % 4);
 				assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
 			}
 		}
@@ -469,13 +474,34 @@ static void test_outputs_invalid_bytes(void **state)
 	check_all(data, "bad", "wall", 250, NULL, NULL, false);
 }
 
+static int count_records(const struct sprobe_report_sample *s, void *ctx)
+{
+	(void)s;
+	++*(unsigned long long *)ctx;
+	return 0;
+}
+
+/* Cpu mode, where one record stands for the timer periods the kernel
+ * folded together (weight 1..4 here): every reader counts a record as
+ * many times as its weight, so their counts equal the folded report's and
+ * sprobe_report__samples(), which are more than the records. */
 static void test_outputs_cpu_mode(void **state)
 {
 	char data[PATH_MAX];
-	struct synth o = { .header = true, .mode = SPROBE_DF_MODE_CPU, .freq = 999, .trailer = true };
+	struct synth o = { .header = true, .mode = SPROBE_DF_MODE_CPU, .freq = 999, .trailer = true,
+			   .weights = true };
+	unsigned long long records = 0;
+	struct sprobe_report *r;
 
 	path_in(data, sizeof(data), "cpu.data");
 	write_synthetic(data, &o, seed_now());
+	r = sprobe_report__new(NULL);
+	assert_non_null(r);
+	assert_int_equal(sprobe_report__load_file(r, data), 0);
+	assert_int_equal(sprobe_report__foreach_sample(r, count_records, &records), 0);
+	/* Else the comparisons below would not tell weights from records. */
+	assert_true(sprobe_report__samples(r) > records);
+	sprobe_report__free(r);
 	check_all(data, "cpu", "cpu", 999, NULL, NULL, true);
 }
 

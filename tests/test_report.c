@@ -469,6 +469,221 @@ static void test_cut_short_is_reported(void **state)
 	df_buf_close(&b);
 }
 
+/* ---- weighted samples ------------------------------------------------- */
+
+/* A cpu-mode file (100 Hz: a 10 ms period) whose samples carry weights:
+ *   tid 201 "A":  main;fn_f;fn_g  weight 3 (truncated)
+ *                 main;fn_f       weight 1
+ *   tid 202 "B":  main;fn_h       weight 0 (written as "one")
+ * 3 records standing for 5 samples. Every count below is what a report
+ * that ignored the weights would get wrong (it would see 3 samples, fn_g 1). */
+#define WPC_MAIN 0x1000ULL
+#define WPC_F 0x2000ULL
+#define WPC_G 0x3000ULL
+#define WPC_H 0x4000ULL
+#define W_PERIOD_NS 10000000ULL	/* 1 s / 100 Hz */
+
+static void make_weighted_file(struct df_buf *b)
+{
+	static const uint64_t sg[] = { WPC_G, WPC_F, WPC_MAIN };
+	static const uint64_t sf[] = { WPC_F, WPC_MAIN };
+	static const uint64_t sh[] = { WPC_H, WPC_MAIN };
+	static const struct {
+		uint64_t pc;
+		const char *name;
+	} syms[] = { { WPC_MAIN, "main" }, { WPC_F, "fn_f" }, { WPC_G, "fn_g" }, { WPC_H, "fn_h" } };
+	const uint64_t t0 = 1000000000;
+
+	assert_int_equal(df_buf_open(b), 0);
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER, .header = {
+		.pid = 77, .mode = SPROBE_DF_MODE_CPU, .freq_hz = 100, .start_mono_ns = t0 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD,
+		.thread = { .tid = 201, .name = "A", .name_len = 1 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_THREAD,
+		.thread = { .tid = 202, .name = "B", .name_len = 1 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+		.time_ns = t0 + 30000000, .tid = 201, .method = SPROBE_METHOD_SIGNAL,
+		.flags = SPROBE_DF_SAMPLE_TRUNCATED, .signal_ns = t0 + 30000000,
+		.entry_ns = t0 + 30000500, .exit_ns = t0 + 30001500, .pcs = sg, .nframes = 3,
+		.weight = 3 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+		.time_ns = t0 + 40000000, .tid = 201, .method = SPROBE_METHOD_SIGNAL,
+		.signal_ns = t0 + 40000000, .entry_ns = t0 + 40000500, .exit_ns = t0 + 40001500,
+		.pcs = sf, .nframes = 2, .weight = 1 } });
+	put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+		.time_ns = t0 + 35000000, .tid = 202, .method = SPROBE_METHOD_SIGNAL,
+		.signal_ns = t0 + 35000000, .entry_ns = t0 + 35000500, .exit_ns = t0 + 35001500,
+		.pcs = sh, .nframes = 2, .weight = 0 } });
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++)
+		put(b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+			.pc = syms[i].pc, .module = SPROBE_DF_NO_MODULE, .name = syms[i].name,
+			.name_len = (uint32_t)strlen(syms[i].name) } });
+	assert_int_equal(sprobe_datafile_writer__finish(b->w, &(struct sprobe_df_trailer){
+		.end_mono_ns = t0 + 100000000 }), 0);
+	assert_int_equal(df_buf_take(b), 0);
+}
+
+struct weights_seen {
+	uint64_t sum;
+	uint32_t w[8];		/* per sample, file order */
+	uint32_t tid[8];
+	size_t n;
+};
+
+static int collect_weight(const struct sprobe_report_sample *s, void *ctx)
+{
+	struct weights_seen *ws = ctx;
+
+	ws->sum += s->weight;
+	if (ws->n < 8) {
+		ws->w[ws->n] = s->weight;
+		ws->tid[ws->n] = s->tid;
+	}
+	ws->n++;
+	return 0;
+}
+
+/* Run python3 CODE (which reads the JSON document OUT as d) and return
+ * what it printed, malloc'd. */
+static char *python_on_json(const char *out, const char *code)
+{
+	char path[64], cmd[1024];
+	static char res[512];
+
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3) -c "
+		 "'import json,sys; d=json.load(open(sys.argv[1])); %s' %s", code, path);
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	unlink(path);
+	return strdup(res);
+}
+
+static void test_weighted_samples(void **state)
+{
+	static const char *const want_folded[] = {
+		"A-201;main;fn_f;fn_g 3",
+		"A-201;main;fn_f 1",
+		"B-202;main;fn_h 1",
+	};
+	struct sprobe_report_info info = { .sz = sizeof(info) };
+	struct weights_seen ws = { 0 };
+	struct df_buf b;
+	char line[256], *res;
+	size_t nlines = 0;
+
+	make_weighted_file(&b);
+
+	/* The library's own counts. */
+	struct sprobe_report *r = sprobe_report__new(NULL);
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_mem(b.bytes, b.len);
+
+	assert_non_null(r);
+	assert_non_null(rd);
+	assert_int_equal(sprobe_report__load(r, rd), 0);
+	assert_int_equal(sprobe_report__samples(r), 5);
+	assert_int_equal(sprobe_report__info(r, &info), 0);
+	assert_int_equal(info.samples, 5);
+	/* What the pprof, speedscope and SVG writers are handed: one call
+	 * per record, each with its weight (0 on disk reads as 1). */
+	assert_int_equal(sprobe_report__foreach_sample(r, collect_weight, &ws), 0);
+	assert_int_equal(ws.n, 3);
+	assert_int_equal(ws.sum, 5);
+	assert_int_equal(ws.tid[0], 201);
+	assert_int_equal(ws.w[0], 3);
+	assert_int_equal(ws.tid[1], 201);
+	assert_int_equal(ws.w[1], 1);
+	assert_int_equal(ws.tid[2], 202);
+	assert_int_equal(ws.w[2], 1);
+	sprobe_datafile_reader__free(rd);
+	sprobe_report__free(r);
+
+	/* Folded: one line per stack, the weights summed. */
+	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
+
+	for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		bool found = false;
+
+		for (size_t i = 0; i < 3; i++)
+			found |= strcmp(l, want_folded[i]) == 0;
+		if (!found)
+			fail_msg("unexpected folded line '%s'", l);
+		nlines++;
+	}
+	assert_int_equal(nlines, 3);
+	free(out);
+
+	/* Text: shares over 5 samples. */
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	if (getenv("SPROBE_TEST_DUMP")) {
+		char path[64];
+
+		print_message("%s", out);
+		if (df_write_tmp(b.bytes, b.len, path, sizeof(path)) == 0)
+			print_message("data file left at %s\n", path);
+	}
+	assert_non_null(strstr(out, "samples:  5 in 0 captures"));
+	assert_func_row(out, "fn_g", 3, "60.00%", 3, "60.00%");
+	assert_func_row(out, "fn_f", 1, "20.00%", 4, "80.00%");
+	assert_func_row(out, "fn_h", 1, "20.00%", 1, "20.00%");
+	line_with(out, "Top functions by total", "main", line, sizeof(line));
+	assert_non_null(strstr(line, "5 100.00%"));
+	line_with(out, "Threads", " A", line, sizeof(line));
+	assert_non_null(strstr(line, "     201  A                       4  80.00%"));
+	assert_non_null(strstr(line, "signal=4"));
+	assert_non_null(strstr(line, "truncated=3"));
+	line_with(out, "Threads", " B", line, sizeof(line));
+	assert_non_null(strstr(line, "     202  B                       1  20.00%"));
+	assert_non_null(strstr(out, "capture methods: signal 5 (100.0%)"));
+	/* Windows belong to the capture, not to the periods it stands for:
+	 * 3 records, 3 windows. */
+	assert_non_null(strstr(out, "overall: 3 windows"));
+	free(out);
+
+	/* JSON, read by python's json module. */
+	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
+	res = python_on_json(out,
+		"t={x[\"tid\"]: x for x in d[\"threads\"]}; "
+		"fn={x[\"name\"]: (x[\"self\"], x[\"total\"]) for x in d[\"functions\"]}; "
+		"st=sorted((x[\"tid\"], x[\"count\"], \";\".join(x[\"frames\"])) for x in d[\"stacks\"]); "
+		"print(d[\"samples\"], t[201][\"samples\"], t[202][\"samples\"], "
+		"fn[\"fn_g\"], fn[\"fn_f\"], fn[\"main\"], st)");
+	assert_string_equal(res, "5 4 1 (3, 3) (1, 4) (0, 5) "
+				 "[(201, 1, 'main;fn_f'), (201, 3, 'main;fn_f;fn_g'), (202, 1, 'main;fn_h')]\n");
+	free(res);
+	free(out);
+
+	/* Speedscope: each sample weighs its periods (10 ms x weight), and
+	 * a profile's endValue is the sum. */
+	out = report_of(&b, SPROBE_REPORT_SPEEDSCOPE, 0, NULL);
+	res = python_on_json(out,
+		"print(sorted((p[\"name\"], p[\"unit\"], p[\"weights\"], p[\"endValue\"]) "
+		"for p in d[\"profiles\"]))");
+	assert_string_equal(res, "[('A-201', 'nanoseconds', [30000000, 10000000], 40000000), "
+				 "('B-202', 'nanoseconds', [10000000], 10000000)]\n");
+	free(res);
+	free(out);
+
+	/* SVG: frame widths count samples; the hover titles say how many. */
+	out = report_of(&b, SPROBE_REPORT_SVG, 0, NULL);
+	assert_non_null(strstr(out, "<title>fn_g (3 samples, 60.00%)</title>"));
+	assert_non_null(strstr(out, "<title>A-201 (4 samples, 80.00%)</title>"));
+	assert_non_null(strstr(out, "<title>all (5 samples, 100.00%)</title>"));
+	free(out);
+
+	/* --tid keeps the weights of the thread it keeps. */
+	out = report_of(&b, SPROBE_REPORT_TEXT, 201, NULL);
+	assert_non_null(strstr(out, "samples:  4 in"));
+	free(out);
+	df_buf_close(&b);
+}
+
 /* ---- the CLI ------------------------------------------------------------ */
 
 static int run_cli(const char *args, char *out, size_t cap, char *err, size_t errcap)
@@ -608,6 +823,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_names_are_escaped),
 	cmocka_unit_test(test_sample_without_frames),
 	cmocka_unit_test(test_cut_short_is_reported),
+	cmocka_unit_test(test_weighted_samples),
 	cmocka_unit_test(test_cli_exit_codes),
 	cmocka_unit_test(test_cli_output_file),
 };

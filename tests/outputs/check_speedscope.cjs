@@ -6,10 +6,12 @@
 //
 // Validates FILE against the JSON schema the speedscope npm package ships
 // (dist/release/file-format-schema.json) with ajv, then checks what the
-// schema cannot: frame indices in range, one weight per sample, weights =
-// the sampling period (unit nanoseconds) or 1 (unit none), endValue = the
-// sum of the weights, and that the stacks (profile name, then frame names
-// root first, with the folded report's escaping) equal FOLDED.txt, counts
+// schema cannot: frame indices in range, one weight per sample, each weight
+// a whole number k >= 1 of sampling periods (unit nanoseconds) or k (unit
+// none), where k is how many samples that one stands for (a cpu-mode record
+// can carry several timer periods), endValue = the sum of the weights, and
+// that the stacks (profile name, then frame names root first, with the
+// folded report's escaping), each counted k times, equal FOLDED.txt, counts
 // included. Prints one JSON summary line; exit 1 with the reason otherwise.
 'use strict';
 const fs = require('fs');
@@ -45,19 +47,22 @@ for (const p of doc.profiles) {
 	const unit = period ? 'nanoseconds' : 'none';
 	if (p.unit !== unit) fail(p.name + ': unit ' + p.unit + ', want ' + unit);
 	let sum = 0;
+	const unitW = period || 1;
 	for (const w of p.weights) {
-		if (w !== (period || 1)) fail(p.name + ': weight ' + w + ', want ' + (period || 1));
+		if (!Number.isInteger(w) || w < unitW || w % unitW !== 0)
+			fail(p.name + ': weight ' + w + ', want a multiple k >= 1 of ' + unitW);
 		sum += w;
 	}
 	if (p.startValue !== 0 || p.endValue !== sum) fail(p.name + ': start/end value do not span the weights');
-	for (const s of p.samples) {
+	for (const [j, s] of p.samples.entries()) {
+		const k = p.weights[j] / unitW;	// samples this one stands for
 		const names = s.map((i) => {
 			if (!Number.isInteger(i) || i < 0 || i >= frames.length) fail(p.name + ': frame index ' + i);
 			return esc(frames[i].name);
 		});
 		const key = [esc(p.name), ...names].join(';');
-		got.set(key, (got.get(key) || 0) + 1);
-		total++;
+		got.set(key, (got.get(key) || 0) + k);
+		total += k;
 	}
 }
 const want = new Map();
