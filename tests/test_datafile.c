@@ -350,6 +350,13 @@ static void test_not_a_data_file_and_empty(void **state)
 	pre[12] = 16;
 	assert_int_equal(read_all(pre, sizeof(pre), &n, msg, sizeof(msg)), -EPROTONOSUPPORT);
 	assert_non_null(strstr(msg, "version 99"));
+	/* Version 0 (before the first) too; version 1 (no sample weights,
+	 * which read as 1) is still read: a preamble alone, no records. */
+	pre[8] = 0;
+	assert_int_equal(read_all(pre, sizeof(pre), &n, msg, sizeof(msg)), -EPROTONOSUPPORT);
+	pre[8] = 1;
+	assert_int_equal(read_all(pre, sizeof(pre), &n, msg, sizeof(msg)), 0);
+	assert_int_equal(n, 0);
 }
 
 /* Valid checksums around invalid content: the decoder's own checks. */

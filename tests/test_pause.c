@@ -1213,7 +1213,7 @@ static void check_trace(const char *path, int tracks, int kernel, int self, int 
 		 "    assert e[\"ph\"] != \"X\" or (e[\"dur\"] >= 0 and e[\"ts\"] > 0), e\n"
 		 "k = sum(1 for e in ev if e.get(\"cat\") == \"kernel\" and e[\"name\"] == \"kernel pause\")\n"
 		 "s = sum(1 for e in ev if e.get(\"cat\") == \"self\")\n"
-		 "n = sum(1 for e in ev if e.get(\"cat\") == \"sample\")\n"
+		 "n = sum(e[\"args\"].get(\"weight\", 1) for e in ev if e.get(\"cat\") == \"sample\")\n"
 		 "print(len(tids), len(names), k, s, n)\n"
 		 "' %s && python3 -m json.tool %s >/dev/null", path, path);
 	FILE *p = popen(cmd, "r");
@@ -1256,20 +1256,20 @@ static void test_trace_json_synthetic(void **state)
 	assert_int_equal(sprobe_trace__self_window(t, &s1), 0);
 	assert_int_equal(sprobe_trace__self_window(t, &s3), 0);
 	const char *frames[] = { "leaf", NULL, "main" };
-	assert_int_equal(sprobe_trace__sample(t, 43, 2600, frames, 3), 0);
-	assert_int_equal(sprobe_trace__sample(t, 45, 3000, frames, 0), 0);	/* unnamed */
+	assert_int_equal(sprobe_trace__sample(t, 43, 2600, frames, 3, 3), 0);	/* weight 3 */
+	assert_int_equal(sprobe_trace__sample(t, 45, 3000, frames, 0, 0), 0);	/* unnamed, 1 */
 	/* Bad input is refused, not written. */
 	struct sprobe_pause_swindow bad = swin(43, 0, 10, 5);
 	assert_int_equal(sprobe_trace__self_window(t, &bad), -EINVAL);
-	assert_int_equal(sprobe_trace__sample(t, 0, 1, NULL, 0), -EINVAL);
-	assert_int_equal(sprobe_trace__sample(t, 43, 1, NULL, 2), -EINVAL);
+	assert_int_equal(sprobe_trace__sample(t, 0, 1, NULL, 0, 1), -EINVAL);
+	assert_int_equal(sprobe_trace__sample(t, 43, 1, NULL, 2, 1), -EINVAL);
 	assert_int_equal(sprobe_trace__finish(t), 0);
 	assert_int_equal(sprobe_trace__finish(t), -EINVAL);
-	assert_int_equal(sprobe_trace__sample(t, 43, 1, NULL, 0), -EINVAL);
+	assert_int_equal(sprobe_trace__sample(t, 43, 1, NULL, 0, 1), -EINVAL);
 	sprobe_trace__free(t);
 	fclose(f);
 
-	check_trace(path, 3, 2, 2, 2);
+	check_trace(path, 3, 2, 2, 4);	/* samples counted by weight: 3 + 1 */
 	unlink(path);
 
 	errno = 0;

@@ -926,10 +926,11 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 				      n == 0 ? "file is empty: cut short before the preamble, no records"
 					     : "file cut short inside the preamble (%ld of 16 bytes), no records",
 				      n);
-		if (get32(hdr + 8) != SPROBE_DF_VERSION)
+		if (get32(hdr + 8) < SPROBE_DF_VERSION_MIN || get32(hdr + 8) > SPROBE_DF_VERSION)
 			return finish(r, SPROBE_DF_CORRUPT, -EPROTONOSUPPORT,
-				      "data file version %u is not supported (this reader reads version %u)",
-				      get32(hdr + 8), SPROBE_DF_VERSION);
+				      "data file version %u is not supported (this reader reads versions "
+				      "%u to %u)",
+				      get32(hdr + 8), SPROBE_DF_VERSION_MIN, SPROBE_DF_VERSION);
 		if (get32(hdr + 12) != SPROBE_DF_PREAMBLE_SIZE)
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      "corrupt preamble: size %u, expected %u", get32(hdr + 12),

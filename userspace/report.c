@@ -1378,7 +1378,8 @@ static int write_trace(struct sprobe_report *r, FILE *o)
 			names[f] = fid >= 0 ? func_name(r, (uint32_t)fid) : NULL;
 		}
 		if (!err)
-			TRACE_ITEM(sprobe_trace__sample(t, (pid_t)tid, sm->time_ns, names, nf));
+			TRACE_ITEM(sprobe_trace__sample(t, (pid_t)tid, sm->time_ns, names, nf,
+							 sm->weight));
 	}
 #undef TRACE_ITEM
 	int ferr = sprobe_trace__finish(t);

@@ -8,7 +8,9 @@
  * frame ("name-tid"), its samples in time order so speedscope's "Time
  * Order" view shows the thread's timeline. Each sample's stack lists frame
  * indices root first (speedscope's order). Weights: the sampling period in
- * nanoseconds when the frequency is known, else 1 with unit "none". Frames
+ * nanoseconds when the frequency is known, else 1 with unit "none", times
+ * the sample's weight (cpu mode: the timer periods one stack stands for).
+ * Frames
  * are shared across profiles, one per distinct name (the names of the text
  * and folded reports), with the module path as "file".
  */
@@ -34,6 +36,7 @@ struct ss_profile {
 	char *name;			/* "threadname-tid" */
 	struct ss_sample *v;
 	size_t n, cap;
+	uint64_t total;			/* sum of the samples' weights */
 };
 
 struct ss {
@@ -129,6 +132,7 @@ static int ss_add(const struct sprobe_report_sample *smp, void *ctx)
 	if (grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)) ||
 	    grow((void **)&s->stackv, &s->stack_cap, s->stackn + smp->nframes, sizeof(uint32_t)))
 		return -ENOMEM;
+	p->total += smp->weight ? smp->weight : 1;
 	p->v[p->n++] = (struct ss_sample){ .time_ns = smp->time_ns, .seq = s->seq++,
 					   .off = s->stackn, .n = smp->nframes,
 					   .weight = smp->weight ? smp->weight : 1 };
@@ -162,7 +166,7 @@ static void ss_write(struct ss *s, const struct sprobe_report_info *info, FILE *
 	fprintf(o, "  \"exporter\": \"stackprobe %s\",\n  \"name\": ", sprobe_version());
 	ro_json_str(o, info->source ? info->source : "stackprobe");
 	for (size_t i = 1; i < s->nprofs; i++)
-		if (s->profs[i].n > s->profs[active].n)
+		if (s->profs[i].total > s->profs[active].total)
 			active = i;
 	fprintf(o, ",\n  \"activeProfileIndex\": %zu,\n  \"shared\": {\"frames\": [", active);
 	for (size_t i = 0; i < s->names.n; i++) {
@@ -178,18 +182,14 @@ static void ss_write(struct ss *s, const struct sprobe_report_info *info, FILE *
 	for (size_t i = 0; i < s->nprofs; i++) {
 		struct ss_profile *p = &s->profs[i];
 
-		uint64_t total = 0;
-
 		if (p->n > 1)
 			qsort(p->v, p->n, sizeof(*p->v), cmp_sample);
-		for (size_t k = 0; k < p->n; k++)
-			total += p->v[k].weight;
 		fputs(i ? ",\n    {\"type\": \"sampled\", \"name\": " :
 			  "\n    {\"type\": \"sampled\", \"name\": ", o);
 		ro_json_str(o, p->name);
 		fprintf(o, ", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": %" PRIu64 ",\n"
 			   "     \"samples\": [",
-			period ? "nanoseconds" : "none", weight * total);
+			period ? "nanoseconds" : "none", weight * p->total);
 		for (size_t k = 0; k < p->n; k++) {
 			const struct ss_sample *sm = &p->v[k];
 

@@ -506,6 +506,8 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
 		uint32_t w = ts->weight ? ts->weight : 1;
+		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
+			w = SPROBE_DF_SAMPLE_WEIGHT_MAX; /* what the file can say */
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}

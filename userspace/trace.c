@@ -290,7 +290,7 @@ int sprobe_trace__self_window(struct sprobe_trace *t, const struct sprobe_pause_
 }
 
 int sprobe_trace__sample(struct sprobe_trace *t, pid_t tid, uint64_t ts_ns,
-			 const char *const *frames, size_t nframes)
+			 const char *const *frames, size_t nframes, uint32_t weight)
 {
 	if (check(t, tid) || (!frames && nframes))
 		return -EINVAL;
@@ -305,7 +305,10 @@ int sprobe_trace__sample(struct sprobe_trace *t, pid_t tid, uint64_t ts_ns,
 			fputc(',', t->f);
 		put_str(t->f, frames[i]);
 	}
-	fputs("]}", t->f);
+	fputc(']', t->f);
+	if (weight > 1)
+		fprintf(t->f, ",\"weight\":%u", weight);
+	fputc('}', t->f);
 	return end(t);
 }
 

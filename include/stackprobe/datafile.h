@@ -41,7 +41,10 @@ extern "C" {
 #endif
 
 #define SPROBE_DF_MAGIC "SPRBDATA"	/* 8 bytes, no NUL in the file */
-#define SPROBE_DF_VERSION 1		/* bumped on incompatible change */
+/* Bumped on incompatible change. 2: sample weights (flags bits 16..31),
+ * which a version-1 reader would count once each. Readers read 1 and 2. */
+#define SPROBE_DF_VERSION 2
+#define SPROBE_DF_VERSION_MIN 1
 #define SPROBE_DF_PREAMBLE_SIZE 16
 #define SPROBE_DF_FRAME_SIZE 16		/* per-record header */
 /* Largest payload a writer produces and a reader accepts. A larger length is

@@ -61,10 +61,12 @@ int sprobe_trace__kernel_window(struct sprobe_trace *t, const struct sprobe_paus
 int sprobe_trace__self_window(struct sprobe_trace *t, const struct sprobe_pause_swindow *w);
 
 /* Add one sample of tid at ts_ns with frames[0..nframes) (innermost first;
- * NULL entries are written as "??"). Strings are JSON-escaped; invalid
- * UTF-8 becomes U+FFFD. Returns 0 or -EINVAL / -ENOMEM / -EIO. */
+ * NULL entries are written as "??") standing for weight samples (cpu mode:
+ * timer periods; 0 is 1; above 1 it is written as args.weight). Strings
+ * are JSON-escaped; invalid UTF-8 becomes U+FFFD. Returns 0 or -EINVAL /
+ * -ENOMEM / -EIO. */
 int sprobe_trace__sample(struct sprobe_trace *t, pid_t tid, uint64_t ts_ns,
-			 const char *const *frames, size_t nframes);
+			 const char *const *frames, size_t nframes, uint32_t weight);
 
 /* Name the unnamed tracks, close the JSON document and flush f. Further
  * calls other than free return -EINVAL. Returns 0 or -EIO. */

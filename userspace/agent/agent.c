@@ -371,29 +371,23 @@ static bool targets_capture_signal(int how, const sigset_t *set)
 	return false; /* every real-time signal: "block everything" */
 }
 
-int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
-	if (act)
-		agent_yield_signal(sig, "installs a handler for");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
+/* sigaction() and glibc's __sigaction: same shape, a different next
+ * definition. A query (act NULL) takes nothing. */
+#define SIGACTION_WRAPPER(name, idx)                                                   \
+	int name(int sig, const struct sigaction *act, struct sigaction *old)           \
+	{                                                                               \
+		sigaction_fn f = NEXT(sigaction_fn, idx);                               \
+		if (act)                                                                \
+			agent_yield_signal(sig, "installs a handler for");              \
+		if (!f) {                                                               \
+			errno = ENOSYS;                                                 \
+			return -1;                                                      \
+		}                                                                       \
+		return f(sig, act, old);                                                \
 	}
-	return f(sig, act, old);
-}
 
-int __sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	sigaction_fn f = NEXT(sigaction_fn, NX___SIGACTION);
-	if (act)
-		agent_yield_signal(sig, "installs a handler for");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return f(sig, act, old);
-}
+SIGACTION_WRAPPER(sigaction, NX_SIGACTION)
+SIGACTION_WRAPPER(__sigaction, NX___SIGACTION)
 
 /* signal() and its aliases: same shape, a different next definition. */
 #define SIGNAL_WRAPPER(name, idx)                                                 \
