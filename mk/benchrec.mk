@@ -4,6 +4,8 @@
 #
 #   make bench-record                 full run (~several minutes)
 #   make bench-record BENCH_RECORD_ARGS=--quick
+#   make bench-record-overhead        stackprobe's own threads' share of the
+#                                     workload's CPU (schedstat), 5 runs
 #   make bench-record-breakdown       where stackprobe's own CPU goes (perf
 #                                     profile of stackprobe record + the probe
 #                                     thread's schedstat); not in `make bench`
@@ -27,4 +29,12 @@ BENCH_BREAKDOWN_ARGS ?= --breakdown wall@999,cpu@999,cpu@99
 bench-record-breakdown: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
 	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_BREAKDOWN_ARGS)
 
-BENCH_LANES += bench-record
+# stackprobe's own threads (probe + writer) as a share of the workload's
+# CPU, from schedstat, no perf: 5 runs per mode and rate, medians.
+BENCH_OVERHEAD_ARGS ?= --overhead cpu@99,wall@99,cpu@999,wall@999 --rounds 5
+
+.PHONY: bench-record-overhead
+bench-record-overhead: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_OVERHEAD_ARGS)
+
+BENCH_LANES += bench-record bench-record-overhead
