@@ -100,6 +100,8 @@ struct sprobe_sampler {
 	uint64_t *windows;	/* scratch: window lengths of one round */
 	struct sprobe_df_dropped *dropped; /* scratch */
 
+	_Atomic uint64_t st_rounds_failed;
+	_Atomic int32_t st_last_error;
 	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
 		st_window_median;
 	_Atomic uint32_t st_threads;
@@ -460,6 +462,12 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	if (err < 0) {
 		if (err == -ENOTSUP)
 			s->probe_error = err;
+		/* Counted and shown (status line, stop message), not silent. */
+		atomic_store_explicit(&s->st_last_error, err, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->st_rounds_failed, 1, memory_order_relaxed);
+		if (s->opts.status)
+			atomic_fetch_add_explicit(&s->opts.status->rounds_failed, 1,
+						  memory_order_relaxed);
 		return;
 	}
 	s->round++;
@@ -846,6 +854,8 @@ void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler
 	out->samples = atomic_load_explicit(&m->st_samples, memory_order_relaxed);
 	out->threads_dropped = atomic_load_explicit(&m->st_threads_dropped, memory_order_relaxed);
 	out->table_errors = atomic_load_explicit(&m->st_table_errors, memory_order_relaxed);
+	out->rounds_failed = atomic_load_explicit(&m->st_rounds_failed, memory_order_relaxed);
+	out->last_error = atomic_load_explicit(&m->st_last_error, memory_order_relaxed);
 	out->last_window_median_ns = atomic_load_explicit(&m->st_window_median, memory_order_relaxed);
 	out->threads = atomic_load_explicit(&m->st_threads, memory_order_relaxed);
 	if (m->stream) {

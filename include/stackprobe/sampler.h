@@ -63,6 +63,7 @@ struct sprobe_sampler_status {
 	_Atomic uint64_t stream_dropped;
 	_Atomic uint64_t window_median_ns;
 	_Atomic uint32_t threads;
+	_Atomic uint64_t rounds_failed;	/* see sprobe_sampler_stats */
 };
 
 struct sprobe_sampler_opts {
@@ -95,6 +96,11 @@ struct sprobe_sampler_stats {
 	uint64_t table_errors;	   /* table inserts refused (full) */
 	uint64_t last_window_median_ns;
 	uint32_t threads;	   /* threads in the last round (cpu mode: sampled) */
+	/* Rounds whose capture was refused, and the last refusal's -errno:
+	 * -EBUSY once the program replaced the capture signal's handler
+	 * behind the agent's back (a raw rt_sigaction); nothing is sent then. */
+	int32_t last_error;
+	uint64_t rounds_failed;
 };
 
 struct sprobe_sampler;

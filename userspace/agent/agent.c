@@ -490,11 +490,16 @@ static int agent_stop_sampler(struct sprobe_sampler *s)
 	int err;
 
 	if (replaced) {
-		char num[16];
+		struct sprobe_sampler_stats st;
+		char num[16], refused[64];
+
+		sprobe_sampler__stats(s, &st);
 		snprintf(num, sizeof(num), "%d", sig);
+		snprintf(refused, sizeof(refused), " (%llu capture rounds refused)",
+			 (unsigned long long)st.rounds_failed);
 		agent_msg("the disposition of signal %s, the capture signal, was replaced without "
 			  "sigaction() or signal() (a raw rt_sigaction system call?): no capture "
-			  "since then%s; the program's disposition is kept", num, "");
+			  "since then%s; the program's disposition is kept", num, refused);
 	}
 	err = sprobe_sampler__stop(s);
 	if (replaced) {

@@ -155,6 +155,9 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 		(unsigned long long)(atomic_load_explicit(&st->threads_dropped, memory_order_relaxed) +
 				     atomic_load_explicit(&st->stream_dropped, memory_order_relaxed)),
 		(double)med / 1e3);
+	uint64_t refused = atomic_load_explicit(&st->rounds_failed, memory_order_relaxed);
+	if (refused)
+		fprintf(stderr, "  captures refused %llu", (unsigned long long)refused);
 }
 
 /* Append one KWINDOW record per kernel window. Returns 0 or -errno. */
