@@ -1997,11 +1997,9 @@ static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot
 			c->maps_stale = true;
 }
 
-int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+/* The checks every wall capture call starts with; on 0 c->lock is held. */
+static int capture_enter(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
 {
-	uint32_t nsent;
-	int err;
-
 	if (!c || !s)
 		return -EINVAL;
 	/* After fork() the capturer still names the parent: signalling its
@@ -2009,6 +2007,16 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	if (getpid() != c->pid)
 		return -ECHILD;
 	pthread_mutex_lock(&c->lock);
+	return 0;
+}
+
+int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	uint32_t nsent;
+	int err = capture_enter(c, s);
+
+	if (err)
+		return err;
 	err = capture_prepare(c, s, &nsent);
 	if (!err) {
 		if (nsent)
@@ -2023,13 +2031,10 @@ int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snap
 {
 	uint64_t t0 = sprobe_now_ns();
 	uint32_t nsent;
-	int err;
+	int err = capture_enter(c, s);
 
-	if (!c || !s)
-		return -EINVAL;
-	if (getpid() != c->pid)
-		return -ECHILD;
-	pthread_mutex_lock(&c->lock);
+	if (err)
+		return err;
 	if (c->inflight) {
 		err = -EBUSY;
 		goto out;

@@ -149,6 +149,24 @@ static char *report_of(const struct df_buf *b, enum sprobe_report_format fmt, ui
 	return out;
 }
 
+/* Every line of a folded report is one of want[0..n), and there are n. */
+static void assert_folded_lines(char *out, const char *const *want, size_t n)
+{
+	size_t nlines = 0;
+
+	for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		bool found = false;
+
+		for (size_t i = 0; i < n; i++)
+			found |= strcmp(l, want[i]) == 0;
+		if (!found)
+			fail_msg("unexpected folded line '%s'", l);
+		nlines++;
+	}
+	assert_int_equal(nlines, n);
+}
+
+
 /* The line of OUT that follows SECTION and contains NEEDLE. */
 static const char *line_with(const char *out, const char *section, const char *needle,
 			     char *line, size_t cap)
@@ -271,21 +289,11 @@ static void test_folded_lines(void **state)
 		"blocked-103;thread_start;0xdead0 10",
 	};
 	struct df_buf b;
-	size_t nlines = 0;
 
 	make_file(&b, true);
 	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
 
-	for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		bool found = false;
-
-		for (size_t i = 0; i < 4; i++)
-			found |= strcmp(l, want[i]) == 0;
-		if (!found)
-			fail_msg("unexpected folded line '%s'", l);
-		nlines++;
-	}
-	assert_int_equal(nlines, 4);
+	assert_folded_lines(out, want, 4);
 	free(out);
 
 	/* --tid filter. */
@@ -302,6 +310,28 @@ static void test_folded_lines(void **state)
 
 /* JSON: valid (checked by python3's json module) and holding what was
  * written. */
+/* Run python3 CODE (which reads the JSON document OUT as d) and return
+ * what it printed, malloc'd. */
+static char *python_on_json(const char *out, const char *code)
+{
+	char path[64], cmd[1024];
+	static char res[512];
+
+	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3) -c "
+		 "'import json,sys; d=json.load(open(sys.argv[1])); %s' %s", code, path);
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	size_t n = fread(res, 1, sizeof(res) - 1, p);
+
+	res[n] = '\0';
+	assert_int_equal(pclose(p), 0);
+	unlink(path);
+	return strdup(res);
+}
+
 /* --format trace: Chrome trace-event JSON with one track per thread, every
  * self-reported window, every kernel window and every sample; the JSON
  * report's pause_check has the kernel window as kernel-only. Checked by
@@ -309,23 +339,14 @@ static void test_folded_lines(void **state)
 static void test_trace_and_pause_check(void **state)
 {
 	struct df_buf b;
-	char path[64], cmd[768], res[256];
 
 	make_file(&b, true);
 	char *out = report_of(&b, SPROBE_REPORT_TRACE, 0, NULL);
-	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); "
+	char *res = python_on_json(out,
 		 "e=d[\"traceEvents\"] if isinstance(d, dict) else d; "
 		 "names=[x for x in e if x.get(\"name\")==\"thread_name\"]; "
 		 "c=lambda n: sum(1 for x in e if x.get(\"name\")==n); "
-		 "print(len(names), c(\"handler\"), c(\"kernel pause\"), c(\"sample\"))' %s", path);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t n = fread(res, 1, sizeof(res) - 1, p);
-	res[n] = '\0';
-	assert_int_equal(pclose(p), 0);
-	unlink(path);
+		 "print(len(names), c(\"handler\"), c(\"kernel pause\"), c(\"sample\"))");
 	print_message("trace: %s", res);
 	unsigned tracks, handlers, kpauses, samples;
 	assert_int_equal(sscanf(res, "%u %u %u %u", &tracks, &handlers, &kpauses, &samples), 4);
@@ -333,6 +354,7 @@ static void test_trace_and_pause_check(void **state)
 	assert_int_equal(handlers, 60);	/* every window of the file (zero-pause: none) */
 	assert_int_equal(kpauses, 1);
 	assert_int_equal(samples, 70);
+	free(res);
 	free(out);
 
 	out = report_of(&b, SPROBE_REPORT_JSON, 0, NULL);
@@ -543,27 +565,6 @@ static int collect_weight(const struct sprobe_report_sample *s, void *ctx)
 	return 0;
 }
 
-/* Run python3 CODE (which reads the JSON document OUT as d) and return
- * what it printed, malloc'd. */
-static char *python_on_json(const char *out, const char *code)
-{
-	char path[64], cmd[1024];
-	static char res[512];
-
-	assert_int_equal(df_write_tmp(out, strlen(out), path, sizeof(path)), 0);
-	snprintf(cmd, sizeof(cmd),
-		 "$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3) -c "
-		 "'import json,sys; d=json.load(open(sys.argv[1])); %s' %s", code, path);
-	FILE *p = popen(cmd, "r");
-
-	assert_non_null(p);
-	size_t n = fread(res, 1, sizeof(res) - 1, p);
-
-	res[n] = '\0';
-	assert_int_equal(pclose(p), 0);
-	unlink(path);
-	return strdup(res);
-}
 
 static void test_weighted_samples(void **state)
 {
@@ -576,7 +577,6 @@ static void test_weighted_samples(void **state)
 	struct weights_seen ws = { 0 };
 	struct df_buf b;
 	char line[256], *res;
-	size_t nlines = 0;
 
 	make_weighted_file(&b);
 
@@ -607,16 +607,7 @@ static void test_weighted_samples(void **state)
 	/* Folded: one line per stack, the weights summed. */
 	char *out = report_of(&b, SPROBE_REPORT_FOLDED, 0, NULL);
 
-	for (char *save, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-		bool found = false;
-
-		for (size_t i = 0; i < 3; i++)
-			found |= strcmp(l, want_folded[i]) == 0;
-		if (!found)
-			fail_msg("unexpected folded line '%s'", l);
-		nlines++;
-	}
-	assert_int_equal(nlines, 3);
+	assert_folded_lines(out, want_folded, 3);
 	free(out);
 
 	/* Text: shares over 5 samples. */
