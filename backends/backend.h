@@ -15,6 +15,7 @@
 #ifndef SPROBE_BACKENDS_BACKEND_H
 #define SPROBE_BACKENDS_BACKEND_H
 
+#include <stdatomic.h>
 #include <stackprobe/capture.h>
 
 /*
@@ -34,6 +35,11 @@ struct sprobe_snapshot {
 	/* The Linux backend's zero-pause stamp: which of its captures last
 	 * wrote the slots (0: none, or something else wrote them since). */
 	uint64_t zp_epoch;
+	/* A capture into it was started and not finished
+	 * (sprobe_capturer__capture_start()): handlers may still write into
+	 * it, so nothing may reset it. Set and cleared under the capturer's
+	 * lock; read without it only to refuse misuse (-EBUSY). */
+	_Atomic bool inflight;
 };
 
 /* Called by sprobe_capturer__capture() after argument checks and

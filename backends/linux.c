@@ -1084,6 +1084,15 @@ static void batch_wait(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 
 		if (slot_phase(&c->slots[i]) != SLOT_DONE)
 			continue; /* cancelled, reason already set */
+		if (t->stage == SPROBE_STAGE_RAW && t->entry_ns > t->signal_ns + c->timeout_ns) {
+			/* Answered after the deadline (a pipelined capture is
+			 * only looked at later, and a handler may start just
+			 * before its slot is cancelled): the same rule as a
+			 * capture that waited, a stack from that late is not
+			 * the one asked for. */
+			sprobe_snapshot__drop(s, t, SPROBE_DROP_TIMEOUT);
+			continue;
+		}
 		if (t->stage != SPROBE_STAGE_RAW) {
 			if (t->drop_reason == SPROBE_DROP_NONE)
 				t->drop_reason = SPROBE_DROP_ERROR;
@@ -1774,6 +1783,8 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		return -EINVAL;
 	if (getpid() != c->pid)
 		return -ECHILD;
+	if (atomic_load(&s->inflight))
+		return -EBUSY; /* a started wall capture owns it */
 	sprobe_snapshot__reset(s);
 	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
@@ -2035,7 +2046,7 @@ int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snap
 
 	if (err)
 		return err;
-	if (c->inflight) {
+	if (c->inflight || atomic_load(&s->inflight)) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -2052,6 +2063,7 @@ int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snap
 		nsent = batch_send(c, s, c->sent, nsent, false);
 	}
 	c->inflight = s;
+	atomic_store(&s->inflight, true);
 	c->inflight_n = nsent;
 	c->inflight_ns = sprobe_now_ns() - t0;
 out:
@@ -2066,6 +2078,10 @@ int sprobe_capturer__capture_finish(struct sprobe_capturer *c, struct sprobe_sna
 
 	if (!c || !s)
 		return -EINVAL;
+	/* In a forked child the batch names the parent's threads (and the
+	 * lock may have been held by a thread that does not exist here). */
+	if (getpid() != c->pid)
+		return -ECHILD;
 	pthread_mutex_lock(&c->lock);
 	if (c->inflight != s) {
 		err = -EINVAL;
@@ -2074,6 +2090,7 @@ int sprobe_capturer__capture_finish(struct sprobe_capturer *c, struct sprobe_sna
 	batch_wait(c, s, c->sent, c->inflight_n);
 	capture_done(c, s);
 	c->inflight = NULL;
+	atomic_store(&s->inflight, false);
 	s->stats.capture_ns = c->inflight_ns + (sprobe_now_ns() - t0);
 out:
 	pthread_mutex_unlock(&c->lock);
@@ -2095,6 +2112,17 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 	if (!n)
 		return 0;
 	pthread_mutex_lock(&c->lock);
+	/* Whatever happens next, these samples' zero-pause copies and walks
+	 * are not to be kept by a later capture (zp_try()): they were found
+	 * short. */
+	for (uint32_t k = 0; k < n && c->zp_on && !c->cpu_on; k++) {
+		if (idx[k] < s->nthreads && s->samples[idx[k]].tid > 0) {
+			struct zp_ent *e = zp_find(c, s->samples[idx[k]].tid);
+
+			if (e)
+				e->last_ok = false;
+		}
+	}
 	if (c->cpu_on || c->inflight || !handler_is_ours(c->signo)) {
 		err = -EBUSY;
 		goto out;

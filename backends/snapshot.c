@@ -162,6 +162,8 @@ int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *
 
 	if (!s) /* the backend says -EINVAL, or -ENOTSUP where there is none */
 		return sprobe_backend__capture(c, NULL);
+	if (atomic_load(&s->inflight))
+		return -EBUSY; /* a started capture owns it: do not reset it */
 	sprobe_snapshot__reset(s);
 	t0 = sprobe_now_ns();
 	err = sprobe_backend__capture(c, s);

@@ -1469,6 +1469,90 @@ static void test_capture_start_finish(void **state)
 	untrack(c);
 }
 
+/* A thread that holds the capture signal blocked, then lets it in on
+ * command: its handler runs the moment it unblocks. */
+struct late {
+	int signo;
+	_Atomic pid_t tid;
+	_Atomic int go, unblocked, stop;
+};
+
+static void *late_main(void *arg)
+{
+	struct late *l = arg;
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, l->signo);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	atomic_store(&l->tid, (pid_t)syscall(SYS_gettid));
+	while (!atomic_load(&l->go))
+		sched_yield();
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* the pending signal runs here */
+	atomic_store(&l->unblocked, 1);
+	while (!atomic_load(&l->stop))
+		sched_yield();
+	return NULL;
+}
+
+/* A started capture is finished long after its deadline: a thread that
+ * answered after the deadline is dropped as TIMEOUT, as a capture that
+ * waited would have (its stack is from when it answered, not from when it
+ * was asked); one that answered in time is kept. */
+static void test_capture_finish_late_answer_dropped(void **state)
+{
+	struct sprobe_capture_opts o = { .sz = sizeof(o), .timeout_ns = 50000000 };
+	struct sprobe_capturer *c = track(sprobe_capturer__new(&o));
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct late l = { 0 };
+	struct worker spin;
+	pthread_t th;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	l.signo = sprobe_capturer__signo(c);
+	assert_int_equal(pthread_create(&th, NULL, late_main, &l), 0);
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+	while (!atomic_load(&l.tid))
+		assert_true(fx_now_ns() < end);
+
+	assert_int_equal(sprobe_capturer__capture_start(c, s), 0);
+	/* Past the deadline (the subject of the test, not a synchronisation):
+	 * then let the signal in and wait until its handler ran. */
+	uint64_t past = fx_now_ns() + 2 * o.timeout_ns;
+	while (fx_now_ns() < past)
+		sched_yield();
+	atomic_store(&l.go, 1);
+	while (!atomic_load(&l.unblocked))
+		assert_true(fx_now_ns() < end + fx_timeout_ns());
+	assert_int_equal(sprobe_capturer__capture_finish(c, s), 0);
+
+	struct sprobe_thread_sample *t = fx_find(s, atomic_load(&l.tid));
+	assert_non_null(t);
+	assert_int_equal(t->stage, SPROBE_STAGE_EMPTY);
+	assert_int_equal(t->drop_reason, SPROBE_DROP_TIMEOUT);
+	t = fx_find(s, atomic_load(&spin.tid));
+	assert_non_null(t);
+	if (!under_qemu()) /* qemu can take 0.5 s to deliver (fx_timeout_ns) */
+		assert_int_equal(t->stage, SPROBE_STAGE_RAW);
+	assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
+	assert_true(sprobe_snapshot__stats(s)->dropped[SPROBE_DROP_TIMEOUT] >= 1);
+
+	/* The started snapshot cannot be captured into or reset meanwhile. */
+	assert_int_equal(sprobe_capturer__capture_start(c, s), 0);
+	assert_int_equal(sprobe_capturer__capture(c, s), -EBUSY);
+	assert_int_equal(sprobe_capturer__capture_finish(c, s), 0);
+	assert_true(sprobe_snapshot__nthreads(s) >= 2);
+
+	atomic_store(&l.stop, 1);
+	pthread_join(th, NULL);
+	fx_worker_stop(&spin);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 /* Threads come and go under CPU timers: a new thread's slot may be one an
  * exited thread used; a sample never carries another thread's tid, and
  * stats stay consistent. */
@@ -1533,6 +1617,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
 	cmocka_unit_test_teardown(test_capture_start_finish, teardown),
+	cmocka_unit_test_teardown(test_capture_finish_late_answer_dropped, teardown),
 	cmocka_unit_test_teardown(test_excluded_thread, teardown),
 	cmocka_unit_test_teardown(test_known_stack, teardown),
 	cmocka_unit_test_teardown(test_known_stack_sequential, teardown),

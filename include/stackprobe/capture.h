@@ -235,7 +235,9 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
  * Uninstall the handler (the signal is set to SIG_IGN first, which discards
  * stale queued capture signals, then restored) and free the capturer.
  * Waits for any handler still running. Accepts NULL. Must not race with
- * sprobe_capturer__capture() on the same capturer. Not async-signal-safe.
+ * sprobe_capturer__capture() on the same capturer. A capture started and
+ * not finished is abandoned: its snapshot is left half filled (and still
+ * refuses captures: free it too). Not async-signal-safe.
  */
 void sprobe_capturer__free(struct sprobe_capturer *c);
 
@@ -338,9 +340,11 @@ int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *
  * stats.capture_ns counts the time spent in the two calls, not between.
  * (A capturer made with method VM_READV, whose handlers wait for the
  * probe, does all of it in __start().)
+ * A thread whose handler ran after the deadline (the finish came late, at
+ * a low rate) is dropped as TIMEOUT: its stack is from when it answered.
  * __start() returns 0 or what __capture() returns, plus -EBUSY (a capture
- * is already started). __finish() returns 0, -EINVAL (NULL, or s is not
- * the started snapshot). Thread-safe like __capture() (__finish() may
+ * is already started, on c or into s). __finish() returns 0, -EINVAL
+ * (NULL, or s is not the started snapshot), -ECHILD (forked child). Thread-safe like __capture() (__finish() may
  * come from another thread); not async-signal-safe.
  */
 int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snapshot *s);

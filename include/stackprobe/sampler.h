@@ -13,14 +13,20 @@
  *         Threads blocked in the kernel are read without a signal
  *         (zero-pause, docs/capture.md) unless opts.no_zero_pause; one
  *         whose stack needs registers the kernel does not show (frame
- *         pointers) is re-captured with a signal in the same round.
+ *         pointers) is re-captured with a signal when the round is
+ *         processed. Rounds are pipelined: each wake-up finishes the
+ *         capture started at the previous one (its handlers ran while the
+ *         probe slept), processes it and starts the next
+ *         (sprobe_capturer__capture_start()).
  *   cpu   each thread on its own CPU time: a per-thread POSIX timer on the
  *         thread's CPU clock signals the thread itself after every 1/F of
  *         CPU time it consumed, and the handler copies the stack where that
  *         CPU was spent (sprobe_capturer__cpu_collect()). The probe collects
- *         the finished samples every 1/F of wall time, weighted by the
- *         expirations each stands for: a blocked thread is never signalled
- *         and has no samples; a busy one gets about F per CPU-second.
+ *         the finished samples every max(1/F, half a scheduler tick) of
+ *         wall time (the kernel fires these timers at its tick), each
+ *         weighted by the expirations it stands for (overruns included): a
+ *         blocked thread is never signalled and has no samples; a busy one
+ *         gets weights adding up to about F per CPU-second.
  *         A thread without samples stays in the node table while it lives.
  *
  * stackprobe's own threads (the data stream's writer) are excluded from the
@@ -90,7 +96,7 @@ struct sprobe_sampler_opts {
 
 struct sprobe_sampler_stats {
 	uint64_t rounds;	   /* captures performed */
-	uint64_t samples;	   /* thread samples emitted */
+	uint64_t samples;	   /* thread samples emitted, weighted (cpu mode) */
 	uint64_t threads_dropped;  /* capture drops, all reasons */
 	uint64_t stream_dropped;   /* records the queue had to drop */
 	uint64_t table_errors;	   /* table inserts refused (full) */
