@@ -898,41 +898,55 @@ static uint32_t vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint
  * it no handler makes the futex system call (the probe comes back later,
  * see sprobe_capturer__capture_start()).
  */
-static uint32_t batch_send(struct sprobe_capturer *c, struct sprobe_snapshot *s,
-			   uint32_t *sent, uint32_t nsent, bool wake)
+static void batch_begin(struct sprobe_capturer *c)
 {
-	uint32_t live = 0, k;
-	bool vm = c->method == SPROBE_METHOD_VM_READV;
-
 	atomic_store(&g.completed, 0);
 	/* No wake until the count is final: sends are still going out. */
-	atomic_store(&g.target, vm ? 0 : UINT32_MAX);
+	atomic_store(&g.target, c->method == SPROBE_METHOD_VM_READV ? 0 : UINT32_MAX);
+}
 
-	for (k = 0; k < nsent; k++) {
-		uint32_t i = sent[k];
-		struct sprobe_thread_sample *t = &s->samples[i];
-		uint64_t gen = ++c->gen;
-		int err;
+/* Arm slot i and signal its thread. False when the signal could not be
+ * sent (the sample is dropped: exited, or error). */
+static bool batch_send_one(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i)
+{
+	struct sprobe_thread_sample *t = &s->samples[i];
+	uint64_t gen = ++c->gen;
+	int err;
 
-		if (c->before_signal)
-			c->before_signal(c->hook_ctx, t->tid);
-		arm_slot(c, s, i, gen);
-		t->method = c->method;
-		t->signal_ns = sprobe_now_ns();
-		err = send_signal(c, t->tid, i, gen);
-		if (err) {
-			/* Never delivered: the CAS cannot fail. */
-			cancel_slot(&c->slots[i], gen);
-			sprobe_snapshot__drop(s, t, err == -ESRCH ? SPROBE_DROP_EXITED
-								  : SPROBE_DROP_ERROR);
-			continue;
-		}
-		sent[live++] = i;
+	if (c->before_signal)
+		c->before_signal(c->hook_ctx, t->tid);
+	arm_slot(c, s, i, gen);
+	t->method = c->method;
+	t->signal_ns = sprobe_now_ns();
+	err = send_signal(c, t->tid, i, gen);
+	if (err) {
+		/* Never delivered: the CAS cannot fail. */
+		cancel_slot(&c->slots[i], gen);
+		sprobe_snapshot__drop(s, t, err == -ESRCH ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR);
+		return false;
 	}
+	return true;
+}
+
+/* The sends of a batch are done: live of them went out. */
+static void batch_end(struct sprobe_capturer *c, uint32_t live, bool wake)
+{
 	c->batch_sent_ns = sprobe_now_ns();
 	/* seq_cst store, then load of completed: see g.completed. */
 	if (live && wake)
-		atomic_store(&g.target, vm ? 0 : live);
+		atomic_store(&g.target, c->method == SPROBE_METHOD_VM_READV ? 0 : live);
+}
+
+static uint32_t batch_send(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			   uint32_t *sent, uint32_t nsent, bool wake)
+{
+	uint32_t live = 0;
+
+	batch_begin(c);
+	for (uint32_t k = 0; k < nsent; k++)
+		if (batch_send_one(c, s, sent[k]))
+			sent[live++] = sent[k];
+	batch_end(c, live, wake);
 	return live;
 }
 
@@ -1914,17 +1928,25 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 }
 
 /*
- * Everything of a wall capture before the signals: enumerate, refresh the
+ * Everything of a wall capture up to the waiting: enumerate, refresh the
  * ranges, zero-pause what is blocked, decide who gets a signal (their
- * slot indices in c->sent[0..*nsent)). Under c->lock; 0 or -errno.
+ * slot indices in c->sent[0..*nsent)). With the parallel strategy and the
+ * SIGNAL method the signals also go out here, each right after its
+ * thread's zero-pause check found it running (*sent true; batch_end() is
+ * the caller's): a thread that enters a blocking call between that check
+ * and its signal would see EINTR, so the gap is one check, not all of
+ * them. Under c->lock; 0 or -errno.
  */
-static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t *nsent_out)
+static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t *nsent_out,
+			   bool *sent)
 {
 	pid_t self;
 	uint32_t nslots, nsent = 0;
 	int err;
+	bool now = c->strategy != SPROBE_STRATEGY_SEQUENTIAL && c->method == SPROBE_METHOD_SIGNAL;
 
 	*nsent_out = 0;
+	*sent = false;
 	if (c->cpu_on || c->inflight) {
 		/* The slots belong to the CPU timers, or to a started capture. */
 		return -EBUSY;
@@ -1963,6 +1985,8 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 	g.nranges = c->nranges;
 	g.cap = c->max_stack_bytes < s->max_stack_bytes ? c->max_stack_bytes : s->max_stack_bytes;
 
+	if (now)
+		batch_begin(c);
 	for (uint32_t i = 0; i < c->ntids; i++) {
 		struct sprobe_thread_sample *t;
 		uint32_t why;
@@ -1992,11 +2016,12 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		} else if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {
 			c->sent[0] = i;
 			run_batch(c, s, c->sent, 1);
-		} else {
+		} else if (!now || batch_send_one(c, s, i)) {
 			c->sent[nsent++] = i;
 		}
 	}
 	*nsent_out = nsent;
+	*sent = now;
 	return 0;
 }
 
@@ -2024,14 +2049,19 @@ static int capture_enter(struct sprobe_capturer *c, const struct sprobe_snapshot
 int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
 {
 	uint32_t nsent;
+	bool sent;
 	int err = capture_enter(c, s);
 
 	if (err)
 		return err;
-	err = capture_prepare(c, s, &nsent);
+	err = capture_prepare(c, s, &nsent, &sent);
 	if (!err) {
-		if (nsent)
+		if (sent) {
+			batch_end(c, nsent, true);
+			batch_wait(c, s, c->sent, nsent);
+		} else if (nsent) {
 			run_batch(c, s, c->sent, nsent);
+		}
 		capture_done(c, s);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -2042,6 +2072,7 @@ int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snap
 {
 	uint64_t t0 = sprobe_now_ns();
 	uint32_t nsent;
+	bool sent;
 	int err = capture_enter(c, s);
 
 	if (err)
@@ -2051,10 +2082,12 @@ int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snap
 		goto out;
 	}
 	sprobe_snapshot__reset(s);
-	err = capture_prepare(c, s, &nsent);
+	err = capture_prepare(c, s, &nsent, &sent);
 	if (err)
 		goto out;
-	if (c->method == SPROBE_METHOD_VM_READV) {
+	if (sent) {
+		batch_end(c, nsent, false);
+	} else if (c->method == SPROBE_METHOD_VM_READV) {
 		/* Its handlers wait for the probe to copy: never leave them. */
 		if (nsent)
 			run_batch(c, s, c->sent, nsent);
