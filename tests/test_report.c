@@ -302,6 +302,7 @@ static void test_folded_lines(void **state)
 	free(out);
 	out = report_of(&b, SPROBE_REPORT_TEXT, 102, NULL);
 	assert_non_null(strstr(out, "samples:  20 in"));
+	assert_null(strstr(out, "weights:")); /* one stack per sample */
 	assert_non_null(strstr(out, "filter:   tid 102 only"));
 	assert_null(strstr(out, "compute_a"));
 	free(out);
@@ -620,6 +621,7 @@ static void test_weighted_samples(void **state)
 			print_message("data file left at %s\n", path);
 	}
 	assert_non_null(strstr(out, "samples:  5 in 0 captures"));
+	assert_non_null(strstr(out, "weights:  the 5 samples come from 3 captured stacks"));
 	assert_func_row(out, "fn_g", 3, "60.00%", 3, "60.00%");
 	assert_func_row(out, "fn_f", 1, "20.00%", 4, "80.00%");
 	assert_func_row(out, "fn_h", 1, "20.00%", 1, "20.00%");
@@ -643,9 +645,9 @@ static void test_weighted_samples(void **state)
 		"t={x[\"tid\"]: x for x in d[\"threads\"]}; "
 		"fn={x[\"name\"]: (x[\"self\"], x[\"total\"]) for x in d[\"functions\"]}; "
 		"st=sorted((x[\"tid\"], x[\"count\"], \";\".join(x[\"frames\"])) for x in d[\"stacks\"]); "
-		"print(d[\"samples\"], t[201][\"samples\"], t[202][\"samples\"], "
+		"print(d[\"samples\"], d[\"captured_stacks\"], t[201][\"samples\"], t[202][\"samples\"], "
 		"fn[\"fn_g\"], fn[\"fn_f\"], fn[\"main\"], st)");
-	assert_string_equal(res, "5 4 1 (3, 3) (1, 4) (0, 5) "
+	assert_string_equal(res, "5 3 4 1 (3, 3) (1, 4) (0, 5) "
 				 "[(201, 1, 'main;fn_f'), (201, 3, 'main;fn_f;fn_g'), (202, 1, 'main;fn_h')]\n");
 	free(res);
 	free(out);

@@ -215,7 +215,8 @@ struct sprobe_report {
 	struct ro_map pc_func;
 	struct bytemap stackmap;
 	VEC(struct stack) stacks;
-	uint64_t nsel;		/* samples passing the filter */
+	uint64_t nsel;		/* samples passing the filter (weighted) */
+	uint64_t nsel_stacks;	/* of them, captured stacks (sample records) */
 	u64vec all_win;
 };
 
@@ -695,6 +696,7 @@ static int aggregate(struct sprobe_report *r)
 	r->stacks.n = 0;
 	r->all_win.n = 0;
 	r->nsel = 0;
+	r->nsel_stacks = 0;
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
@@ -704,6 +706,7 @@ static int aggregate(struct sprobe_report *r)
 		if (!selected(r, t->tid))
 			continue;
 		r->nsel += s->weight;
+		r->nsel_stacks++;
 		key[0] = s->thread;
 		for (uint32_t i = 0; i < s->nframes; i++) {
 			fid = func_of(r, pcs[i]);
@@ -1096,6 +1099,10 @@ static int write_text(struct sprobe_report *r, FILE *o)
 	fprintf(o, "  samples:  %" PRIu64 " in %" PRIu64 " captures; %" PRIu64
 		   " records lost in the stream; %" PRIu64 " thread-captures dropped\n",
 		nsel, r->captures, lost_total(r), r->cap_dropped);
+	if (r->nsel_stacks != nsel)
+		fprintf(o, "  weights:  the %" PRIu64 " samples come from %" PRIu64 " captured stacks,\n"
+			   "            each counted for the CPU timer periods it covers\n",
+			nsel, r->nsel_stacks);
 
 	for (int pass = 0; pass < 2; pass++) {
 		ids = sorted_funcs(r, pass == 1, &nf);
@@ -1431,7 +1438,8 @@ static int write_json(struct sprobe_report *r, FILE *o)
 			r->trailer.end_realtime_ns, r->trailer.end_mono_ns, r->trailer.records);
 	else
 		fputs("null", o);
-	fprintf(o, ",\n  \"wall_ns\": %" PRIu64 ",\n  \"samples\": %" PRIu64 ",\n", wall, r->nsel);
+	fprintf(o, ",\n  \"wall_ns\": %" PRIu64 ",\n  \"samples\": %" PRIu64 ",\n  \"captured_stacks\": %" PRIu64 ",\n",
+		wall, r->nsel, r->nsel_stacks);
 
 	fprintf(o, "  \"captures\": {\"count\": %" PRIu64 ", \"threads_total\": %" PRIu64
 		   ", \"threads_captured\": %" PRIu64 ", \"threads_dropped\": %" PRIu64
