@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "../userspace/fds.h"
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
 #error "the Linux capture backend supports x86_64 and aarch64"
@@ -93,7 +94,8 @@ struct slot {
 } __attribute__((aligned(CACHELINE)));
 
 /* Zero-pause: one thread's proc files, kept open between captures and
- * re-read with pread (-1: not opened yet, or not cached: over budget). */
+ * re-read with pread (-1: not opened yet, or not cached: over the
+ * descriptor budget, userspace/fds.h). Handles of the fd registry. */
 struct zp_ent {
 	pid_t tid;
 	int sys_fd;	/* /proc/self/task/<tid>/syscall */
@@ -167,7 +169,7 @@ struct sprobe_capturer {
 	uint64_t gen;	      /* last generation handed out */
 	struct slot *slots;   /* max_threads, cache-line aligned */
 	/* Thread enumeration. */
-	int task_fd;
+	int task_fd;	/* /proc/self/task: a handle of userspace/fds.h */
 	char *dents;
 	size_t dents_len;
 	pid_t *tids, *prev_tids;
@@ -203,7 +205,7 @@ struct sprobe_capturer {
 	char zp_why[160];		/* why zero-pause is off */
 	struct zp_ent *zp, *zp_tmp;
 	uint32_t nzp, zp_cap;
-	uint32_t zp_fds, zp_fd_budget;	/* proc fds held, and at most */
+	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
 	/* The snapshot and epoch of the last wall capture: an unchanged
 	 * thread's previous copy is still in that snapshot's slot only if
 	 * nothing else was captured into it since (see zp_try()). */
@@ -515,19 +517,22 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 /* Read a whole /proc file into c->maps (grown as needed). */
 static int read_maps(struct sprobe_capturer *c, size_t *len)
 {
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int h = sprobe_fd__open("/proc/self/maps", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = h >= 0 ? sprobe_fd__get(h) : h;
 	size_t off = 0;
 	ssize_t n;
 
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		sprobe_fd__close(h);
+		return fd;
+	}
 	for (;;) {
 		if (off + 4096 > c->maps_cap) {
 			size_t cap = c->maps_cap;
 			int err = grow((void **)&c->maps, &cap, off + 4096 + 1, 1);
 
 			if (err) {
-				close(fd);
+				sprobe_fd__done(h);
 				return err;
 			}
 			c->maps_cap = cap;
@@ -537,14 +542,14 @@ static int read_maps(struct sprobe_capturer *c, size_t *len)
 			if (errno == EINTR)
 				continue;
 			n = -errno;
-			close(fd);
+			sprobe_fd__done(h);
 			return (int)n;
 		}
 		if (n == 0)
 			break;
 		off += (size_t)n;
 	}
-	close(fd);
+	sprobe_fd__done(h);
 	c->maps[off] = '\0';
 	*len = off;
 	return 0;
@@ -647,14 +652,24 @@ static int enumerate_threads(struct sprobe_capturer *c, pid_t self)
 {
 	uint32_t n = 0;
 
-	if (lseek(c->task_fd, 0, SEEK_SET) < 0)
+	int fd = sprobe_fd__get(c->task_fd);
+
+	if (fd < 0)
+		return fd;
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		sprobe_fd__put(c->task_fd);
 		return -errno;
+	}
 	for (;;) {
-		long got = syscall(SYS_getdents64, c->task_fd, c->dents, c->dents_len);
+		long got = syscall(SYS_getdents64, fd, c->dents, c->dents_len);
 		long off = 0;
 
-		if (got < 0)
-			return -errno;
+		if (got < 0) {
+			int e = -errno;
+
+			sprobe_fd__put(c->task_fd);
+			return e;
+		}
 		if (got == 0)
 			break;
 		while (off < got) {
@@ -681,13 +696,16 @@ static int enumerate_threads(struct sprobe_capturer *c, pid_t self)
 
 					err = grow((void **)&c->sent, &cap3, n + 1, sizeof(uint32_t));
 				}
-				if (err)
+				if (err) {
+					sprobe_fd__put(c->task_fd);
 					return err;
+				}
 				c->tids_cap = (uint32_t)cap;
 			}
 			c->tids[n++] = (pid_t)tid;
 		}
 	}
+	sprobe_fd__put(c->task_fd);
 	c->ntids = n;
 	return 0;
 }
@@ -745,11 +763,14 @@ static uint32_t thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	if (h < 0)
+		return h == -ENOENT ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR;
+	fd = sprobe_fd__get(h);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	int e = errno;
+	sprobe_fd__done(h);
+	errno = e;
 	if (n <= 0)
 		return n == 0 || errno == ESRCH ? SPROBE_DROP_EXITED : SPROBE_DROP_ERROR;
 	buf[n] = '\0';
@@ -1285,11 +1306,11 @@ static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo
 static void zp_close(struct sprobe_capturer *c, struct zp_ent *e)
 {
 	if (e->sys_fd >= 0) {
-		close(e->sys_fd);
+		sprobe_fd__close(e->sys_fd);
 		c->zp_fds--;
 	}
 	if (e->sched_fd >= 0) {
-		close(e->sched_fd);
+		sprobe_fd__close(e->sched_fd);
 		c->zp_fds--;
 	}
 	e->sys_fd = e->sched_fd = -1;
@@ -1349,22 +1370,28 @@ static struct zp_ent *zp_find(struct sprobe_capturer *c, pid_t tid)
 	return a < c->nzp && c->zp[a].tid == tid ? &c->zp[a] : NULL;
 }
 
-static int zp_open1(pid_t tid, const char *file)
+/* A registry handle (userspace/fds.h) for one of tid's proc files, or
+ * -errno: -EDQUOT when a CACHE one would pass the descriptor budget. */
+static int zp_open1(pid_t tid, const char *file, enum sprobe_fd_kind kind)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
-	return open(path, O_RDONLY | O_CLOEXEC);
+	return sprobe_fd__open(path, O_RDONLY, 0, kind);
 }
 
-/* pread the whole (short) file at offset 0; NUL-terminated. */
-static ssize_t zp_read(int fd, char *buf, size_t len)
+/* pread the whole (short) file of handle h at offset 0; NUL-terminated. */
+static ssize_t zp_read(int h, char *buf, size_t len)
 {
-	ssize_t n;
+	int fd = sprobe_fd__get(h);
+	ssize_t n = -1;
 
-	do
-		n = pread(fd, buf, len - 1, 0);
-	while (n < 0 && errno == EINTR);
+	if (fd >= 0) {
+		do
+			n = pread(fd, buf, len - 1, 0);
+		while (n < 0 && errno == EINTR);
+		sprobe_fd__put(h);
+	}
 	buf[n > 0 ? n : 0] = '\0';
 	return n;
 }
@@ -1390,20 +1417,27 @@ static bool zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_
 		cached = false;
 	}
 	if (e->sys_fd < 0) {
-		e->sys_fd = zp_open1(t->tid, "syscall");
-		e->sched_fd = zp_open1(t->tid, "schedstat");
+		/* Held between captures while the descriptor budget allows
+		 * (userspace/fds.h), else opened for this use only. */
+		enum sprobe_fd_kind kind = cached ? SPROBE_FD_CACHE : SPROBE_FD_TRANSIENT;
+
+		e->sys_fd = zp_open1(t->tid, "syscall", kind);
+		e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		if (kind == SPROBE_FD_CACHE && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
+			sprobe_fd__close(e->sys_fd);
+			kind = SPROBE_FD_TRANSIENT;
+			cached = false;
+			e->sys_fd = zp_open1(t->tid, "syscall", kind);
+			e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		}
 		if (e->sys_fd < 0 || e->sched_fd < 0) {
-			if (e->sys_fd >= 0)
-				close(e->sys_fd);
-			if (e->sched_fd >= 0)
-				close(e->sched_fd);
+			sprobe_fd__close(e->sys_fd);
+			sprobe_fd__close(e->sched_fd);
 			e->sys_fd = e->sched_fd = -1;
 			return false; /* exited, or out of fds: signal path */
 		}
-		if (cached && c->zp_fds + 2 <= c->zp_fd_budget)
+		if (cached)
 			c->zp_fds += 2;
-		else
-			cached = false;
 	}
 	if (cached && e->was_running) {
 		/* Still running: signal path, without the schedstat read. Not
@@ -1511,8 +1545,8 @@ out:
 		 * another thread): reopen next time. */
 		zp_close(c, e);
 	} else if (!cached) {
-		close(e->sys_fd);
-		close(e->sched_fd);
+		sprobe_fd__close(e->sys_fd);
+		sprobe_fd__close(e->sched_fd);
 		if (e != &tmp)
 			e->sys_fd = e->sched_fd = -1;
 	}
@@ -1557,7 +1591,7 @@ static void *zp_probe_main(void *arg)
 static bool zp_selftest(struct sprobe_capturer *c)
 {
 	struct zp_probe p = { .rfd = -1 };
-	int fds[2];
+	int fds[2], hr, hw;
 	pthread_t th;
 	bool ok = false;
 	pid_t tid = 0;
@@ -1566,12 +1600,19 @@ static bool zp_selftest(struct sprobe_capturer *c)
 		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(errno));
 		return false;
 	}
+	/* Registered (userspace/fds.h) and pinned for the whole test. */
+	hr = sprobe_fd__adopt(fds[0], SPROBE_FD_TRANSIENT);
+	hw = sprobe_fd__adopt(fds[1], SPROBE_FD_TRANSIENT);
+	fds[0] = sprobe_fd__get(hr);
+	fds[1] = sprobe_fd__get(hw);
+	if (fds[0] < 0 || fds[1] < 0) {
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(ENFILE));
+		goto out;
+	}
 	p.rfd = fds[0];
 	if (pthread_create(&th, NULL, zp_probe_main, &p) != 0) {
 		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: cannot start a thread");
-		close(fds[0]);
-		close(fds[1]);
-		return false;
+		goto out;
 	}
 	uint64_t deadline = sprobe_now_ns() + 2000000000ull;
 	while (!(tid = atomic_load_explicit(&p.tid, memory_order_acquire)) &&
@@ -1583,14 +1624,13 @@ static bool zp_selftest(struct sprobe_capturer *c)
 		char sc[256], st[128];
 		uint64_t args[6], sp, pc, word;
 		long nr;
-		int sfd = zp_open1(tid, "syscall"), tfd = zp_open1(tid, "schedstat");
+		int sfd = zp_open1(tid, "syscall", SPROBE_FD_TRANSIENT);
+		int tfd = zp_open1(tid, "schedstat", SPROBE_FD_TRANSIENT);
 		ssize_t n = sfd >= 0 ? zp_read(sfd, sc, sizeof(sc)) : -1;
 		ssize_t m = tfd >= 0 ? zp_read(tfd, st, sizeof(st)) : -1;
 
-		if (sfd >= 0)
-			close(sfd);
-		if (tfd >= 0)
-			close(tfd);
+		sprobe_fd__close(sfd);
+		sprobe_fd__close(tfd);
 		if (n <= 0 || m <= 0) {
 			snprintf(c->zp_why, sizeof(c->zp_why),
 				 "/proc/self/task/T/syscall or schedstat unreadable (kernel "
@@ -1622,8 +1662,13 @@ static bool zp_selftest(struct sprobe_capturer *c)
 	while (write(fds[1], "x", 1) < 0 && errno == EINTR)
 		;
 	pthread_join(th, NULL);
-	close(fds[0]);
-	close(fds[1]);
+out:
+	if (fds[0] >= 0)
+		sprobe_fd__put(hr);
+	if (fds[1] >= 0)
+		sprobe_fd__put(hw);
+	sprobe_fd__close(hr);
+	sprobe_fd__close(hw);
 	return ok;
 }
 
@@ -2304,10 +2349,6 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 			 "method VM_READV parks every thread: zero-pause applies to SIGNAL");
 	} else if (o.zero_pause && zp_selftest(c)) {
 		c->zp_on = true;
-		c->zp_fd_budget = 256;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-			c->zp_fd_budget = (uint32_t)(rl.rlim_cur / 4 < UINT32_MAX ? rl.rlim_cur / 4
-										    : UINT32_MAX);
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	c->dents_len = 32768;
@@ -2318,9 +2359,9 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 		goto fail;
 	}
 	memset(c->slots, 0, sizeof(struct slot) * o.max_threads);
-	c->task_fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	c->task_fd = sprobe_fd__open("/proc/self/task", O_RDONLY | O_DIRECTORY, 0, SPROBE_FD_KEEP);
 	if (c->task_fd < 0) {
-		err = -errno;
+		err = c->task_fd;
 		goto fail;
 	}
 	err = refresh_ranges(c);
@@ -2366,8 +2407,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	pthread_mutex_unlock(&g_owner_lock);
 	return c;
 fail:
-	if (c->task_fd >= 0)
-		close(c->task_fd);
+	sprobe_fd__close(c->task_fd);
 	free(c->zp);
 	free(c->zp_tmp);
 	free(c->dents);
@@ -2407,7 +2447,7 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	g_last_gen = c->gen;
 	pthread_mutex_unlock(&g_owner_lock);
 
-	close(c->task_fd);
+	sprobe_fd__close(c->task_fd);
 	for (uint32_t i = 0; i < c->nzp; i++)
 		zp_close(c, &c->zp[i]);
 	free(c->zp);

@@ -13,7 +13,7 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
 CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind_fp.c
-CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c
+CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c userspace/fds.c
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
 	-Iinclude -Ibackends -Itests -fno-omit-frame-pointer
 

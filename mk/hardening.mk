@@ -91,7 +91,7 @@ TEST_LANES += test-asan test-tsan
 # module is a temp file holding the input. libelf itself is the system's
 # (not instrumented): a wild read there still crashes and is caught.
 FUZZ_ELF := $(BUILD)/fuzz/fuzz_elf
-FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/modules.c userspace/symbolize.c
+FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/modules.c userspace/symbolize.c userspace/fds.c
 FUZZ_ELF_RUN ?= -runs=100000 -max_total_time=20
 FUZZ_LONG_SECONDS ?= 300
 
@@ -161,3 +161,12 @@ soak-service: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service $(B
 		SPROBE_TEST_TIMEOUT=$$(( $(SOAK_SECONDS) + 600 )) \
 		tools/run-tests.sh $(BUILD)/soak.res "$(BUILD)/tests/test_failure_modes test_soak" \
 		> $(BUILD)/soak.log 2>&1; st=$$?; cat $(BUILD)/soak.log $(BUILD)/soak.res; exit $$st
+
+# ---- the agent's descriptors (tests/test_agent_fds.c) --------------------
+# A daemon-style program that closes, dup2s and raw-closes descriptors.
+$(BUILD)/fdguest: tests/workloads/fdguest.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
+
+all: $(BUILD)/fdguest
+$(BUILD)/tests/test_agent_fds: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/fdguest

@@ -12,7 +12,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
-FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/report.c \
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/fds.c userspace/report.c \
 	userspace/pause_merge.c userspace/trace.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
@@ -34,7 +34,7 @@ TEST_LANES += test-fuzz-datafile
 # Extra lane: test-tsan-stream, the stream's tests under ThreadSanitizer
 # (the queue's acquire/release pairs and the futex handshake, checked).
 TSAN_STREAM := $(BUILD)/tsan/test_stream
-TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c
+TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c userspace/fds.c
 
 $(TSAN_STREAM): $(TSAN_STREAM_SRCS) include/stackprobe/stream.h include/stackprobe/datafile.h \
 		include/stackprobe/capture.h tests/datafile_fixture.h tests/sprobe_test.h

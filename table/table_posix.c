@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../userspace/fds.h"
 #include "table_os.h"
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -82,14 +83,21 @@ int sprobe_table_os__create(const char *path, size_t size,
 {
 	struct stat st;
 	void *p;
-	int fd, err;
+	int h, fd, err;
 
 	/* O_EXCL makes open fail on any existing name, symlinks included
 	 * (dangling or not); O_NOFOLLOW says the same for the last component
 	 * on systems where O_EXCL alone would not. 0600: owner only. */
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
+	/* Through the descriptor registry (userspace/fds.h): the writer runs
+	 * inside a host process, and holds no descriptor once the table is
+	 * mapped (the mapping keeps the file). */
+	h = sprobe_fd__open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600,
+			    SPROBE_FD_TRANSIENT);
+	fd = sprobe_fd__get(h);
+	if (fd < 0) {
+		sprobe_fd__close(h);
+		return fd;
+	}
 	if (fstat(fd, &st) < 0)
 		goto fail_errno;
 	/* Reserve the pages now: on tmpfs a sparse file that cannot grow
@@ -102,7 +110,8 @@ int sprobe_table_os__create(const char *path, size_t size,
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		goto fail_errno;
-	os->fd = fd;
+	sprobe_fd__done(h);
+	os->fd = -1;
 	os->handle = NULL;
 	os->dev = st.st_dev;
 	os->ino = st.st_ino;
@@ -112,7 +121,7 @@ int sprobe_table_os__create(const char *path, size_t size,
 fail_errno:
 	err = -errno;
 	unlink(path);
-	close(fd);
+	sprobe_fd__done(h);
 	return err;
 }
 

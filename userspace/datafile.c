@@ -66,6 +66,8 @@ static inline uint64_t get64(const uint8_t *p)
  * for short records, and the same polynomial as the SSE4.2/ARMv8 crc
  * instructions should this ever need to be faster. */
 #include "datafile_crc.h"
+#include "datafile_owned.h"
+#include "fds.h"
 
 uint32_t sprobe_df__crc32c(uint32_t crc, const void *buf, size_t len)
 {
@@ -296,6 +298,7 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 
 struct sprobe_datafile_writer {
 	int fd;
+	int fd_handle;			/* >= 0: fd comes from the registry (fds.h) */
 	bool finished, fsync_on_finish;
 	int error;			/* sticky write error, 0 if none */
 	uint64_t records;
@@ -323,6 +326,28 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* Write through the registry when the file is a registered descriptor
+ * in a host process: once per batch, check that the number still is the
+ * file it was opened on (a raw close(2) and an open by the program may
+ * have given the number to a file of the program's), so the program's
+ * file is never written. */
+static int w_write(struct sprobe_datafile_writer *w, const uint8_t *p, size_t n)
+{
+	int fd, err;
+
+	if (w->fd_handle < 0)
+		return write_all(w->fd, p, n);
+	err = sprobe_fd__verify(w->fd_handle);
+	if (err)
+		return err;
+	fd = sprobe_fd__get(w->fd_handle);
+	if (fd < 0)
+		return fd;
+	err = write_all(fd, p, n);
+	sprobe_fd__put(w->fd_handle);
+	return err;
+}
+
 int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w)
 {
 	if (!w)
@@ -330,7 +355,7 @@ int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w)
 	if (w->error)
 		return w->error;
 	if (w->len) {
-		int err = write_all(w->fd, w->buf, w->len);
+		int err = w_write(w, w->buf, w->len);
 
 		if (err) {
 			w->error = err;
@@ -353,7 +378,7 @@ static int wbuf_append(struct sprobe_datafile_writer *w, const void *p, size_t n
 			return err;
 	}
 	if (n > w->cap) {
-		err = write_all(w->fd, p, n);
+		err = w_write(w, p, n);
 		if (err)
 			w->error = err;
 		return err;
@@ -384,6 +409,7 @@ sprobe_datafile_writer__new(int fd, const struct sprobe_datafile_writer_opts *op
 				       sizeof(bool))
 		w->fsync_on_finish = opts->fsync_on_finish;
 	w->fd = fd;
+	w->fd_handle = -1;
 	w->cap = cap;
 	w->buf = malloc(cap);
 	w->scratch_cap = 4096;
@@ -473,9 +499,34 @@ int sprobe_datafile_writer__finish(struct sprobe_datafile_writer *w,
 	err = sprobe_datafile_writer__flush(w);
 	if (err)
 		return err;
-	if (w->fsync_on_finish && fsync(w->fd) < 0 && errno != EINVAL)
-		return -errno;
+	if (w->fsync_on_finish) {
+		int fd = w->fd_handle >= 0 ? sprobe_fd__get(w->fd_handle) : w->fd;
+
+		if (fd < 0)
+			return fd;
+		err = fsync(fd) < 0 && errno != EINVAL ? -errno : 0;
+		if (w->fd_handle >= 0)
+			sprobe_fd__put(w->fd_handle);
+		return err;
+	}
 	return 0;
+}
+
+struct sprobe_datafile_writer *
+sprobe_datafile_writer__new_owned(int h, const struct sprobe_datafile_writer_opts *opts)
+{
+	int fd = sprobe_fd__get(h);
+	struct sprobe_datafile_writer *w;
+
+	if (fd < 0) {
+		errno = -fd;
+		return NULL;
+	}
+	w = sprobe_datafile_writer__new(fd, opts);
+	sprobe_fd__put(h);
+	if (w)
+		w->fd_handle = h;
+	return w;
 }
 
 uint64_t sprobe_datafile_writer__records(const struct sprobe_datafile_writer *w)

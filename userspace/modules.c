@@ -17,6 +17,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "modules_internal.h"
 
 #define NT_GNU_BUILD_ID_ 3
@@ -381,12 +382,14 @@ static struct module *module_from_file(const char *open_path, uint64_t map_start
 	uint64_t first_vaddr = UINT64_MAX;
 	const uint8_t *raw;
 	long pgsz = sysconf(_SC_PAGESIZE);
-	int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+	int h = sprobe_fd__open(open_path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
 	Elf *elf = NULL;
 
 	*err = 0;
 	if (fd < 0) {
-		*err = -errno;
+		sprobe_fd__close(h);
+		*err = fd;
 		return NULL;
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -438,7 +441,7 @@ out:
 	}
 	if (elf)
 		elf_end(elf);
-	close(fd);
+	sprobe_fd__done(h);
 	return mod;
 }
 
@@ -446,14 +449,25 @@ static int read_maps(pid_t pid, struct mapping **out, size_t *nout)
 {
 	char fname[64], line[PATH_MAX + 256];
 	struct mapping *v = NULL;
-	size_t n = 0, cap = 0;
-	FILE *f;
+	size_t n = 0, cap = 0, len = 0;
+	char *text = NULL, *cur, *nl;
+	int err;
 
+	/* Read whole through the descriptor registry (fds.h): in a host
+	 * process no stdio FILE may hold a descriptor the wrappers do not
+	 * know. */
 	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	f = fopen(fname, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (fgets(line, sizeof(line), f)) {
+	err = sprobe_fd__read_file(fname, &text, &len);
+	if (err)
+		return err == -ENOENT ? -ESRCH : err;
+	for (cur = text; *cur; cur = nl) {
+		size_t ll;
+
+		nl = strchr(cur, '\n');
+		nl = nl ? nl + 1 : cur + strlen(cur);
+		ll = (size_t)(nl - cur) < sizeof(line) - 1 ? (size_t)(nl - cur) : sizeof(line) - 1;
+		memcpy(line, cur, ll);
+		line[ll] = '\0';
 		unsigned long long start, end, off, ino;
 		unsigned maj, min;
 		char perms[8];
@@ -483,12 +497,12 @@ static int read_maps(pid_t pid, struct mapping **out, size_t *nout)
 			goto nomem;
 		n++;
 	}
-	fclose(f);
+	free(text);
 	*out = v;
 	*nout = n;
 	return 0;
 nomem:
-	fclose(f);
+	free(text);
 	for (size_t i = 0; i < n; i++)
 		free(v[i].path);
 	free(v);

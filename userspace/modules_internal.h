@@ -22,8 +22,12 @@ struct sym {
 
 #define SYM_NOT_MANGLED ((char *)1)
 
+/* An ELF object being read. From a file, libelf holds the whole file
+ * (mapped, or read in) and the descriptor is closed as soon as elf_begin()
+ * returns: the library keeps no descriptor per module in the host
+ * process (userspace/fds.h). */
 struct elf_file {
-	int fd;
+	bool from_file;	/* false: an image in memory (vDSO) */
 	Elf *elf;
 };
 

@@ -41,6 +41,9 @@
 #include <stackprobe/table.h>
 #include <stackprobe/unwind.h>
 
+#include "datafile_owned.h"
+#include "fds.h"
+
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
 #define DEFAULT_MAX_THREADS 1024u
@@ -79,7 +82,7 @@ struct sprobe_sampler {
 	struct sprobe_unwinder *unwinder;
 	struct sprobe_table *table;
 
-	int fd;
+	int fd;			/* the data file: a handle of fds.h, or -1 */
 	struct sprobe_datafile_writer *writer;
 	struct sprobe_stream *stream;
 	bool writer_excluded;	/* the stream's writer is out of captures */
@@ -260,12 +263,14 @@ static void push_header(struct sprobe_sampler *s)
 			len = sizeof(buf);
 		memcpy(buf, cmd, len);
 	} else {
-		int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+		int h = sprobe_fd__open("/proc/self/cmdline", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+		int fd = sprobe_fd__get(h);
 		if (fd >= 0) {
 			ssize_t r = read(fd, buf, sizeof(buf));
 			len = r > 0 ? (size_t)r : 0;
-			close(fd);
+			sprobe_fd__put(h);
 		}
+		sprobe_fd__close(h);
 		while (len > 0 && buf[len - 1] == '\0')
 			len--;
 	}
@@ -285,11 +290,13 @@ static void push_thread_name(struct sprobe_sampler *s, pid_t tid)
 	char path[64], name[64];
 	ssize_t n = 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
 	if (fd >= 0) {
 		n = read(fd, name, sizeof(name) - 1);
-		close(fd);
+		sprobe_fd__put(h);
 	}
+	sprobe_fd__close(h);
 	if (n < 0)
 		n = 0;
 	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
@@ -679,8 +686,7 @@ static void sampler_free(struct sprobe_sampler *s)
 		return;
 	sprobe_stream__free(s->stream);
 	sprobe_datafile_writer__free(s->writer);
-	if (s->fd >= 0)
-		close(s->fd);
+	sprobe_fd__close(s->fd);
 	sprobe_table__close(s->table);
 	sprobe_unwinder__free(s->unwinder);
 	sprobe_snapshot__free(s->snap);
@@ -772,13 +778,17 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		}
 	}
 	if (s->opts.output) {
-		s->fd = open(s->opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* A registry handle (fds.h): out of the program's numbers,
+		 * checked before every batch. */
+		s->fd = sprobe_fd__open(s->opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0644,
+					SPROBE_FD_KEEP);
 		if (s->fd < 0) {
-			err = errno;
+			err = -s->fd;
+			s->fd = -1;
 			goto fail;
 		}
 		struct sprobe_datafile_writer_opts wopts = { .sz = sizeof(wopts) };
-		s->writer = sprobe_datafile_writer__new(s->fd, &wopts);
+		s->writer = sprobe_datafile_writer__new_owned(s->fd, &wopts);
 		if (!s->writer) {
 			err = errno;
 			goto fail;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "fds.h"
 #include "modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)
@@ -32,8 +33,6 @@ void sprobe__symtab_release(struct symtab *st)
 	for (unsigned i = 0; i < st->nfiles; i++) {
 		if (st->files[i].elf)
 			elf_end(st->files[i].elf);
-		if (st->files[i].fd >= 0)
-			close(st->files[i].fd);
 	}
 	free(st->membuf);
 	memset(st, 0, sizeof(*st));
@@ -51,19 +50,27 @@ void sprobe__demangler_release(struct sprobe_modules *m)
 /* Open path as an ELF file. Returns 0 and fills f, or -errno. */
 static int elf_open(const char *path, struct elf_file *f)
 {
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+
 	f->elf = NULL;
-	if (f->fd < 0)
-		return -errno;
-	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
-	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF) {
+	f->from_file = false;
+	if (fd < 0) {
+		sprobe_fd__close(h);
+		return fd;
+	}
+	f->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	/* ELF_C_FDREAD: a mapped file needs the descriptor no more; one
+	 * libelf could not map is read in whole. Either way it can go. */
+	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF || elf_cntl(f->elf, ELF_C_FDREAD) != 0) {
 		if (f->elf)
 			elf_end(f->elf);
-		close(f->fd);
-		f->fd = -1;
 		f->elf = NULL;
+		sprobe_fd__done(h);
 		return -ENOEXEC;
 	}
+	sprobe_fd__done(h);
+	f->from_file = true;
 	return 0;
 }
 
@@ -71,10 +78,8 @@ static void elf_close(struct elf_file *f)
 {
 	if (f->elf)
 		elf_end(f->elf);
-	if (f->fd >= 0)
-		close(f->fd);
 	f->elf = NULL;
-	f->fd = -1;
+	f->from_file = false;
 }
 
 /* The first section of type type (or named name if name != NULL). */
@@ -243,32 +248,22 @@ static int open_debug_by_build_id(struct sprobe_modules *m, const struct sprobe_
 	return 0;
 }
 
-static int file_crc32(int fd, uint32_t *crc)
+/* CRC32 of the whole file f was read from (.gnu_debuglink's check). */
+static int file_crc32(const struct elf_file *f, uint32_t *crc)
 {
-	struct stat sb;
-	void *p;
-
-	if (fstat(fd, &sb) != 0)
-		return -errno;
-	if (sb.st_size == 0) {
-		*crc = (uint32_t)crc32(0L, Z_NULL, 0);
-		return 0;
-	}
-	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (p == MAP_FAILED)
-		return -errno;
+	size_t size = 0;
+	const char *b = elf_rawfile(f->elf, &size);
 	uLong c = crc32(0L, Z_NULL, 0);
-	const Bytef *b = p;
-	size_t left = (size_t)sb.st_size;
 
-	while (left) {
-		uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+	if (!b && size)
+		return -EIO;
+	while (size) {
+		uInt chunk = size > (1u << 30) ? (1u << 30) : (uInt)size;
 
-		c = crc32(c, b, chunk);
+		c = crc32(c, (const Bytef *)b, chunk);
 		b += chunk;
-		left -= chunk;
+		size -= chunk;
 	}
-	munmap(p, (size_t)sb.st_size);
 	*crc = (uint32_t)c;
 	return 0;
 }
@@ -318,7 +313,7 @@ static int open_debug_by_link(struct sprobe_modules *m, struct module *mod, Elf 
 
 		if (elf_open(cand[i], f) != 0)
 			continue;
-		if (file_crc32(f->fd, &crc) == 0 && crc == want)
+		if (file_crc32(f, &crc) == 0 && crc == want)
 			return 0;
 		elf_close(f);
 	}
@@ -331,25 +326,28 @@ static int open_vdso(struct sprobe_modules *m, struct module *mod, struct elf_fi
 	size_t len = mod->pub.end - mod->pub.start;
 	char *image;
 
-	f->fd = -1;
+	f->from_file = false;
 	if (mod->vdso_self) {
 		image = (char *)(uintptr_t)mod->pub.start;
 	} else {
 		char path[64];
-		int fd;
+		int h, fd;
 		ssize_t k;
 
 		snprintf(path, sizeof(path), "/proc/%d/mem", (int)m->pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return -errno;
+		h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+		fd = sprobe_fd__get(h);
+		if (fd < 0) {
+			sprobe_fd__close(h);
+			return fd;
+		}
 		image = malloc(len);
 		if (!image) {
-			close(fd);
+			sprobe_fd__done(h);
 			return -ENOMEM;
 		}
 		k = pread(fd, image, len, (off_t)mod->pub.start);
-		close(fd);
+		sprobe_fd__done(h);
 		if (k != (ssize_t)len) {
 			free(image);
 			return -EIO;
@@ -380,7 +378,7 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	if (obj.fd >= 0 && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
+	if (obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
 		/* The file at that path is not the object that was mapped
 		 * (upgraded since, or a stale module record): its symbols
 		 * would be wrong names. Only a debug file with the right
@@ -391,7 +389,7 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 		st->source = "debug-build-id";
 		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
 	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
-		st->source = obj.fd < 0 ? "memory" : "symtab";
+		st->source = obj.from_file ? "symtab" : "memory";
 		ret = collect(st, obj.elf, SHT_SYMTAB, &cap);
 	} else if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0 ||
 		   open_debug_by_link(m, mod, obj.elf, &dbg) == 0) {
@@ -406,7 +404,7 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 			ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 		}
 	} else {
-		st->source = obj.fd < 0 ? "memory" : "dynsym";
+		st->source = obj.from_file ? "dynsym" : "memory";
 		ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 	}
 	if (ret)

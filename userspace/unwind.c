@@ -47,6 +47,7 @@
 
 #include <stackprobe/unwind.h>
 
+#include "fds.h"
 #include "modules_internal.h"
 
 #if defined(__x86_64__)
@@ -369,15 +370,21 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 	}
 	u->mods_gen = sprobe_modules__generation(u->mods);
 	u->round = 1; /* a fresh module's stamp (0) never matches */
+	/* The first calls initialise libunwind, which opens a pipe it keeps
+	 * for the process's life: out of the program's numbers (fds.h). */
+	sprobe_fd__foreign_begin();
 	u->as = unw_create_addr_space(&accessors, 0);
+	/* Rows are cached per module (struct unw_cache); libunwind's own
+	 * cache would only add a lock and two sigprocmask calls per step.
+	 * (This call is the one that initialises libunwind.) */
+	if (u->as)
+		unw_set_caching_policy(u->as, UNW_CACHE_NONE);
+	sprobe_fd__foreign_end();
 	if (!u->as) {
 		sprobe_unwinder__free(u);
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* Rows are cached per module (struct unw_cache); libunwind's own
-	 * cache would only add a lock and two sigprocmask calls per step. */
-	unw_set_caching_policy(u->as, UNW_CACHE_NONE);
 	return u;
 }
 

@@ -107,7 +107,12 @@ static void agent_stop(void)
 	struct sprobe_sampler *s = agent_sampler;
 	agent_sampler = NULL;
 	int err = agent_stop_sampler(s);
-	if (err)
+	if (err == -ESTALE || err == -EBADF)
+		agent_msg("the program closed or replaced the data file's descriptor behind the "
+			  "agent's back (a raw close or dup2 system call, or dup2 over every free "
+			  "number): recording stopped there, and nothing was written to the file "
+			  "that has that number now%s%s", "", "");
+	else if (err)
 		agent_msg("could not finish the data file: %s%s", strerror(-err), "");
 }
 
