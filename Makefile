@@ -86,7 +86,11 @@ BENCH_LANES :=
 # lists. See docs/MACOS.md.
 UNAME_S ?= $(shell uname -s)
 SHLIB := $(BUILD)/libstackprobe.so
-SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs
+# The version script says what the preloaded library exports: the public
+# API and the libc functions the agent interposes (see the file).
+SHLIB_MAP := userspace/libstackprobe.map
+SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs \
+	-Wl,--version-script=$(SHLIB_MAP)
 MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := backends/linux.c userspace/modules.c userspace/symbolize.c \
@@ -102,6 +106,9 @@ CC := clang
 endif
 LIBS := -lz -lpthread -lm
 SHLIB := $(BUILD)/libstackprobe.dylib
+# ld64 has no version scripts; hidden visibility alone limits the exports
+# to the SPROBE_API functions (there is no agent to interpose on macOS).
+SHLIB_MAP :=
 SHLIB_LDFLAGS = -dynamiclib -install_name @rpath/libstackprobe.0.dylib \
 	-compatibility_version 0.1.0 -current_version $(VERSION)
 MK_FRAGMENTS := mk/macos.mk
@@ -115,6 +122,15 @@ TEST_SRCS := $(DARWIN_TEST_SRCS)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 BENCH_BINS :=
 endif
+
+# Library objects are compiled hidden: only functions declared SPROBE_API
+# (include/stackprobe/api.h) are visible outside the shared library, so the
+# helpers shared between its files (ro_*, private sprobe_*) cannot replace
+# a preloaded program's own. Static linking (tests, CLI, benches) is not
+# affected. The agent's objects keep default visibility: every non-static
+# function there is a libc wrapper that must be exported, and the version
+# script is the one list of them.
+$(LIB_OBJS): OBJ_CFLAGS += -fvisibility=hidden
 
 .PHONY: all lib cli tests benches test run bench install uninstall clean deps
 all: lib cli
@@ -149,9 +165,9 @@ $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(SHLIB): $(LIB_OBJS) $(AGENT_OBJS)
+$(SHLIB): $(LIB_OBJS) $(AGENT_OBJS) $(SHLIB_MAP)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $^ $(LDFLAGS) $(LIBS) -ldl
+	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $(filter %.o,$^) $(LDFLAGS) $(LIBS) -ldl
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)

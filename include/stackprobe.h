@@ -3,6 +3,8 @@
 #ifndef STACKPROBE_H
 #define STACKPROBE_H
 
+#include <stackprobe/api.h>
+
 #include <stackprobe/capture.h>
 #include <stackprobe/datafile.h>
 #include <stackprobe/pause.h>
@@ -15,6 +17,7 @@
 #include <stackprobe/unwind.h>
 
 /* The library version, "MAJOR.MINOR.PATCH". Static string; thread-safe. */
+SPROBE_API
 const char *sprobe_version(void);
 
 #endif

@@ -28,6 +28,8 @@
 #ifndef STACKPROBE_CAPTURE_H
 #define STACKPROBE_CAPTURE_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -229,6 +231,7 @@ struct sprobe_snapshot;
  * ENOTSUP on a platform without a backend, ENOMEM.
  * Thread-safe with respect to other threads; not async-signal-safe.
  */
+SPROBE_API
 struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *opts);
 
 /*
@@ -239,9 +242,11 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
  * not finished is abandoned: its snapshot is left half filled (and still
  * refuses captures: free it too). Not async-signal-safe.
  */
+SPROBE_API
 void sprobe_capturer__free(struct sprobe_capturer *c);
 
 /* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
+SPROBE_API
 int sprobe_capturer__signo(const struct sprobe_capturer *c);
 
 /*
@@ -253,6 +258,7 @@ int sprobe_capturer__signo(const struct sprobe_capturer *c);
  * NUL-terminated reason, "" when simply not asked for), -EINVAL for NULL.
  * Thread-safe (the answer is fixed at creation); not async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len);
 
 /*
@@ -269,6 +275,7 @@ int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size
  * -ENOTSUP. Allocates nothing. Serialised with captures by the capturer
  * lock; not async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			       const uint32_t *idx, uint32_t n);
 
@@ -287,10 +294,12 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
  * Thread-safe (takes the capture lock, so it waits for a running capture);
  * not async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid);
 
 /* Undo sprobe_capturer__exclude_tid(). Returns 0, -EINVAL, -ENOENT (tid was
  * not excluded), -ENOTSUP. Thread-safe; not async-signal-safe. */
+SPROBE_API
 int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid);
 
 /*
@@ -301,9 +310,11 @@ int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid);
  * Returns the snapshot (caller owns it; free with sprobe_snapshot__free()),
  * or NULL with errno EINVAL / ENOMEM. Thread-safe; not async-signal-safe.
  */
+SPROBE_API
 struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_stack_bytes);
 
 /* Free a snapshot and every buffer it owns. Accepts NULL. */
+SPROBE_API
 void sprobe_snapshot__free(struct sprobe_snapshot *s);
 
 /*
@@ -323,6 +334,7 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s);
  * Serialised per capturer by an internal lock (callable from several
  * threads); not async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
 
 /*
@@ -347,27 +359,35 @@ int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *
  * (NULL, or s is not the started snapshot), -ECHILD (forked child). Thread-safe like __capture() (__finish() may
  * come from another thread); not async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__capture_start(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+SPROBE_API
 int sprobe_capturer__capture_finish(struct sprobe_capturer *c, struct sprobe_snapshot *s);
 
 /* Number of samples in s: one per enumerated sibling that got a slot,
  * captured or dropped. 0 for NULL. Not synchronised with a running capture. */
+SPROBE_API
 uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);
 
 /* Sample i (0 <= i < nthreads), owned by s and valid until the next capture
  * into s or its free; NULL (errno EINVAL/ERANGE) otherwise. */
+SPROBE_API
 struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i);
 
 /* The stats of the last capture into s (owned by s), or NULL for NULL. */
+SPROBE_API
 const struct sprobe_snapshot_stats *sprobe_snapshot__stats(const struct sprobe_snapshot *s);
 
 /* Whether frames[] of every captured sample has been filled by an unwinder
  * since the last capture. Check this, not nframes (an unwalkable stack also
  * yields no frames). */
+SPROBE_API
 bool sprobe_snapshot__frames_resolved(const struct sprobe_snapshot *s);
+SPROBE_API
 void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
 
 /* A short static name for a drop reason ("exited", "blocked", ...). */
+SPROBE_API
 const char *sprobe_drop_reason__str(uint32_t reason);
 
 /*
@@ -381,11 +401,13 @@ const char *sprobe_drop_reason__str(uint32_t reason);
  * Returns the number of frames (>= 1), -EINVAL for NULL, -ENODATA if t was
  * not captured (stage EMPTY). Reentrant (touches only t); async-signal-safe.
  */
+SPROBE_API
 int sprobe_unwind_fp(struct sprobe_thread_sample *t);
 
 /* sprobe_unwind_fp() on every captured sample of s, then sets
  * frames_resolved. Returns 0 or -EINVAL. Not thread-safe against a capture
  * into the same snapshot. */
+SPROBE_API
 int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
 
 /*
@@ -417,6 +439,7 @@ int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
  * mappings change. Serialised with captures by the capturer lock; not
  * async-signal-safe.
  */
+SPROBE_API
 int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				 uint64_t interval_ns);
 
@@ -424,6 +447,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
  * uncollected samples are discarded. Wall captures work again afterwards.
  * sprobe_capturer__free() does this itself. Returns 0 (also when not
  * running) or -EINVAL for NULL. Thread-safe; not async-signal-safe. */
+SPROBE_API
 int sprobe_capturer__cpu_stop(struct sprobe_capturer *c);
 
 #ifdef __cplusplus

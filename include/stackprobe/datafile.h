@@ -29,6 +29,8 @@
 #ifndef STACKPROBE_DATAFILE_H
 #define STACKPROBE_DATAFILE_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -210,6 +212,7 @@ struct sprobe_df_record {
 
 /* Name of a record type ("sample", ...), "unknown" otherwise. Static string;
  * thread-safe, async-signal-safe. */
+SPROBE_API
 const char *sprobe_df_type__name(uint32_t type);
 
 /*
@@ -220,14 +223,17 @@ const char *sprobe_df_type__name(uint32_t type);
  * SPROBE_DF_MAX_STRING, too many frames, ranges or dropped tids).
  * No allocation, no locks: thread-safe and async-signal-safe.
  */
+SPROBE_API
 long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap);
 
 /* CRC32C (Castagnoli) of buf, continuing from crc (start with 0).
  * Thread-safe, async-signal-safe. */
+SPROBE_API
 uint32_t sprobe_df__crc32c(uint32_t crc, const void *buf, size_t len);
 
 /* Fill the 16-byte frame header for a payload of TYPE. Thread-safe,
  * async-signal-safe. */
+SPROBE_API
 void sprobe_df__frame(uint8_t out[SPROBE_DF_FRAME_SIZE], uint32_t type,
 		      const void *payload, uint32_t len);
 
@@ -247,34 +253,41 @@ struct sprobe_datafile_writer_opts {
  * __free()). Returns NULL with errno set (EINVAL bad opts, ENOMEM, or the
  * write error). Not thread-safe: one writer is used by one thread at a time.
  */
+SPROBE_API
 struct sprobe_datafile_writer *
 sprobe_datafile_writer__new(int fd, const struct sprobe_datafile_writer_opts *opts);
 
 /* Append one record (encoded and framed). Returns 0, -EINVAL (see
  * sprobe_df__encode), -E2BIG (payload over SPROBE_DF_MAX_PAYLOAD), -EPIPE
  * after __finish(), or a write error. Not thread-safe. */
+SPROBE_API
 int sprobe_datafile_writer__write(struct sprobe_datafile_writer *w,
 				  const struct sprobe_df_record *rec);
 
 /* Append an already encoded payload of TYPE (what the stream carries).
  * Returns as __write(). Not thread-safe. */
+SPROBE_API
 int sprobe_datafile_writer__write_raw(struct sprobe_datafile_writer *w, uint32_t type,
 				      const void *payload, uint32_t len);
 
 /* Push buffered bytes to the kernel (write(2)). Returns 0 or -errno. */
+SPROBE_API
 int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w);
 
 /* Write the trailer (its .records field is filled in by the writer), flush,
  * and fsync if asked. Further writes fail with -EPIPE. Returns 0 or -errno. */
+SPROBE_API
 int sprobe_datafile_writer__finish(struct sprobe_datafile_writer *w,
 				   const struct sprobe_df_trailer *trailer);
 
 /* Records written so far (trailer excluded). */
+SPROBE_API
 uint64_t sprobe_datafile_writer__records(const struct sprobe_datafile_writer *w);
 
 /* Flush what is buffered (best effort) and free. Does not write a trailer:
  * a file freed without __finish() reads as CUT_SHORT, as after a crash.
  * Accepts NULL. */
+SPROBE_API
 void sprobe_datafile_writer__free(struct sprobe_datafile_writer *w);
 
 /* ---- reader ---------------------------------------------------------- */
@@ -291,12 +304,15 @@ struct sprobe_datafile_reader;
 /* Open PATH for reading. Returns NULL with errno set (the open(2) error, or
  * ENOMEM). Format errors are reported by __next(), not here, so that an
  * empty or cut file still gives a precise message. */
+SPROBE_API
 struct sprobe_datafile_reader *sprobe_datafile_reader__open(const char *path);
 
 /* Read from a FILE the caller keeps owning (and closes after __free()). */
+SPROBE_API
 struct sprobe_datafile_reader *sprobe_datafile_reader__from_stdio(FILE *f);
 
 /* Read from memory; buf must stay valid until __free(). */
+SPROBE_API
 struct sprobe_datafile_reader *sprobe_datafile_reader__from_mem(const void *buf,
 								 size_t len);
 
@@ -311,21 +327,27 @@ struct sprobe_datafile_reader *sprobe_datafile_reader__from_mem(const void *buf,
  * Unknown record types with a valid checksum are skipped (forward
  * compatibility within a version). Not thread-safe.
  */
+SPROBE_API
 int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r,
 				 struct sprobe_df_record *rec);
 
 /* How the file ended so far (enum sprobe_df_status). */
+SPROBE_API
 int sprobe_datafile_reader__status(const struct sprobe_datafile_reader *r);
 
 /* One-line explanation of CUT_SHORT or an error, "" otherwise. Owned by the
  * reader. */
+SPROBE_API
 const char *sprobe_datafile_reader__error(const struct sprobe_datafile_reader *r);
 
 /* Records returned so far, and the offset just past the last good one. */
+SPROBE_API
 uint64_t sprobe_datafile_reader__records(const struct sprobe_datafile_reader *r);
+SPROBE_API
 uint64_t sprobe_datafile_reader__good_bytes(const struct sprobe_datafile_reader *r);
 
 /* Free the reader (closes the file it opened itself). Accepts NULL. */
+SPROBE_API
 void sprobe_datafile_reader__free(struct sprobe_datafile_reader *r);
 
 #ifdef __cplusplus

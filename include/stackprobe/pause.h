@@ -27,6 +27,8 @@
 #ifndef STACKPROBE_PAUSE_H
 #define STACKPROBE_PAUSE_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,6 +92,7 @@ struct sprobe_pause_swindow {
  * the sample has no window at all (never signalled: no timestamps, or a
  * zero-pause sample: read without a signal). Pure; thread-safe; async-signal-safe.
  */
+SPROBE_API
 int sprobe_pause_swindow__from_sample(struct sprobe_pause_swindow *out,
 				      const struct sprobe_thread_sample *s);
 
@@ -157,6 +160,7 @@ struct sprobe_pause;
  * one-line explanation (what is missing and what to do) there, always
  * NUL-terminated. Thread-safe; not async-signal-safe.
  */
+SPROBE_API
 int sprobe_pause__probe(char *msg, size_t msg_len);
 
 /*
@@ -170,10 +174,12 @@ int sprobe_pause__probe(char *msg, size_t msg_len);
  * companion. Not thread-safe with respect to the same opts; not
  * async-signal-safe.
  */
+SPROBE_API
 struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *opts);
 
 /* Detach, unload and free. Accepts NULL. Windows returned by
  * sprobe_pause__windows() are freed with it. */
+SPROBE_API
 void sprobe_pause__free(struct sprobe_pause *p);
 
 /*
@@ -183,23 +189,28 @@ void sprobe_pause__free(struct sprobe_pause *p);
  * could not grow; the windows read so far are kept). Not thread-safe: one
  * reader per handle.
  */
+SPROBE_API
 int sprobe_pause__poll(struct sprobe_pause *p, int timeout_ms);
 
 /* The windows collected so far, in arrival order (per thread that is time
  * order). Owned by p; valid until the next poll, clear or free. *n gets the
  * count. Never NULL when p is not NULL. Not thread-safe with poll. */
+SPROBE_API
 const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pause *p,
 							  size_t *n);
 
 /* Forget the collected windows (counters are kept). */
+SPROBE_API
 void sprobe_pause__clear(struct sprobe_pause *p);
 
 /* Copy the counters into *out (missed is read from the kernel's program
  * info). Returns 0, -EINVAL, or -errno from the kernel. Thread-safe. */
+SPROBE_API
 int sprobe_pause__stats(const struct sprobe_pause *p, struct sprobe_pause_stats *out);
 
 /* Fill out[0..SPROBE_PAUSE_NPROGS) with each program's run count and run
  * time. Returns the number filled or -errno. Thread-safe. */
+SPROBE_API
 int sprobe_pause__prog_stats(const struct sprobe_pause *p,
 			     struct sprobe_pause_prog_stats *out, size_t n);
 
@@ -209,6 +220,7 @@ int sprobe_pause__prog_stats(const struct sprobe_pause *p,
  * and the exact next step. Writes at most len bytes, NUL-terminated.
  * Returns buf. Thread-safe.
  */
+SPROBE_API
 const char *sprobe_pause__strerror(int err, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */
@@ -238,6 +250,7 @@ enum sprobe_pause_reason {
 };
 
 /* Static name of a reason, e.g. "no-self-report". Never NULL. */
+SPROBE_API
 const char *sprobe_pause_reason__str(enum sprobe_pause_reason r);
 
 struct sprobe_pause_pair {
@@ -309,30 +322,37 @@ struct sprobe_pause_merge;
  * or NULL with errno EINVAL (NULL array with a non-zero count, counts above
  * UINT32_MAX) or ENOMEM. Thread-safe (no shared state).
  */
+SPROBE_API
 struct sprobe_pause_merge *sprobe_pause_merge__new(const struct sprobe_pause_kwindow *kw,
 						   size_t nk,
 						   const struct sprobe_pause_swindow *sw,
 						   size_t ns,
 						   const struct sprobe_pause_merge_opts *opts);
 /* Accepts NULL. */
+SPROBE_API
 void sprobe_pause_merge__free(struct sprobe_pause_merge *m);
 
 /* The pairs, ordered by tid then time. Owned by m. */
+SPROBE_API
 const struct sprobe_pause_pair *sprobe_pause_merge__pairs(const struct sprobe_pause_merge *m,
 							   size_t *n);
 /* Windows without a partner, with the reason. Owned by m. */
+SPROBE_API
 const struct sprobe_pause_unmatched *
 sprobe_pause_merge__unmatched(const struct sprobe_pause_merge *m, size_t *n);
 /* One summary per thread seen on either side, ordered by tid. Owned by m. */
+SPROBE_API
 const struct sprobe_pause_summary *sprobe_pause_merge__threads(const struct sprobe_pause_merge *m,
 							       size_t *n);
 /* The summary over all threads (tid 0). Owned by m. */
+SPROBE_API
 const struct sprobe_pause_summary *sprobe_pause_merge__overall(const struct sprobe_pause_merge *m);
 
 /*
  * Print the pause section (overall, then per thread) as text. Returns 0 or
  * -errno (-EIO on a write error). Not async-signal-safe.
  */
+SPROBE_API
 int sprobe_pause_merge__print(const struct sprobe_pause_merge *m, FILE *f);
 
 /* ------------------------------------------------------------------ */
@@ -371,11 +391,13 @@ struct sprobe_pause_zp_check {
  * Returns 0, -EINVAL (NULL out, or NULL array with a non-zero count),
  * -ENOMEM. Pure (allocates scratch); thread-safe; not async-signal-safe.
  */
+SPROBE_API
 int sprobe_pause_zp__check(const struct sprobe_pause_kwindow *kw, size_t nk,
 			   const struct sprobe_pause_zp_sample *zs, size_t nz,
 			   uint64_t kernel_lost, struct sprobe_pause_zp_check *out);
 
 /* Print a check as the pause report's "zero-pause" lines. */
+SPROBE_API
 void sprobe_pause_zp__print(const struct sprobe_pause_zp_check *c, FILE *o);
 
 #ifdef __cplusplus

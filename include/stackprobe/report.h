@@ -20,6 +20,8 @@
 #ifndef STACKPROBE_REPORT_H
 #define STACKPROBE_REPORT_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +53,7 @@ struct sprobe_report;
 
 /* New, empty report. The opts are copied (source is duplicated). Returns
  * NULL with errno set (EINVAL, ENOMEM). */
+SPROBE_API
 struct sprobe_report *sprobe_report__new(const struct sprobe_report_opts *opts);
 
 /*
@@ -61,35 +64,45 @@ struct sprobe_report *sprobe_report__new(const struct sprobe_report_opts *opts);
  * and __message() says what went wrong. -ENOMEM if memory ran out. The
  * reader stays owned by the caller.
  */
+SPROBE_API
 int sprobe_report__load(struct sprobe_report *r, struct sprobe_datafile_reader *rd);
 
 /* Open PATH, load it, close it. Returns as __load(), or the open error. */
+SPROBE_API
 int sprobe_report__load_file(struct sprobe_report *r, const char *path);
 
 /* enum sprobe_df_status of the loaded file, and its one-line explanation
  * ("" when complete). The string is owned by the report. */
+SPROBE_API
 int sprobe_report__status(const struct sprobe_report *r);
+SPROBE_API
 const char *sprobe_report__message(const struct sprobe_report *r);
 
 /* Records loaded (0: the file held nothing, not even a header). */
+SPROBE_API
 uint64_t sprobe_report__records(const struct sprobe_report *r);
 
 /* Samples loaded that pass the tid filter. */
+SPROBE_API
 uint64_t sprobe_report__samples(const struct sprobe_report *r);
 
 /* Records the stream lost (queue full), all types, from the file's lost
  * records and trailer; and thread-captures the sampler dropped (all
  * reasons, whole process). For callers that must surface drops next to a
  * format that has no room for them (folded). */
+SPROBE_API
 uint64_t sprobe_report__lost(const struct sprobe_report *r);
+SPROBE_API
 uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r);
 
 /* Write the report in FMT to OUT. Returns 0, -EINVAL, -ENOMEM, or -EIO if
  * writing failed. May be called several times (with different formats). */
+SPROBE_API
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);
 
 /* "text", "folded", "json", "pprof", "speedscope", "svg" -> enum value;
  * -EINVAL otherwise. */
+SPROBE_API
 int sprobe_report_format__parse(const char *name);
 
 /*
@@ -121,6 +134,7 @@ struct sprobe_report_info {
 };
 
 /* Fill *info (up to info->sz bytes). Returns 0 or -EINVAL. */
+SPROBE_API
 int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info *info);
 
 /* One loaded sample, as handed to a sprobe_report__foreach_sample callback.
@@ -147,6 +161,7 @@ typedef int (*sprobe_report_sample_fn)(const struct sprobe_report_sample *s, voi
 /* Call FN for every sample passing the filter, in file order (the order
  * the stream wrote them, which is per-thread time order). Returns 0, FN's
  * non-zero value, or -EINVAL. */
+SPROBE_API
 int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_fn fn, void *ctx);
 
 /* What a pc resolves to. */
@@ -162,6 +177,7 @@ struct sprobe_report_frame {
 
 /* Resolve PC into *f. Returns 0, -EINVAL or -ENOMEM. Resolution is cached:
  * each pc is looked up once per report. */
+SPROBE_API
 int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_report_frame *f);
 
 /* A module (executable or shared object) announced in the file. */
@@ -176,10 +192,13 @@ struct sprobe_report_module {
 
 /* Number of modules, and module I (0 <= I < count) into *m. __module()
  * returns 0 or -EINVAL (out of range). */
+SPROBE_API
 size_t sprobe_report__module_count(const struct sprobe_report *r);
+SPROBE_API
 int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe_report_module *m);
 
 /* Free. Accepts NULL. */
+SPROBE_API
 void sprobe_report__free(struct sprobe_report *r);
 
 #ifdef __cplusplus

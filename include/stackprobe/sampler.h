@@ -40,6 +40,8 @@
 #ifndef STACKPROBE_SAMPLER_H
 #define STACKPROBE_SAMPLER_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +119,7 @@ struct sprobe_sampler;
  * EBUSY (a sampler already runs, or the capture signal is taken), EEXIST
  * (the table path exists), EACCES, ENOMEM, ENOTSUP (no capture backend).
  */
+SPROBE_API
 struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *opts);
 
 /*
@@ -124,17 +127,21 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
  * data file and removes the table. Returns 0 or the first -errno met while
  * writing. Frees the sampler (even on error). Accepts NULL (returns 0).
  */
+SPROBE_API
 int sprobe_sampler__stop(struct sprobe_sampler *s);
 
 /* A consistent copy of the counters; thread-safe (relaxed atomics). */
+SPROBE_API
 void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler_stats *out);
 
 /* Whether the sampler's wall captures use zero-pause: 1 yes, 0 no (why,
  * if not NULL, gets the reason: "" when not asked for or in cpu mode),
  * -EINVAL for NULL. Thread-safe (fixed at start). */
+SPROBE_API
 int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t len);
 
 /* "wall" / "cpu" -> enum value, or -EINVAL. */
+SPROBE_API
 int sprobe_sampler_mode__parse(const char *name);
 
 #ifdef __cplusplus

@@ -36,6 +36,8 @@
 #ifndef STACKPROBE_STREAM_H
 #define STACKPROBE_STREAM_H
 
+#include <stackprobe/api.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -64,6 +66,7 @@ struct sprobe_stream_sink {
 
 /* A sink that appends to a data-file writer. The writer must not be used by
  * any other thread until sprobe_stream__close() returns. */
+SPROBE_API
 struct sprobe_stream_sink sprobe_stream_sink__datafile(struct sprobe_datafile_writer *w);
 
 struct sprobe_stream_opts {
@@ -96,6 +99,7 @@ struct sprobe_stream;
  * Returns NULL with errno set: EINVAL (no sink or bad opts), ENOMEM, or the
  * pthread_create error. Thread-safe.
  */
+SPROBE_API
 struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 					 const struct sprobe_stream_opts *opts);
 
@@ -109,11 +113,13 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
  * async-signal-safe (it may call futex(2) to wake the writer, which is, but
  * the queue state is not reentrant).
  */
+SPROBE_API
 int sprobe_stream__push(struct sprobe_stream *s, const struct sprobe_df_record *rec);
 
 /* Producer side: queue a SPROBE_DF_SAMPLE made from a captured thread
  * (frames' pcs, window timestamps, method, truncated flag, stack in use =
  * stack_top - sp) taken at TIME_NS. Same returns and rules as __push(). */
+SPROBE_API
 int sprobe_stream__push_thread_sample(struct sprobe_stream *s,
 				      const struct sprobe_thread_sample *ts, uint64_t time_ns);
 
@@ -121,6 +127,7 @@ int sprobe_stream__push_thread_sample(struct sprobe_stream *s,
  * per-capture statistics, taken at TIME_NS, with the dropped threads (may
  * be NULL/0; more than SPROBE_DF_MAX_DROPPED_TIDS are cut to that many,
  * the per-reason counts stay exact). Same returns and rules as __push(). */
+SPROBE_API
 int sprobe_stream__push_capture_stats(struct sprobe_stream *s,
 				      const struct sprobe_snapshot_stats *st, uint64_t time_ns,
 				      const struct sprobe_df_dropped *dropped, uint32_t ndropped);
@@ -132,6 +139,7 @@ int sprobe_stream__push_capture_stats(struct sprobe_stream *s,
  * process-directed signals are delivered to its own threads; real-time
  * signals are left as the creating thread has them (a capture signal still
  * reaches it). Thread-safe. */
+SPROBE_API
 pid_t sprobe_stream__writer_tid(const struct sprobe_stream *s);
 
 /*
@@ -141,13 +149,16 @@ pid_t sprobe_stream__writer_tid(const struct sprobe_stream *s);
  * every earlier push visible to the writer). Returns 0, or the last sink
  * error if any write or flush failed. Idempotent: later calls return 0.
  */
+SPROBE_API
 int sprobe_stream__close(struct sprobe_stream *s);
 
 /* Counters so far; exact once __close() returned. Thread-safe (relaxed
  * reads of counters each written by one side). */
+SPROBE_API
 void sprobe_stream__stats(const struct sprobe_stream *s, struct sprobe_stream_stats *st);
 
 /* Close (if not closed) and free. Accepts NULL. */
+SPROBE_API
 void sprobe_stream__free(struct sprobe_stream *s);
 
 #ifdef __cplusplus

@@ -46,6 +46,8 @@
 #ifndef STACKPROBE_SYMBOLIZE_H
 #define STACKPROBE_SYMBOLIZE_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,9 +111,11 @@ struct sprobe_modules;
  * (bad opts), ESRCH (no such process), EACCES/EPERM (cannot read its maps:
  * run as the same user or with CAP_SYS_PTRACE), ENOMEM.
  */
+SPROBE_API
 struct sprobe_modules *sprobe_modules__new(const struct sprobe_modules_opts *opts);
 
 /* Free the inventory, its symbol tables and its unwind caches. NULL is ok. */
+SPROBE_API
 void sprobe_modules__free(struct sprobe_modules *m);
 
 /*
@@ -122,17 +126,22 @@ void sprobe_modules__free(struct sprobe_modules *m);
  * sprobe_symbol results are then invalid), 0 if not, -errno on failure (the
  * previous inventory stays usable).
  */
+SPROBE_API
 int sprobe_modules__refresh(struct sprobe_modules *m);
 
 /* Counter bumped by every refresh that changed the set. Never fails. */
+SPROBE_API
 uint64_t sprobe_modules__generation(const struct sprobe_modules *m);
 
 /* Number of modules, and the i-th one in address order (NULL, errno ERANGE
  * when i >= count). */
+SPROBE_API
 size_t sprobe_modules__count(const struct sprobe_modules *m);
+SPROBE_API
 const struct sprobe_module *sprobe_modules__get(const struct sprobe_modules *m, size_t i);
 
 /* The module whose span contains addr, or NULL (errno ENOENT). O(log n). */
+SPROBE_API
 const struct sprobe_module *sprobe_modules__find(const struct sprobe_modules *m,
 						 uint64_t addr);
 
@@ -142,6 +151,7 @@ const struct sprobe_module *sprobe_modules__find(const struct sprobe_modules *m,
  * inventories made with opts.empty. Returns 0, -EINVAL (bad description or
  * not an empty-mode inventory), -EEXIST (overlaps a module), -ENOMEM.
  */
+SPROBE_API
 int sprobe_modules__add(struct sprobe_modules *m, const struct sprobe_module *desc);
 
 /* Result of a symbol lookup. Strings are owned by the inventory and valid
@@ -167,6 +177,7 @@ struct sprobe_symbol {
  * NULL: no symbol covers it), -ENOENT when it is in none (out->module NULL),
  * -EINVAL on NULL arguments.
  */
+SPROBE_API
 int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc,
 			      struct sprobe_symbol *out);
 
@@ -178,6 +189,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc,
  * and *line; -ENOENT when no line information covers pc (stripped module,
  * no debug file); -EINVAL on NULL arguments. Not async-signal-safe.
  */
+SPROBE_API
 int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
 				int *line);
 
@@ -186,12 +198,14 @@ int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const cha
  * no symbol covers the pc, "0x7f..." when no module does. Returns the length
  * snprintf would have written (may exceed len), -EINVAL on NULL sym.
  */
+SPROBE_API
 int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t len);
 
 /*
  * Format a build-id as lowercase hex into buf (2 * len + 1 bytes). Returns
  * the string length, -ENOSPC when buf is too small.
  */
+SPROBE_API
 int sprobe_build_id__hex(const uint8_t *id, size_t len, char *buf, size_t buflen);
 
 #ifdef __cplusplus

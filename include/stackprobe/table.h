@@ -53,6 +53,8 @@
 #ifndef STACKPROBE_TABLE_H
 #define STACKPROBE_TABLE_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -160,6 +162,7 @@ struct sprobe_table;
  * Not async-signal-safe (allocates, makes syscalls). Thread-safe w.r.t.
  * other tables.
  */
+SPROBE_API
 struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity);
 
 /*
@@ -170,6 +173,7 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity);
  * -EPERM on a read-only table.
  * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls.
  */
+SPROBE_API
 int sprobe_table__insert(struct sprobe_table *t,
 			 const struct sprobe_table_record *rec);
 
@@ -180,6 +184,7 @@ int sprobe_table__insert(struct sprobe_table *t,
  * read-only table.
  * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls.
  */
+SPROBE_API
 int sprobe_table__update(struct sprobe_table *t, uint32_t index,
 			 const struct sprobe_table_record *rec);
 
@@ -189,6 +194,7 @@ int sprobe_table__update(struct sprobe_table *t, uint32_t index,
  * table.
  * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls.
  */
+SPROBE_API
 int sprobe_table__remove(struct sprobe_table *t, uint32_t index);
 
 /*
@@ -200,9 +206,11 @@ int sprobe_table__remove(struct sprobe_table *t, uint32_t index);
  * table); closing it there only unmaps and frees (no unlink, no mark).
  * Writer thread only for a writer; not async-signal-safe.
  */
+SPROBE_API
 void sprobe_table__close(struct sprobe_table *t);
 
 /* The file path, or NULL for a memory view. Owned by t. Thread-safe. */
+SPROBE_API
 const char *sprobe_table__path(const struct sprobe_table *t);
 
 /* ---- reader ---------------------------------------------------------- */
@@ -216,6 +224,7 @@ const char *sprobe_table__path(const struct sprobe_table *t);
  * Returns a handle owned by the caller (sprobe_table__close) or NULL+errno.
  * Not async-signal-safe. Thread-safe w.r.t. other tables.
  */
+SPROBE_API
 struct sprobe_table *sprobe_table__open_path(const char *path,
 				const struct sprobe_table_open_opts *opts);
 
@@ -223,6 +232,7 @@ struct sprobe_table *sprobe_table__open_path(const char *path,
  * Open /dev/shm/stackprobe-<pid>.table (macOS: /tmp/...) as open_path
  * does, and also check that its writer_pid is pid (ESTALE otherwise).
  */
+SPROBE_API
 struct sprobe_table *sprobe_table__open_pid(pid_t pid,
 				const struct sprobe_table_open_opts *opts);
 
@@ -231,6 +241,7 @@ struct sprobe_table *sprobe_table__open_pid(pid_t pid,
  * mapping the caller made). The caller keeps buf alive and unchanged in
  * size until sprobe_table__close. Same validation as open_path.
  */
+SPROBE_API
 struct sprobe_table *sprobe_table__open_mem(const void *buf, size_t len,
 				const struct sprobe_table_open_opts *opts);
 
@@ -240,6 +251,7 @@ struct sprobe_table *sprobe_table__open_mem(const void *buf, size_t len,
  * writer_closed) are read now and are advisory.
  * Returns 0 or -EINVAL. Thread-safe; async-signal-safe.
  */
+SPROBE_API
 int sprobe_table__info(const struct sprobe_table *t,
 		       struct sprobe_table_info *info);
 
@@ -250,6 +262,7 @@ int sprobe_table__info(const struct sprobe_table *t,
  * handle per reading thread. Works on a writer handle too (from the writer
  * thread). No allocation.
  */
+SPROBE_API
 int sprobe_table__iter_begin(struct sprobe_table *t);
 
 /*
@@ -260,10 +273,12 @@ int sprobe_table__iter_begin(struct sprobe_table *t);
  * (the nodes returned before an error are good). Never returns a torn
  * node. No allocation, locks or system calls.
  */
+SPROBE_API
 int sprobe_table__iter_next(struct sprobe_table *t,
 			    struct sprobe_table_node *out);
 
 /* Statistics of the current or last iteration. Returns 0 or -EINVAL. */
+SPROBE_API
 int sprobe_table__iter_stats(const struct sprobe_table *t,
 			     struct sprobe_table_iter_stats *stats);
 
@@ -275,6 +290,7 @@ int sprobe_table__iter_stats(const struct sprobe_table *t,
  * or -EAGAIN if the writer changed the list meanwhile (retry). errbuf (may
  * be NULL) gets a one-line reason. Allocates a temporary bitmap.
  */
+SPROBE_API
 int sprobe_table__check(const struct sprobe_table *t, char *errbuf,
 			size_t errbuf_len);
 

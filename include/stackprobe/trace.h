@@ -19,6 +19,8 @@
 #ifndef STACKPROBE_TRACE_H
 #define STACKPROBE_TRACE_H
 
+#include <stackprobe/api.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,20 +46,24 @@ struct sprobe_trace;
  * owned by the caller (sprobe_trace__free()), or NULL with errno EINVAL
  * (NULL f or opts, pid <= 0), ENOMEM, or EIO (write error).
  */
+SPROBE_API
 struct sprobe_trace *sprobe_trace__new(FILE *f, const struct sprobe_trace_opts *opts);
 
 /* Name tid's track (e.g. its comm). The first name given for a tid wins;
  * tracks never named get "thread <tid>" at finish. name is copied.
  * Returns 0 or -EINVAL / -ENOMEM / -EIO. */
+SPROBE_API
 int sprobe_trace__thread_name(struct sprobe_trace *t, pid_t tid, const char *name);
 
 /* Add one kernel window (delivery and pause slices; an incomplete window
  * becomes an instant "kernel pause (no rt_sigreturn)"). Returns 0 or
  * -EINVAL (NULL, tid <= 0, no deliver time) / -ENOMEM / -EIO. */
+SPROBE_API
 int sprobe_trace__kernel_window(struct sprobe_trace *t, const struct sprobe_pause_kwindow *w);
 
 /* Add one self-reported window ("handler" slice). Returns 0 or -EINVAL
  * (NULL, tid <= 0, exit < entry or entry 0) / -ENOMEM / -EIO. */
+SPROBE_API
 int sprobe_trace__self_window(struct sprobe_trace *t, const struct sprobe_pause_swindow *w);
 
 /* Add one sample of tid at ts_ns with frames[0..nframes) (innermost first;
@@ -65,15 +71,18 @@ int sprobe_trace__self_window(struct sprobe_trace *t, const struct sprobe_pause_
  * timer periods; 0 is 1; above 1 it is written as args.weight). Strings
  * are JSON-escaped; invalid UTF-8 becomes U+FFFD. Returns 0 or -EINVAL /
  * -ENOMEM / -EIO. */
+SPROBE_API
 int sprobe_trace__sample(struct sprobe_trace *t, pid_t tid, uint64_t ts_ns,
 			 const char *const *frames, size_t nframes, uint32_t weight);
 
 /* Name the unnamed tracks, close the JSON document and flush f. Further
  * calls other than free return -EINVAL. Returns 0 or -EIO. */
+SPROBE_API
 int sprobe_trace__finish(struct sprobe_trace *t);
 
 /* Free the writer (finishing the document first if that was not done, so
  * the file is still valid JSON). Accepts NULL. Does not close f. */
+SPROBE_API
 void sprobe_trace__free(struct sprobe_trace *t);
 
 #ifdef __cplusplus

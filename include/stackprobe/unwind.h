@@ -51,6 +51,8 @@
 #ifndef STACKPROBE_UNWIND_H
 #define STACKPROBE_UNWIND_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,13 +115,16 @@ struct sprobe_unwinder;
  * other-process or offline one would send live reads to addresses this
  * process does not map), ENOMEM.
  */
+SPROBE_API
 struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts);
 
 /* Free the unwinder (and its inventory if it made one). NULL is ok. */
+SPROBE_API
 void sprobe_unwinder__free(struct sprobe_unwinder *u);
 
 /* The inventory the unwinder uses, for symbolizing its frames. Owned by the
  * unwinder (or borrowed from opts.modules). Never NULL. */
+SPROBE_API
 struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u);
 
 /*
@@ -132,6 +137,7 @@ struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u);
  * -EINVAL when s is not a captured sample (stage EMPTY, no stack). *why, if
  * not NULL, gets the enum sprobe_unwind_stop.
  */
+SPROBE_API
 int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 			    enum sprobe_unwind_stop *why);
 
@@ -140,6 +146,7 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
  * its frames_resolved flag. Returns the number of threads unwound, or
  * -errno (EINVAL on NULL arguments).
  */
+SPROBE_API
 int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap);
 
 /*
@@ -159,15 +166,18 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
  * re-capture's error; the snapshot then keeps the short walks).
  * Not async-signal-safe; from the probe thread.
  */
+SPROBE_API
 int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
 			     struct sprobe_snapshot *snap);
 
 /* Drop every cached CFI row and eh_frame_hdr check of the inventory's
  * modules (memory back; the next unwinds are cold again). Returns 0,
  * -EINVAL on NULL. */
+SPROBE_API
 int sprobe_unwinder__flush(struct sprobe_unwinder *u);
 
 /* Copy the counters into *out. Returns 0, -EINVAL on NULL. */
+SPROBE_API
 int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out);
 
 /*
@@ -178,6 +188,7 @@ int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwind
  * unsupported platform, never an empty snapshot). Not async-signal-safe; call
  * from the probe thread.
  */
+SPROBE_API
 int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
 			       struct sprobe_unwinder *u);
 
@@ -190,6 +201,7 @@ static inline uint64_t sprobe_frame_lookup_pc(const struct sprobe_frame *f)
 }
 
 /* A short name for a stop reason ("end", "truncated", ...). Static string. */
+SPROBE_API
 const char *sprobe_unwind_stop__str(enum sprobe_unwind_stop why);
 
 #ifdef __cplusplus

@@ -19,6 +19,8 @@
 #ifndef STACKPROBE_WIN_H
 #define STACKPROBE_WIN_H
 
+#include <stackprobe/api.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,21 +64,26 @@ struct sprobe_win_modules;
  * since is simply not found. Thread-safe (takes the loader lock through
  * toolhelp); NOT async-signal-safe: never call it inside a suspend window.
  */
+SPROBE_API
 struct sprobe_win_modules *sprobe_win_modules__new(void);
 
 /* Free an inventory. NULL is accepted. */
+SPROBE_API
 void sprobe_win_modules__free(struct sprobe_win_modules *mods);
 
 /* Number of modules. Thread-safe on a shared const inventory. */
+SPROBE_API
 size_t sprobe_win_modules__count(const struct sprobe_win_modules *mods);
 
 /* The i-th module (sorted by base), or NULL with errno = ERANGE. The
  * pointer is owned by the inventory. */
+SPROBE_API
 const struct sprobe_win_module *
 sprobe_win_modules__get(const struct sprobe_win_modules *mods, size_t i);
 
 /* The module whose [base, base + size) contains addr, or NULL with errno =
  * ENOENT. The pointer is owned by the inventory. */
+SPROBE_API
 const struct sprobe_win_module *
 sprobe_win_modules__find(const struct sprobe_win_modules *mods, uint64_t addr);
 
@@ -93,6 +100,7 @@ sprobe_win_modules__find(const struct sprobe_win_modules *mods, uint64_t addr);
  * Returns 0; -ENOENT when addr is in no module or no export precedes it;
  * -EINVAL for a NULL/empty buffer. Thread-safe on a shared const inventory.
  */
+SPROBE_API
 int sprobe_win_modules__symbolize(const struct sprobe_win_modules *mods, uint64_t addr,
 				  char *buf, size_t len, uint64_t *offset);
 
@@ -114,6 +122,7 @@ int sprobe_win_modules__symbolize(const struct sprobe_win_modules *mods, uint64_
  * the same process, soon after). Thread-safe for distinct samples; NOT
  * async-signal-safe (RtlLookupFunctionEntry may take the loader's lock).
  */
+SPROBE_API
 int sprobe_unwind_pe(struct sprobe_thread_sample *s);
 
 /*
@@ -122,6 +131,7 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s);
  * alone. Returns 0 or -EINVAL for NULL. Not thread-safe against a capture
  * into the same snapshot; NOT async-signal-safe.
  */
+SPROBE_API
 int sprobe_snapshot__unwind_pe(struct sprobe_snapshot *snap);
 
 #endif /* _WIN32 */

@@ -29,6 +29,13 @@
  * sampler (drains the queue, writes the trailer) before the kernel
  * replaces it: both files end complete. If the exec fails, sampling stays
  * stopped for the rest of that image (a restart would truncate its file).
+ *
+ * Every non-static function here is a libc wrapper, exported from
+ * libstackprobe.so to interpose the program's calls. The library is linked
+ * with a version script that exports nothing else: a new wrapper must be
+ * added to the interposed list in userspace/libstackprobe.map, or it is
+ * bound inside the library only and silently stops interposing
+ * (tests/exports_test.sh fails on such a wrapper). Helpers stay static.
  */
 #include <dlfcn.h>
 #include <errno.h>
