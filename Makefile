@@ -45,8 +45,12 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
 LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
 LDFLAGS ?=
 
-# Library sources: every part except the CLI and the tests.
-LIB_SRCS := $(sort $(wildcard table/*.c) $(wildcard backends/*.c) $(wildcard userspace/*.c))
+# Library sources: every part's folder except the CLI, the agent and the
+# tests. Platform code is chosen by folder: backends/<os>/ holds one
+# operating system's capture backend ($(call lib_srcs,OS)).
+lib_srcs = $(sort $(wildcard table/*.c backends/*.c backends/$(1)/*.c userspace/*.c) \
+	$(filter-out userspace/agent/% userspace/cli/%,$(wildcard userspace/*/*.c)))
+LIB_SRCS := $(call lib_srcs,linux)
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 # The LD_PRELOAD agent (constructor + exec wrappers) goes into the shared
 # library only: in the static one it would interpose execve on programs
@@ -55,7 +59,10 @@ AGENT_SRCS := $(sort $(wildcard userspace/agent/*.c))
 AGENT_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRCS))
 CLI_SRCS := $(sort $(wildcard userspace/cli/*.c))
 CLI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
-HDRS     := $(wildcard include/stackprobe/*.h include/*.h) $(wildcard */*.h) $(wildcard userspace/cli/*.h)
+# Every header, for the lanes in mk/ that compile sources in one command
+# (cross builds, fuzzers); objects built here track their own headers
+# (-MMD, the .d files included at the bottom).
+HDRS     := $(shell find include backends table userspace tests bpf -name '*.h' -not -path 'tests/corpus/*')
 
 # Tests: tests/test_<part>.c -> build/tests/test_<part>, linked with the
 # static library and cmocka. tests/*_helper.c are shared fixtures.
@@ -96,7 +103,7 @@ DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := backends/linux.c userspace/modules.c userspace/symbolize.c \
 	userspace/unwind.c userspace/pause.c userspace/stream.c userspace/sampler.c \
 	backends/windows.c table/table_win.c userspace/modules_win.c userspace/unwind_pe.c
-DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(LIB_SRCS))
+DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
 DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/macos/unavailable.c
 DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
 	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
@@ -156,10 +163,10 @@ cli: $(BUILD)/stackprobe
 tests: $(TEST_BINS)
 benches: $(BENCH_BINS)
 
-$(BUILD)/obj/%.o: %.c $(HDRS) $(GEN_HDRS) | $(BUILD)
+$(BUILD)/obj/%.o: %.c | $(BUILD) $(GEN_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(OBJ_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -173,16 +180,16 @@ $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(BUILD)/libstackprobe.a $(HDRS) $(GEN_HDRS)
+$(BUILD)/tests/%: tests/%.c $(TEST_HELPERS) $(BUILD)/libstackprobe.a | $(GEN_HDRS)
 	$(call msg,TEST-CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -Itests -o $@ $< $(TEST_HELPERS) \
+	$(Q)$(CC) $(ALL_CFLAGS) $(TEST_CFLAGS) -MMD -MP -Itests -o $@ $< $(TEST_HELPERS) \
 		$(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS) -lcmocka $(TEST_LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libstackprobe.a $(HDRS) $(GEN_HDRS)
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libstackprobe.a | $(GEN_HDRS)
 	$(call msg,BENCH-CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(BENCH_CFLAGS) -Itests -Ibench -o $@ $< \
+	$(Q)$(CC) $(ALL_CFLAGS) $(BENCH_CFLAGS) -MMD -MP -Itests -Ibench -o $@ $< \
 		$(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS) $(BENCH_LIBS)
 
 $(BUILD):
@@ -234,3 +241,6 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)
+
+# Header dependencies the compiler wrote (-MMD -MP).
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
