@@ -31,7 +31,7 @@ MACOS_STANDIN_DIR := $(BUILD)/macos-standin
 # forwarding file each). A header is added here only if the SDK has it.
 MACOS_STANDIN_HDRS := dlfcn.h errno.h fcntl.h getopt.h inttypes.h pthread.h sched.h \
 	setjmp.h signal.h stdio.h stdlib.h string.h time.h unistd.h zlib.h \
-	sys/mman.h sys/stat.h sys/types.h sys/wait.h \
+	sys/mman.h sys/resource.h sys/stat.h sys/types.h sys/wait.h \
 	mach/mach.h mach/mach_time.h mach/mach_vm.h mach-o/dyld.h
 # The macOS tests: a folder of their own keeps them out of the Linux
 # tests/test_*.c wildcard.

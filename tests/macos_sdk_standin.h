@@ -138,6 +138,7 @@ extern int *__error(void);
 #define ENAMETOOLONG 63
 #define ENOTEMPTY 66
 #define ESTALE 70
+#define EDQUOT 69
 #define ENOLCK 77
 #define ENOSYS 78
 #define EOVERFLOW 84
@@ -323,6 +324,8 @@ int mkstemp(char *tmpl);
 #define O_EXCL 0x00000800
 #define O_DIRECTORY 0x00100000
 #define O_CLOEXEC 0x01000000
+#define F_DUPFD 0
+#define F_DUPFD_CLOEXEC 67
 #define F_GETFD 1
 #define F_SETFD 2
 #define F_GETFL 3
@@ -344,6 +347,20 @@ typedef struct fstore {
 int open(const char *path, int flags, ...);
 int openat(int fd, const char *path, int flags, ...);
 int fcntl(int fd, int cmd, ...);
+#endif
+
+/* ---- <sys/resource.h> ------------------------------------------------------ */
+#if defined(SPROBE_STANDIN_WANT_sys_resource_h) && !defined(SPROBE_STANDIN_HAVE_sys_resource_h)
+#define SPROBE_STANDIN_HAVE_sys_resource_h
+typedef __UINT64_TYPE__ rlim_t;
+struct rlimit {
+	rlim_t rlim_cur;
+	rlim_t rlim_max;
+};
+#define RLIM_INFINITY (((rlim_t)1 << 63) - 1)
+#define RLIMIT_NOFILE 8
+int getrlimit(int resource, struct rlimit *rlp);
+int setrlimit(int resource, const struct rlimit *rlp);
 #endif
 
 /* ---- <sys/types.h> --------------------------------------------------------- */

@@ -10,13 +10,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fds.h"
@@ -349,23 +349,25 @@ void sprobe_fd__close(int h)
 	atomic_store(&ents[h].fd, ENT_FREE);
 }
 
-static _Atomic pid_t foreign_tid;
+/* The thread inside foreign_begin/end (0: none). pthread_self() as an
+ * integer: a thread's own value is stable and no live thread shares it. */
+static _Atomic uintptr_t foreign_thread;
 
 void sprobe_fd__foreign_begin(void)
 {
-	atomic_store(&foreign_tid, (pid_t)syscall(SYS_gettid));
+	atomic_store(&foreign_thread, (uintptr_t)pthread_self());
 }
 
 void sprobe_fd__foreign_end(void)
 {
-	atomic_store(&foreign_tid, 0);
+	atomic_store(&foreign_thread, 0);
 }
 
 bool sprobe_fd__foreign_active(void)
 {
-	pid_t t = atomic_load_explicit(&foreign_tid, memory_order_relaxed);
+	uintptr_t t = atomic_load_explicit(&foreign_thread, memory_order_relaxed);
 
-	return t && t == (pid_t)syscall(SYS_gettid);
+	return t && t == (uintptr_t)pthread_self();
 }
 
 int sprobe_fd__adopt_foreign(int fd)
