@@ -1596,13 +1596,16 @@ static bool zp_selftest(struct sprobe_capturer *c)
 	bool ok = false;
 	pid_t tid = 0;
 
+	/* Registered (userspace/fds.h) and pinned for the whole test. */
+	sprobe_fd__alloc_begin();
 	if (pipe2(fds, O_CLOEXEC) < 0) {
+		sprobe_fd__alloc_end();
 		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(errno));
 		return false;
 	}
-	/* Registered (userspace/fds.h) and pinned for the whole test. */
 	hr = sprobe_fd__adopt(fds[0], SPROBE_FD_TRANSIENT);
 	hw = sprobe_fd__adopt(fds[1], SPROBE_FD_TRANSIENT);
+	sprobe_fd__alloc_end();
 	fds[0] = sprobe_fd__get(hr);
 	fds[1] = sprobe_fd__get(hw);
 	if (fds[0] < 0 || fds[1] < 0) {

@@ -108,13 +108,15 @@ static void daemon_run(const char *how, int runs)
 		assert_int_equal(sprobe_report__load_file(r, data), 0);
 		assert_int_equal(sprobe_report__status(r), SPROBE_DF_COMPLETE);
 		sprobe_report__free(r);
-		/* All its work comes after the close; at 999 Hz for 300 ms even
-		 * a loaded machine takes dozens of captures of it (an agent
-		 * whose data descriptor was closed takes none: 0). */
+		/* All its work comes after the close, so any sample of it shows
+		 * the recording went on (an agent whose data descriptor was
+		 * closed has none). Quiet machine: ~280 of ~290 captures; with
+		 * both CPUs taken by other work most captures can time out, so
+		 * the test asks for one. */
 		unsigned long n = guest_samples(data);
-		if (n < 5)
+		if (n < 20)
 			print_message("%s run %d: %lu samples in guest_work\n", how, i, n);
-		assert_true(n >= 5);
+		assert_true(n >= 1);
 	}
 }
 

@@ -17,7 +17,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #include "fds.h"
 
@@ -56,6 +60,101 @@ static void ents_setup(void)
 	}
 	while (atomic_load(&ents_init) != 2)
 		sched_yield();
+}
+
+/* The library's own closes bypass the agent's close wrapper (which would
+ * wait for an allocation section this thread may hold). */
+static int raw_close(int fd)
+{
+#ifdef SYS_close
+	return (int)syscall(SYS_close, fd);
+#else
+	return close(fd);
+#endif
+}
+
+/*
+ * Allocation sections and guards. Between open() returning a number and
+ * that number being marked in the bitmap, a program thread closing
+ * numbers it never opened (a close loop) would close ours, and the
+ * number could then go to a file of the program's that we would read and
+ * close. So every allocation of a number by the library (open, pipe2,
+ * F_DUPFD) runs in an allocation section, and the wrappers' check-then-act
+ * (owned? then close/dup2) runs in a guard: a section waits until no
+ * guard is active, a guard waits while a section is held. Dekker with
+ * seq_cst: the section stores its owner then loads the guard count; a
+ * guard increments the count then loads the owner; one of them sees the
+ * other. A section is reentrant on its own thread (the pipe2 wrapper adopts
+ * inside the libunwind section), and a guard on the section's own thread
+ * passes. A section waits for guards at most GUARD_WAIT_NS (a program
+ * thread that siglongjmp'd out of a handler that interrupted a wrapper
+ * leaves its guard counted forever); past it, it goes on (counted).
+ */
+#define GUARD_WAIT_NS 10000000ull
+static _Atomic uintptr_t alloc_owner;
+static int alloc_depth; /* only its owner touches it */
+static _Atomic int guards;
+static _Atomic uint64_t n_guard_timeouts;
+
+static uint64_t mono_ns_fds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sprobe_fd__alloc_begin(void)
+{
+	uintptr_t me = (uintptr_t)pthread_self(), z = 0;
+
+	if (atomic_load(&alloc_owner) == me) {
+		alloc_depth++;
+		return;
+	}
+	while (!atomic_compare_exchange_weak(&alloc_owner, &z, me)) {
+		z = 0;
+		sched_yield();
+	}
+	alloc_depth = 1;
+	if (atomic_load(&guards)) {
+		uint64_t end = mono_ns_fds() + GUARD_WAIT_NS;
+
+		while (atomic_load(&guards)) {
+			if (mono_ns_fds() > end) {
+				atomic_fetch_add_explicit(&n_guard_timeouts, 1, memory_order_relaxed);
+				break;
+			}
+			sched_yield();
+		}
+	}
+}
+
+void sprobe_fd__alloc_end(void)
+{
+	if (--alloc_depth == 0)
+		atomic_store(&alloc_owner, 0);
+}
+
+void sprobe_fd__guard_enter(void)
+{
+	uintptr_t me = (uintptr_t)pthread_self();
+
+	for (;;) {
+		atomic_fetch_add(&guards, 1);
+		uintptr_t o = atomic_load(&alloc_owner);
+
+		if (!o || o == me)
+			return;
+		atomic_fetch_sub(&guards, 1);
+		while (atomic_load(&alloc_owner))
+			sched_yield();
+	}
+}
+
+void sprobe_fd__guard_exit(void)
+{
+	atomic_fetch_sub(&guards, 1);
 }
 
 static void bit_set(int fd, bool on)
@@ -141,7 +240,7 @@ static int move_high(int fd)
 	nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
 	if (nfd < 0)
 		return fd;
-	close(fd);
+	raw_close(fd);
 	return nfd;
 }
 
@@ -162,7 +261,7 @@ static int claim(void)
 	return -ENOSPC;
 }
 
-int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind)
+static int adopt_locked(int fd, enum sprobe_fd_kind kind)
 {
 	struct stat st;
 	int h;
@@ -172,12 +271,12 @@ int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind)
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 || fstat(fd, &st) < 0) {
 		int e = -errno;
 
-		close(fd);
+		raw_close(fd);
 		return e;
 	}
 	h = claim();
 	if (h < 0) {
-		close(fd);
+		raw_close(fd);
 		return h;
 	}
 	if (kind != SPROBE_FD_TRANSIENT)
@@ -194,6 +293,14 @@ int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind)
 	return h;
 }
 
+int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind)
+{
+	sprobe_fd__alloc_begin();
+	int h = adopt_locked(fd, kind);
+	sprobe_fd__alloc_end();
+	return h;
+}
+
 int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kind kind)
 {
 	int fd;
@@ -204,12 +311,13 @@ int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kin
 		if (atomic_load(&n_cache) >= sprobe_fd__budget())
 			return -EDQUOT;
 	}
+	sprobe_fd__alloc_begin();
 	do
 		fd = open(path, flags | O_CLOEXEC, mode);
 	while (fd < 0 && errno == EINTR);
-	if (fd < 0)
-		return -errno;
-	return sprobe_fd__adopt(fd, kind);
+	int h = fd < 0 ? -errno : adopt_locked(fd, kind);
+	sprobe_fd__alloc_end();
+	return h;
 }
 
 int sprobe_fd__read_file(const char *path, char **buf, size_t *len)
@@ -329,6 +437,7 @@ void sprobe_fd__close(int h)
 	/* Nobody may use the number while it goes away. */
 	while (atomic_load(&ents[h].pins))
 		sched_yield();
+	sprobe_fd__alloc_begin(); /* no wrapper acts on the number meanwhile */
 	if (fd >= 0) {
 		/* Unmark first: once closed, the number may be the program's,
 		 * and its own close() must then reach the kernel. */
@@ -337,10 +446,11 @@ void sprobe_fd__close(int h)
 		 * number is the program's. */
 		if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == ents[h].dev &&
 		    (uint64_t)st.st_ino == ents[h].ino)
-			close(fd);
+			raw_close(fd);
 	} else {
 		atomic_fetch_sub(&n_lost, 1);
 	}
+	sprobe_fd__alloc_end();
 	if (ents[h].kind == SPROBE_FD_KEEP)
 		atomic_fetch_sub(&n_keep, 1);
 	else if (ents[h].kind == SPROBE_FD_CACHE)
@@ -355,12 +465,14 @@ static _Atomic uintptr_t foreign_thread;
 
 void sprobe_fd__foreign_begin(void)
 {
+	sprobe_fd__alloc_begin(); /* what the other library opens is ours from the start */
 	atomic_store(&foreign_thread, (uintptr_t)pthread_self());
 }
 
 void sprobe_fd__foreign_end(void)
 {
 	atomic_store(&foreign_thread, 0);
+	sprobe_fd__alloc_end();
 }
 
 bool sprobe_fd__foreign_active(void)
@@ -376,23 +488,35 @@ int sprobe_fd__adopt_foreign(int fd)
 
 	if (fd < 0)
 		return fd;
+	sprobe_fd__alloc_begin();
 	nfd = fcntl(fd, F_DUPFD_CLOEXEC, region_base(soft_limit()));
 	if (nfd >= 0) {
-		close(fd);
+		raw_close(fd);
 		fd = nfd;
 	}
-	h = sprobe_fd__adopt(fd, SPROBE_FD_FOREIGN);
+	h = adopt_locked(fd, SPROBE_FD_FOREIGN);
+	sprobe_fd__alloc_end();
 	if (h < 0)
 		return -1; /* adopt closed it: fd is gone */
 	return atomic_load(&ents[h].fd);
 }
 
+static int rehome_locked(int fd);
+
 int sprobe_fd__rehome(int fd)
+{
+	if (!sprobe_fd__owned(fd) || atomic_load(&ents_init) != 2)
+		return 0;
+	sprobe_fd__alloc_begin(); /* a new number (F_DUPFD) is allocated */
+	int r = rehome_locked(fd);
+	sprobe_fd__alloc_end();
+	return r;
+}
+
+static int rehome_locked(int fd)
 {
 	int h = -1, nfd;
 
-	if (!sprobe_fd__owned(fd) || atomic_load(&ents_init) != 2)
-		return 0;
 	for (int i = 0; i < ENT_MAX; i++) {
 		if (atomic_load(&ents[i].fd) == fd) {
 			h = i;
@@ -423,7 +547,7 @@ int sprobe_fd__rehome(int fd)
 	if (!atomic_compare_exchange_strong(&ents[h].fd, &expect, nfd)) {
 		/* closed or lost meanwhile: the copy is nobody's */
 		bit_set(nfd, false);
-		close(nfd);
+		raw_close(nfd);
 		return 0;
 	}
 	bit_set(fd, false);

@@ -136,6 +136,21 @@ static inline void sprobe_fd__done(int h)
  * (*buf, owned by the caller; *len without the NUL). Returns 0 or -errno. */
 int sprobe_fd__read_file(const char *path, char **buf, size_t *len);
 
+/*
+ * Allocation sections and guards (see fds.c): every allocation of a number
+ * by the library (sprobe_fd__open/adopt do it themselves; a caller that
+ * makes one otherwise, e.g. pipe2 then adopt, brackets both with
+ * alloc_begin/end) excludes the wrappers' check-then-act, which runs
+ * between guard_enter/exit. Without it a program thread closing numbers
+ * it never opened could close ours between open() and its registration.
+ * Sections are reentrant on their thread; a guard never waits on its own
+ * thread's section. Guards are async-signal-safe (atomics, sched_yield).
+ */
+void sprobe_fd__alloc_begin(void);
+void sprobe_fd__alloc_end(void);
+void sprobe_fd__guard_enter(void);
+void sprobe_fd__guard_exit(void);
+
 /* For the agent's wrappers: is fd a number the library holds? */
 bool sprobe_fd__owned(int fd);
 

@@ -79,16 +79,21 @@ static int refuse(void)
 	return -1;
 }
 
+/* Check-then-act under a guard (fds.h): no library open can hand out the
+ * number between the check and the call. */
 int close(int fd)
 {
-	close_fn f;
+	close_fn f = (close_fn)next(NF_CLOSE);
+	int r;
 
-	if (sprobe_fd__owned(fd))
+	sprobe_fd__guard_enter();
+	if (sprobe_fd__owned(fd)) {
+		sprobe_fd__guard_exit();
 		return refuse();
-	f = (close_fn)next(NF_CLOSE);
-	if (!f)
-		return (int)syscall(SYS_close, fd);
-	return f(fd);
+	}
+	r = f ? f(fd) : (int)syscall(SYS_close, fd);
+	sprobe_fd__guard_exit();
+	return r;
 }
 
 static int sys_close_range(unsigned lo, unsigned hi, int flags)
@@ -118,37 +123,68 @@ static int close_range_around(unsigned lo, unsigned hi, int flags)
 
 int close_range(unsigned int first, unsigned int last, int flags)
 {
+	int r;
+
+	sprobe_fd__guard_enter();
 	if (first > last || (flags & CLOSE_RANGE_UNSHARE) || sprobe_fd__next_owned(first, last) < 0)
-		return sys_close_range(first, last, flags);
-	return close_range_around(first, last, flags);
+		r = sys_close_range(first, last, flags);
+	else
+		r = close_range_around(first, last, flags);
+	sprobe_fd__guard_exit();
+	return r;
 }
 
 void closefrom(int lowfd)
 {
 	unsigned lo = lowfd < 0 ? 0 : (unsigned)lowfd;
 
-	if (close_range_around(lo, ~0u, 0) == 0)
-		return;
-	/* No close_range (before Linux 5.9): every number up to the limit,
-	 * as glibc's own fallback does through /proc/self/fd. */
-	long max = sysconf(_SC_OPEN_MAX);
+	sprobe_fd__guard_enter();
+	if (close_range_around(lo, ~0u, 0) != 0) {
+		/* No close_range (before Linux 5.9): every number up to the
+		 * limit, as glibc's own fallback does through /proc/self/fd. */
+		long max = sysconf(_SC_OPEN_MAX);
 
-	for (long fd = lo; fd < max; fd++)
-		if (!sprobe_fd__owned((int)fd))
-			syscall(SYS_close, (int)fd);
+		for (long fd = lo; fd < max; fd++)
+			if (!sprobe_fd__owned((int)fd))
+				syscall(SYS_close, (int)fd);
+	}
+	sprobe_fd__guard_exit();
 }
 
-/* The program replaces fd: move ours away first. If ours could not move,
- * it is given up (the library stops using it) and the program's call
- * still goes through. True when fd was ours: if the program's call then
- * fails, fd still holds our old reference, which nobody uses any more
- * and must not stay open in the program's table (undo_room()). */
+/* The program replaces fd: move ours away first (outside any guard: the
+ * move allocates a number in a section of its own). If ours could not
+ * move, it is given up (the library stops using it) and the program's
+ * call still goes through. True when fd was ours: if the program's call
+ * then fails, fd still holds our old reference, which nobody uses any
+ * more and must not stay open in the program's table (undo_room()). */
 static bool make_room(int fd)
 {
 	if (!sprobe_fd__owned(fd))
 		return false;
 	(void)sprobe_fd__rehome(fd);
 	return true;
+}
+
+/* The real dup2/dup3 under a guard, once make_room() ran: if a library
+ * open got newfd meanwhile (newfd was free), move that one too. */
+static int guarded_dup(dup3_fn f3, dup2_fn f2, int oldfd, int newfd, int flags, bool *moved)
+{
+	int r;
+
+	for (;;) {
+		sprobe_fd__guard_enter();
+		if (sprobe_fd__owned(oldfd)) {
+			sprobe_fd__guard_exit();
+			return refuse();
+		}
+		if (!sprobe_fd__owned(newfd))
+			break;
+		sprobe_fd__guard_exit();
+		*moved = make_room(newfd) || *moved;
+	}
+	r = f3 ? f3(oldfd, newfd, flags) : f2(oldfd, newfd);
+	sprobe_fd__guard_exit();
+	return r;
 }
 
 static int undo_room(int r, bool moved, int fd)
@@ -174,8 +210,10 @@ int dup2(int oldfd, int newfd)
 		errno = ENOSYS;
 		return -1;
 	}
-	moved = oldfd != newfd && make_room(newfd);
-	return undo_room(f(oldfd, newfd), moved, newfd);
+	if (oldfd == newfd) /* only checks oldfd: not a replacement */
+		return f(oldfd, newfd);
+	moved = make_room(newfd);
+	return undo_room(guarded_dup(NULL, f, oldfd, newfd, 0, &moved), moved, newfd);
 }
 
 int dup3(int oldfd, int newfd, int flags)
@@ -190,8 +228,10 @@ int dup3(int oldfd, int newfd, int flags)
 		errno = ENOSYS;
 		return -1;
 	}
-	moved = oldfd != newfd && make_room(newfd);
-	return undo_room(f(oldfd, newfd, flags), moved, newfd);
+	if (oldfd == newfd) /* EINVAL from dup3 */
+		return f(oldfd, newfd, flags);
+	moved = make_room(newfd);
+	return undo_room(guarded_dup(f, NULL, oldfd, newfd, flags, &moved), moved, newfd);
 }
 
 /* pipe2 is wrapped for the libraries the library calls, which open pipes
