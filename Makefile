@@ -41,7 +41,7 @@ endif
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
-	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I$(BUILD) $(EXTRA_CFLAGS)
+	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD) $(EXTRA_CFLAGS)
 LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
 LDFLAGS ?=
 

@@ -54,7 +54,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "../userspace/fds.h"
+#include "userspace/common/fds.h"
 
 #if !defined(__x86_64__) && !defined(__aarch64__)
 #error "the Linux capture backend supports x86_64 and aarch64"

@@ -13,9 +13,9 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
 CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind_fp.c
-CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c userspace/fds.c
+CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c userspace/common/fds.c
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
-	-Iinclude -Ibackends -Itests -fno-omit-frame-pointer
+	-Iinclude -I. -Ibackends -Itests -fno-omit-frame-pointer
 
 $(BUILD)/aarch64/test_capture: tests/test_capture.c $(CAPTURE_A64_SRCS) $(HDRS) tests/capture_fixture.h
 	$(call msg,A64-CC,$@)
@@ -35,7 +35,7 @@ $(BUILD)/unsupported/capture_unsupported: tests/capture_unsupported.c $(CAPTURE_
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -DSPROBE_BACKEND_UNSUPPORTED \
-		-Iinclude -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c -lcmocka
+		-Iinclude -I. -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c -lcmocka
 
 .PHONY: test-unsupported
 test-unsupported: $(BUILD)/unsupported/capture_unsupported

@@ -41,7 +41,7 @@ MACOS_CHECK_SRCS := $(DARWIN_LIB_SRCS) $(DARWIN_CLI_SRCS) $(DARWIN_TEST_SRCS) $(
 # The real build's defines too (ALL_CFLAGS), quoted so they survive both a
 # recipe line and run-tests.sh's word splitting.
 MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -D_GNU_SOURCE -DSPROBE_VERSION=\"$(VERSION)\" -nostdlibinc \
-	-isystem $(MACOS_STANDIN_DIR) -Iinclude -Ibackends -Iuserspace -Itests
+	-isystem $(MACOS_STANDIN_DIR) -Iinclude -I. -Ibackends -Iuserspace -Itests
 
 $(MACOS_STANDIN_DIR)/.stamp: $(MACOS_STANDIN) mk/macos.mk
 	$(call msg,GEN,$(MACOS_STANDIN_DIR))
@@ -141,7 +141,7 @@ $(MACOS_LINK_DIR)/.stamp: $(MACOS_SDK_DIR)/.stamp mk/macos.mk
 	$(Q)touch $@
 
 MACOS_LINK_CFLAGS = -std=gnu11 -O2 -g -fPIC -pthread -D_GNU_SOURCE -DSPROBE_VERSION=\"$(VERSION)\" \
-	$(WARN) -Iinclude -isystem $(MACOS_SDK_DIR)/overlay
+	$(WARN) -Iinclude -I. -isystem $(MACOS_SDK_DIR)/overlay
 MACOS_LINK_LIBS = -L$(MACOS_LINK_DIR)/stub -lz -lpthread -lm
 
 .PHONY: link-macos

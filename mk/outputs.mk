@@ -20,7 +20,7 @@ EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libstackprobe.a $(HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(WARN) -std=gnu11 -pthread -Iinclude -o $@ $< \
+	$(Q)$(CC) $(CFLAGS) $(WARN) -std=gnu11 -pthread -Iinclude -I. -o $@ $< \
 		$(BUILD)/libstackprobe.a $(LDFLAGS) $(LIBS)
 
 all: $(EXAMPLE_BINS)

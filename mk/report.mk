@@ -12,7 +12,7 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
-FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/fds.c userspace/report.c \
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/common/fds.c userspace/report.c \
 	userspace/pause_merge.c userspace/trace.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
@@ -20,7 +20,7 @@ $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-		-Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+		-Iinclude -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 		$(FUZZ_DATAFILE_SRCS) -o $@
 
 .PHONY: test-fuzz-datafile
@@ -34,14 +34,14 @@ TEST_LANES += test-fuzz-datafile
 # Extra lane: test-tsan-stream, the stream's tests under ThreadSanitizer
 # (the queue's acquire/release pairs and the futex handshake, checked).
 TSAN_STREAM := $(BUILD)/tsan/test_stream
-TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c userspace/fds.c
+TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c userspace/common/fds.c
 
 $(TSAN_STREAM): $(TSAN_STREAM_SRCS) include/stackprobe/stream.h include/stackprobe/datafile.h \
 		include/stackprobe/capture.h tests/datafile_fixture.h tests/sprobe_test.h
 	$(call msg,TSAN-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
-		-Iinclude -Itests -fsanitize=thread $(TSAN_STREAM_SRCS) -lcmocka -lpthread -o $@
+		-Iinclude -I. -Itests -fsanitize=thread $(TSAN_STREAM_SRCS) -lcmocka -lpthread -o $@
 
 .PHONY: test-tsan-stream
 test-tsan-stream: $(TSAN_STREAM)

@@ -7,14 +7,14 @@
 #   make fuzz-table FUZZ_ARGS=-max_total_time=600     a longer run
 
 FUZZ_TABLE      := $(BUILD)/fuzz/fuzz_table
-FUZZ_TABLE_SRCS := tests/fuzz_table.c table/table.c table/table_posix.c userspace/fds.c
+FUZZ_TABLE_SRCS := tests/fuzz_table.c table/table.c table/table_posix.c userspace/common/fds.c
 FUZZ_TABLE_RUN  ?= -runs=200000 -max_total_time=20
 FUZZ_ARGS       ?= $(FUZZ_TABLE_RUN)
 
 $(FUZZ_TABLE): $(FUZZ_TABLE_SRCS) table/table_os.h include/stackprobe/table.h
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -Itable \
+	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -I. -Itable \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-o $@ $(FUZZ_TABLE_SRCS)
 

@@ -36,7 +36,7 @@ TEST_BINS := $(filter-out $(BUILD)/tests/test_windows_%,$(TEST_BINS))
 
 # Windows 7 API level (toolhelp, QueryPerformanceCounter, RtlVirtualUnwind).
 WIN_CFLAGS := -O2 -g $(WARN) -std=gnu11 -D_WIN32_WINNT=0x0601 -DWIN32_LEAN_AND_MEAN \
-	-DSPROBE_VERSION='"$(VERSION)"' -Iinclude
+	-DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I.
 # -static: no libgcc/libwinpthread DLLs to find under wine. --build-id makes
 # ld emit a CodeView (RSDS) debug directory entry, which the module inventory
 # reads back as the PDB GUID/age.
@@ -126,7 +126,7 @@ test-windows: $(WIN_TEST_BINS) $(WINEPFX)/system.reg
 # run-tests.sh's word splitting cannot carry (it is plain portable C).
 WIN_ARM64_SRCS := $(filter-out userspace/version.c,$(WIN_LIB_SRCS))
 WIN_ARM64_FLAGS := --target=aarch64-w64-mingw32 -fsyntax-only -isystem /usr/share/mingw-w64/include \
-	-std=gnu11 $(WARN) -D_WIN32_WINNT=0x0A00 -DWIN32_LEAN_AND_MEAN -Iinclude
+	-std=gnu11 $(WARN) -D_WIN32_WINNT=0x0A00 -DWIN32_LEAN_AND_MEAN -Iinclude -I.
 check-windows-arm64:
 	$(Q)mkdir -p $(BUILD)/test-results
 	$(Q)tools/run-tests.sh $(BUILD)/test-results/windows-arm64.res \

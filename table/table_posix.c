@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../userspace/fds.h"
+#include "userspace/common/fds.h"
 #include "table_os.h"
 
 static void seterr(char *err, size_t len, const char *fmt, ...)

@@ -21,7 +21,7 @@
 
 #include <stackprobe/report.h>
 
-#include "../userspace/fds.h"
+#include "userspace/common/fds.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"

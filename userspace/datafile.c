@@ -67,7 +67,7 @@ static inline uint64_t get64(const uint8_t *p)
  * instructions should this ever need to be faster. */
 #include "datafile_crc.h"
 #include "datafile_owned.h"
-#include "fds.h"
+#include "userspace/common/fds.h"
 
 uint32_t sprobe_df__crc32c(uint32_t crc, const void *buf, size_t len)
 {

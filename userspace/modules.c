@@ -17,7 +17,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#include "fds.h"
+#include "userspace/common/fds.h"
 #include "modules_internal.h"
 
 #define NT_GNU_BUILD_ID_ 3

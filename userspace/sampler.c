@@ -42,7 +42,7 @@
 #include <stackprobe/unwind.h>
 
 #include "datafile_owned.h"
-#include "fds.h"
+#include "userspace/common/fds.h"
 
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u

@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "fds.h"
+#include "userspace/common/fds.h"
 #include "modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)

@@ -47,7 +47,7 @@
 
 #include <stackprobe/unwind.h>
 
-#include "fds.h"
+#include "userspace/common/fds.h"
 #include "modules_internal.h"
 
 #if defined(__x86_64__)

@@ -38,7 +38,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../fds.h"
+#include "userspace/common/fds.h"
 
 /* glibc 2.34+; declared here so older headers build too. */
 int close_range(unsigned int first, unsigned int last, int flags);

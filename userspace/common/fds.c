@@ -23,7 +23,7 @@
 #include <sys/syscall.h>
 #endif
 
-#include "fds.h"
+#include "userspace/common/fds.h"
 
 #define ENT_MAX 2048
 
