@@ -7,10 +7,12 @@
  *    signal path; where the walk of the zero-pause copy needs the frame
  *    pointer (the register gap) the sample is re-captured with a signal;
  *  - a thread woken again and again while its stack is copied is never
- *    reported with a torn stack: it writes a sequence pattern over a 16 KiB
+ *    reported with a torn stack: it writes a sequence pattern over a 64 KiB
  *    array of its stack each time it wakes, and every zero-pause sample
  *    must hold one whole pattern (without the schedstat check this fails:
- *    see docs/capture.md);
+ *    see docs/capture.md); every 64th capture comes after it has certainly
+ *    blocked again, so zero-pause samples exist even when busy CPUs make
+ *    every other capture find it running;
  *  - the same, deterministically: a hook wakes the thread between the
  *    read of its SP/PC and the copy; the copy must be refused;
  *  - poll/select loops under a 999 Hz wall sampler see no EINTR with
