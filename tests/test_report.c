@@ -241,9 +241,9 @@ static void test_text_shares(void **state)
 	assert_non_null(strstr(line, "40  57.14%"));
 	line_with(out, "Top functions by total", "demo+0x5abc", line, sizeof(line));
 	assert_non_null(strstr(line, "20  28.57%"));
-	/* demo's 20 frames at PC_NOSYM had no name; libc's all had one. */
-	assert_non_null(strstr(out, "\n  symbols:  demo: 20 of 170 sampled frames unnamed ("));
-	assert_null(strstr(out, "libc.so.6: "));
+	/* demo's frames at PC_NOSYM have no name, its others do; libc's
+	 * have one: neither module is without symbols. */
+	assert_null(strstr(out, "symbols:"));
 
 	/* Threads: share and window percentiles. main has windows 1..30 and
 	 * 1..10 us: 40 values, median (rank 20) = 10 us, p99 (rank 40) and

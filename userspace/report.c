@@ -137,9 +137,8 @@ struct module {
 	struct sprobe_df_range *ranges;
 	uint32_t nranges;
 	/* Frames of the selected samples in it, and how many of them had a
-	 * name (built by aggregate()): a module whose frames are unnamed has
-	 * no symbols for them (e.g. libc's internal functions without its
-	 * debug symbols), which the text report says. */
+	 * name (built by aggregate()): a module with frames and no name for
+	 * any has no symbols, which the text report says. */
 	uint64_t frames, named;
 };
 
@@ -1086,12 +1085,14 @@ static int cmp_thread(const void *a, const void *b, void *arg)
 }
 
 /*
- * Sampled modules with frames that have no name. Names come from the
- * symbol records the agent wrote, so an unnamed frame means the module had
- * no symbol covering it when it was recorded: no symbol table at all, or
- * (libc without its debug symbols) only .dynsym, which lacks the internal
- * functions (start_thread). Say so, with the package that fixes it, rather
- * than leave the reader guessing at "libc.so.6+0x891f4".
+ * Sampled modules none of whose frames has a name. Names come from the
+ * symbol records the agent wrote, so such a module had no symbols for any
+ * of them when it was recorded: no symbol table, or one that covers none
+ * of the code the samples hit. Say so, with the package that fixes it,
+ * rather than leave the reader guessing at "libc.so.6+0x891f4". A module
+ * with some names gets no line: frames without one happen with full
+ * symbols too (PLT stubs), and the file does not say which symbol table
+ * named the others (libc's .dynsym names read but not start_thread).
  */
 static void text_symbols(FILE *o, const struct sprobe_report *r)
 {
@@ -1102,20 +1103,12 @@ static void text_symbols(FILE *o, const struct sprobe_report *r)
 		const char *b = base_name(m->path);
 		bool libc = strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0;
 
-		if (!m->frames || m->named == m->frames)
+		if (!m->frames || m->named)
 			continue;
-		fprintf(o, "  %s  ", first ? "symbols:" : "        ");
+		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
+			libc ? "install libc6-dbg for names"
+			     : "no symbol table; install its debug package (-dbgsym) or build with -g");
 		first = false;
-		if (!m->named)
-			fprintf(o, "%s: no symbols (%s)\n", b,
-				libc ? "install libc6-dbg for names"
-				     : "no symbol table; install its debug package (-dbgsym) or "
-				       "build with -g");
-		else
-			fprintf(o, "%s: %" PRIu64 " of %" PRIu64 " sampled frames unnamed (%s)\n", b,
-				m->frames - m->named, m->frames,
-				libc ? "install libc6-dbg for names"
-				     : "its debug package (-dbgsym) or -g may name them");
 	}
 }
 
