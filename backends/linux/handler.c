@@ -191,8 +191,9 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 	sl = &sprobe_lx_g.slots[idx];
 	expect = gen << 2 | SLOT_ARMED;
 	/* Acquire; pairs with the probe's release store of ARMED in
-	 * sprobe_lx_arm_slot(): the sample pointer, ranges and g fields are visible. A
-	 * late or repeated signal carries an old generation and fails here. */
+	 * sprobe_lx_arm_slot(): the sample pointer, ranges and sprobe_lx_g
+	 * fields are visible. A late or repeated signal carries an old
+	 * generation and fails here. */
 	if (!atomic_compare_exchange_strong_explicit(&sl->state, &expect, gen << 2 | SLOT_BUSY,
 						     memory_order_acquire, memory_order_relaxed)) {
 		/* Our timer fired again before the probe collected the
