@@ -2,13 +2,21 @@
 /*
  * What the agent's files share (userspace/agent/): the LD_PRELOAD agent's
  * start/stop and the libc wrappers around it.
+ *
+ * Hidden: these are shared between the agent's files, not interposed, so
+ * they must not be exported (the version script's sprobe_* pattern would
+ * export them otherwise; tests/exports_test.sh checks).
  */
 #ifndef SPROBE_USERSPACE_AGENT_AGENT_H
 #define SPROBE_USERSPACE_AGENT_AGENT_H
+
+#pragma GCC visibility push(hidden)
 
 /* The capture signal of the sampler the agent runs in this process, 0 when
  * it runs none (never started, stopped, or the signal was yielded to the
  * program). Any thread; async-signal-safe (one relaxed load). */
 int sprobe_agent__capture_signo(void);
+
+#pragma GCC visibility pop
 
 #endif
