@@ -13,8 +13,8 @@
  *                       interrupt every call; prints "CALL own=E ms=T"
  *                       (E: 1 when it returned EINTR; exit 3 when a call
  *                       without a timeout still waits after 8 s) and "readback=ok"
- *                       when sigaction and signal() read back the
- *                       program's handler
+ *                       when sigaction, signal() and sysv_signal() read
+ *                       back the program's handler (SA_RESETHAND too)
  *   waiter usleep US    one usleep(US), prints "usleep ms=T"
  * Exit status 0 unless a call failed in an unexpected way.
  */
@@ -322,6 +322,21 @@ static void on_usr1(int sig)
 	atomic_fetch_add(&usr1_runs, 1);
 }
 
+static atomic_int usr2_runs;
+
+static void on_info(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)si;
+	(void)uc;
+}
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&usr2_runs, 1);
+}
+
 static void *own_thread(void *arg)
 {
 	struct call *c = arg;
@@ -376,6 +391,32 @@ static int own_mode(void)
 		ok = 0;
 	/* signal() set BSD semantics (SA_RESTART); back to none. */
 	sigaction(SIGUSR1, &sa, NULL);
+	/* A three-argument handler reads back as given. */
+	struct sigaction rs;
+	memset(&rs, 0, sizeof(rs));
+	rs.sa_sigaction = on_info;
+	rs.sa_flags = SA_SIGINFO;
+	sigaction(SIGUSR2, &rs, NULL);
+	if (sigaction(SIGUSR2, NULL, &back) != 0 || back.sa_sigaction != on_info ||
+	    !(back.sa_flags & SA_SIGINFO))
+		ok = 0;
+	/* A one-argument handler with SA_RESETHAND: read back as given, runs
+	 * once, then reads back SIG_DFL without SA_SIGINFO (the kernel reset
+	 * it; the flags stay as the program gave them). */
+	memset(&rs, 0, sizeof(rs));
+	rs.sa_handler = on_usr2;
+	rs.sa_flags = SA_RESETHAND;
+	sigaction(SIGUSR2, &rs, NULL);
+	if (sigaction(SIGUSR2, NULL, &back) != 0 || back.sa_handler != on_usr2 ||
+	    (back.sa_flags & SA_SIGINFO) || !(back.sa_flags & SA_RESETHAND))
+		ok = 0;
+	raise(SIGUSR2);
+	if (atomic_load(&usr2_runs) != 1 || sigaction(SIGUSR2, NULL, &back) != 0 ||
+	    back.sa_handler != SIG_DFL || (back.sa_flags & SA_SIGINFO))
+		ok = 0;
+	/* System V signal(): the previous handler as the program gave it. */
+	if (sysv_signal(SIGUSR2, on_usr1) != SIG_DFL || sysv_signal(SIGUSR2, SIG_DFL) != on_usr1)
+		ok = 0;
 	printf("readback=%s\n", ok ? "ok" : "wrong");
 
 	sigemptyset(&wake_set);

@@ -174,6 +174,13 @@ static void handler_trampoline(int sig, siginfo_t *si, void *uc)
  * install: prev). */
 static void translate(struct sigaction *sa, const struct slot *prev)
 {
+	/* SA_RESETHAND ran: the kernel reset the handler but kept the flags,
+	 * with the SA_SIGINFO that was the trampoline's, not the program's. */
+	if (sa->sa_handler == SIG_DFL && prev->handler == (void *)SIG_DFL &&
+	    (prev->flags & SA_RESETHAND) && !(prev->flags & SA_SIGINFO)) {
+		sa->sa_flags &= ~SA_SIGINFO;
+		return;
+	}
 	if (!(sa->sa_flags & SA_SIGINFO) || sa->sa_sigaction != handler_trampoline)
 		return;
 	if (prev->flags & SA_SIGINFO) {
@@ -216,6 +223,10 @@ int sprobe_agent__sigaction(sprobe_sigaction_fn next, int sig, const struct siga
 			store_slot(sig, prev.handler, prev.flags);
 	} else {
 		r = next(sig, act, old);
+		/* The kernel no longer holds the trampoline: the slot must not
+		 * describe this disposition (translate's SA_RESETHAND case). */
+		if (r == 0 && act && sig >= 1 && sig < NSIG_TABLE)
+			store_slot(sig, NULL, 0);
 	}
 	if (r == 0 && old)
 		translate(old, &prev);
@@ -256,6 +267,8 @@ sighandler_t sprobe_agent__signal(sprobe_signal_fn next, int sig, sighandler_t h
 		cur.sa_flags |= SA_SIGINFO;
 		if (real_sigaction(sig, &cur, NULL) != 0)
 			store_slot(sig, prev.handler, prev.flags);
+	} else if ((handler == SIG_DFL || handler == SIG_IGN) && sig >= 1 && sig < NSIG_TABLE) {
+		store_slot(sig, NULL, 0); /* as in sprobe_agent__sigaction */
 	}
 	return translate_handler(r, &prev);
 }
