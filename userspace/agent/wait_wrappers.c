@@ -499,8 +499,8 @@ int usleep(useconds_t us)
 }
 
 /* glibc: sleep(s) is __nanosleep(s, &rem), errno kept on success; when
- * interrupted it returns the seconds not slept, rounded as glibc does
- * (up from half a second). */
+ * interrupted it returns the whole seconds not slept (truncated, as glibc
+ * 2.36 does: 3.7 s left returns 3). */
 unsigned sleep(unsigned s)
 {
 	unsigned long runs = handler_runs();
@@ -517,7 +517,7 @@ unsigned sleep(unsigned s)
 	if (INTERRUPTED(ret, runs))
 		ret = nanosleep_resume(&ts, runs);
 	if (ret < 0)
-		return (unsigned)ts.tv_sec + (ts.tv_nsec >= 500000000L);
+		return (unsigned)ts.tv_sec;
 	errno = saved;
 	return 0;
 }
