@@ -403,7 +403,8 @@ static bool targets_capture_signal(int how, const sigset_t *set)
 			errno = ENOSYS;                                                 \
 			return -1;                                                      \
 		}                                                                       \
-		return f(sig, act, old);                                                \
+		/* the program's handler behind a trampoline (handler_table.c) */     \
+		return sprobe_agent__sigaction(f, sig, act, old);                       \
 	}
 
 SIGACTION_WRAPPER(sigaction, NX_SIGACTION)
@@ -419,7 +420,8 @@ SIGACTION_WRAPPER(__sigaction, NX___SIGACTION)
 			errno = ENOSYS;                                           \
 			return SIG_ERR;                                           \
 		}                                                                 \
-		return f(sig, handler);                                           \
+		/* the program's handler behind a trampoline (handler_table.c) */ \
+		return sprobe_agent__signal(f, sig, handler);                     \
 	}
 
 SIGNAL_WRAPPER(signal, NX_SIGNAL)
@@ -436,7 +438,8 @@ sighandler_t sigset(int sig, sighandler_t disp)
 		errno = ENOSYS;
 		return SIG_ERR;
 	}
-	return f(sig, disp);
+	/* the program's handler behind a trampoline (handler_table.c) */
+	return sprobe_agent__signal(f, sig, disp);
 }
 
 int sigignore(int sig)
