@@ -1,4 +1,4 @@
-# Capture backend (backends/, userspace/unwind_fp.c): per-test flags, the
+# Capture backend (backends/, userspace/unwind/unwind_fp.c): per-test flags, the
 # aarch64 lane under qemu-user, the unsupported-platform lane, make soak.
 
 # The known-stack test needs frame pointers in the test's own functions.
@@ -12,7 +12,7 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 # makes the tests use long deadlines and small counts; nothing is timed.
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
-CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind_fp.c
+CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind/unwind_fp.c
 CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c userspace/common/fds.c
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
 	-Iinclude -I. -Ibackends -Itests -fno-omit-frame-pointer

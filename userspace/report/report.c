@@ -17,8 +17,8 @@
 
 #include <stackprobe/report.h>
 
-#include "report_outputs.h"
-#include "sort_compat.h"
+#include "userspace/report/outputs.h"
+#include "userspace/common/sort_compat.h"
 
 #include <stackprobe/pause.h>
 #include <stackprobe/trace.h>

@@ -48,7 +48,7 @@
 #include <stackprobe/unwind.h>
 
 #include "userspace/common/fds.h"
-#include "modules_internal.h"
+#include "userspace/symbols/modules_internal.h"
 
 #if defined(__x86_64__)
 #define REG_FP 6

@@ -37,7 +37,7 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
 
 /* ---- protobuf encoding -------------------------------------------------- */
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
 
 /* ---- buffer ------------------------------------------------------------- */
 

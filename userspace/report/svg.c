@@ -23,8 +23,8 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
-#include "sort_compat.h"
+#include "userspace/report/outputs.h"
+#include "userspace/common/sort_compat.h"
 
 #define IMG_W 1200.0
 #define PAD 10.0

@@ -65,8 +65,8 @@ static inline uint64_t get64(const uint8_t *p)
  * in a signal handler). CRC32C rather than CRC32: better error detection
  * for short records, and the same polynomial as the SSE4.2/ARMv8 crc
  * instructions should this ever need to be faster. */
-#include "datafile_crc.h"
-#include "datafile_owned.h"
+#include "userspace/datafile/datafile_crc.h"
+#include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/fds.h"
 
 uint32_t sprobe_df__crc32c(uint32_t crc, const void *buf, size_t len)

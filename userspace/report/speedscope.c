@@ -21,7 +21,7 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
 
 struct ss_sample {
 	uint64_t time_ns;

@@ -41,7 +41,7 @@
 #include <stackprobe/table.h>
 #include <stackprobe/unwind.h>
 
-#include "datafile_owned.h"
+#include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/fds.h"
 
 #define DEFAULT_FREQ 99.0
