@@ -449,22 +449,14 @@ static void exclude_own_threads(struct sprobe_sampler *s)
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 {
-	if (err >= 0 && s->zero_pause) {
-		/* Unwinds, and re-captures with a signal the zero-pause
-		 * samples whose walk needs a register the kernel's syscall
-		 * file does not give (the register gap). */
+	if (err >= 0) {
+		/* Unwinds (one pin round for the snapshot), and re-captures
+		 * with a signal the zero-pause samples whose walk needs a
+		 * register the kernel's syscall file does not give (the
+		 * register gap): userspace/sampler/resolve.c. */
 		int rerr = sprobe_unwinder__resolve(s->unwinder, s->capturer, s->snap);
 		if (rerr < 0)
 			err = rerr;
-	} else if (err >= 0) {
-		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
-		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
-		for (uint32_t i = 0; i < nt; i++) {
-			struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
-			if (ts->stage == SPROBE_STAGE_RAW)
-				sprobe_unwinder__unwind(s->unwinder, ts, NULL);
-		}
-		sprobe_snapshot__set_frames_resolved(s->snap, true);
 	}
 	if (err < 0) {
 		if (err == -ENOTSUP)

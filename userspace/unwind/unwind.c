@@ -84,8 +84,10 @@ struct sprobe_unwinder {
 	size_t npins, cap_pins;
 	struct sprobe_unwinder_stats st;
 	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
-	uint32_t *zp_idx;	/* scratch: zero-pause samples to re-capture */
-	uint32_t zp_cap;
+	/* The last unwind_snapshot()'s zero-pause samples whose walk came
+	 * up short (sprobe_unwinder__short_walks()). */
+	uint32_t *short_idx;
+	uint32_t short_cap, nshort;
 };
 
 /* State of one walk; the accessors' `arg`. */
@@ -398,7 +400,7 @@ void sprobe_unwinder__free(struct sprobe_unwinder *u)
 	free(u->pins);
 	if (u->own_mods)
 		sprobe_modules__free(u->mods);
-	free(u->zp_idx);
+	free(u->short_idx);
 	free(u);
 }
 
@@ -769,34 +771,6 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	return ret;
 }
 
-int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
-{
-	uint32_t n;
-	int ret, done = 0;
-
-	if (!u || !snap)
-		return -EINVAL;
-	/* Outside any window: the loader lock is free to take. A failed
-	 * refresh leaves the previous inventory, still the best we have. */
-	ret = sprobe_modules__refresh(u->mods);
-	(void)ret;
-	n = sprobe_snapshot__nthreads(snap);
-	/* One round for the whole snapshot: each module is pinned at most
-	 * once, and released after the last thread. */
-	u->in_round = true;
-	for (uint32_t i = 0; i < n; i++) {
-		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
-
-		if (!t || t->stage == SPROBE_STAGE_EMPTY)
-			continue;
-		if (sprobe_unwinder__unwind(u, t, NULL) >= 0)
-			done++;
-	}
-	round_end(u);
-	sprobe_snapshot__set_frames_resolved(snap, true);
-	return done;
-}
-
 /* Did the walk of a zero-pause sample get a whole stack? END is the
  * thread's start; MAX_FRAMES and a copy the cap cut short would end the
  * same way through the signal path. Anything else (BAD: a frame needed a
@@ -808,25 +782,30 @@ static bool zp_walk_complete(const struct sprobe_thread_sample *t, enum sprobe_u
 	       (why == SPROBE_UNWIND_TRUNCATED && t->truncated);
 }
 
-int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
-			     struct sprobe_snapshot *snap)
+int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
 {
-	uint32_t n, nzp = 0;
+	uint32_t n;
 	int ret, done = 0;
 
-	if (!u || !c || !snap)
+	if (!u || !snap)
 		return -EINVAL;
+	u->nshort = 0;
+	/* Outside any window: the loader lock is free to take. A failed
+	 * refresh leaves the previous inventory, still the best we have. */
 	ret = sprobe_modules__refresh(u->mods);
-	(void)ret; /* a failed refresh keeps the previous inventory */
+	(void)ret;
 	n = sprobe_snapshot__nthreads(snap);
-	if (n > u->zp_cap) {
-		uint32_t *p = realloc(u->zp_idx, n * sizeof(*p));
+	if (n > u->short_cap) {
+		uint32_t *p = realloc(u->short_idx, n * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
-		u->zp_idx = p;
-		u->zp_cap = n;
+		u->short_idx = p;
+		u->short_cap = n;
 	}
+	/* One round for the whole snapshot: each module is pinned at most
+	 * once, and released after the last thread. */
+	u->in_round = true;
 	for (uint32_t i = 0; i < n; i++) {
 		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
 		enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
@@ -835,8 +814,8 @@ int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *
 			continue;
 		if (t->stage == SPROBE_STAGE_UNWOUND) {
 			/* A zero-pause copy of a thread that has not run since
-			 * its last walk, which was complete (a short one is
-			 * re-captured with a signal): see zp_try(). */
+			 * its last walk, which was complete (the capture keeps
+			 * it; a short one was re-captured with a signal). */
 			done++;
 			continue;
 		}
@@ -848,37 +827,17 @@ int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *
 		u->st.zp_walks++;
 		if (!zp_walk_complete(t, why)) {
 			u->st.zp_short++;
-			u->zp_idx[nzp++] = i;
+			u->short_idx[u->nshort++] = i;
 		}
 	}
-	if (nzp) {
-		/* The threads run again since the capture; a signal now
-		 * gives their whole register set. */
-		ret = sprobe_capturer__recapture(c, snap, u->zp_idx, nzp);
-		if (ret < 0)
-			return ret;
-		for (uint32_t k = 0; k < nzp; k++) {
-			struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, u->zp_idx[k]);
-
-			if (t && t->stage != SPROBE_STAGE_EMPTY)
-				sprobe_unwinder__unwind(u, t, NULL);
-		}
-	}
+	round_end(u);
 	sprobe_snapshot__set_frames_resolved(snap, true);
 	return done;
 }
 
-int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
-			       struct sprobe_unwinder *u)
+uint32_t sprobe_unwinder__short_walks(const struct sprobe_unwinder *u, const uint32_t **idx)
 {
-	int ret;
-
-	if (!c || !snap || !u)
-		return -EINVAL;
-	ret = sprobe_capturer__capture(c, snap);
-	if (ret < 0)
-		return ret;
-	/* Every window is closed when capture returns: all threads run. */
-	ret = sprobe_unwinder__resolve(u, c, snap);
-	return ret < 0 ? ret : 0;
+	if (idx)
+		*idx = u && u->nshort ? u->short_idx : NULL;
+	return u ? u->nshort : 0;
 }
