@@ -104,7 +104,7 @@ DARWIN_EXCLUDED_SRCS := backends/linux.c userspace/symbols/modules.c userspace/s
 	userspace/unwind/unwind.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c \
 	backends/windows.c table/table_win.c userspace/modules_win.c userspace/unwind_pe.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
-DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/macos/unavailable.c
+DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
 DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
 	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
 ifeq ($(UNAME_S),Darwin)

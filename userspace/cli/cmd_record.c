@@ -39,6 +39,8 @@
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
+#include "userspace/common/clock.h"
+
 #include "cli.h"
 
 #define DEFAULT_OUTPUT "stackprobe.data"
@@ -80,20 +82,6 @@ static void usage(FILE *f)
 	      "stackprobe itself failed, 2 on a usage error.\n", f);
 }
 
-/* Strict positive number, 1..max. */
-static int parse_freq(const char *s, double *out)
-{
-	char *end;
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || *end || !(v >= 1 && v <= 10000))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 /* The agent library: $STACKPROBE_AGENT_LIB, else next to this executable
  * (build tree), else ../lib (installed). */
 static int find_agent(char *out, size_t len)
@@ -130,13 +118,6 @@ static int find_agent(char *out, size_t len)
 		}
 	}
 	return -ENOENT;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static volatile sig_atomic_t forward_sig;
@@ -185,7 +166,7 @@ int cmd_record(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+F:m:o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'F':
-			if (parse_freq(optarg, &freq)) {
+			if (cli_parse_double(optarg, 1, 10000, &freq)) {
 				fprintf(stderr, "stackprobe record: -F %s: expected a number of Hz in 1..10000\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
@@ -216,23 +197,16 @@ int cmd_record(int argc, char **argv)
 		case 'Z':
 			zero_pause = false;
 			break;
-		case 'S': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (!*optarg || *end || v < SIGRTMIN || v > SIGRTMAX) {
+		case 'S':
+			if (cli_parse_rtsig(optarg, &signo)) {
 				fprintf(stderr, "stackprobe record: --signal %s: expected a real-time signal "
 						"number in %d..%d\n", optarg, SIGRTMIN, SIGRTMAX);
 				return CLI_EXIT_USAGE;
 			}
-			signo = (int)v;
 			break;
-		}
 		case 'h':
-			usage(stdout);
-			return CLI_EXIT_OK;
 		default:
-			usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_usage_exit(usage, c);
 		}
 	}
 	if (optind >= argc) {
@@ -289,7 +263,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGQUIT, &sa, &old_quit);
 
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "stackprobe record: fork: %s\n", strerror(errno));
@@ -372,7 +346,7 @@ int cmd_record(int argc, char **argv)
 			forward_sig = 0;
 		}
 		if (tty)
-			status_line(st, mono_ns() - t0);
+			status_line(st, sprobe_mono_ns() - t0);
 		if (kp)
 			sprobe_pause__poll(kp, tty ? 250 : 50);
 		else if (tty)
@@ -405,7 +379,7 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: %s was killed by signal %d (%s)\n",
 				argv[optind], WTERMSIG(wst), strsignal(WTERMSIG(wst)));
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s)\n", output,
-			(double)(mono_ns() - t0) / 1e9);
+			(double)(sprobe_mono_ns() - t0) / 1e9);
 	}
 	if (kp) {
 		size_t nk = 0;

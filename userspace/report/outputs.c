@@ -9,6 +9,28 @@
 
 #include "userspace/report/outputs.h"
 
+/* ---- arrays ------------------------------------------------------------- */
+
+int ro_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap : 16;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	nv = realloc(*v, nc * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
+
 /* ---- buffer ------------------------------------------------------------- */
 
 void ro_buf__put(struct ro_buf *b, const void *data, size_t len)

@@ -26,6 +26,13 @@ int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_speedscope(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_svg(struct sprobe_report *r, FILE *out);
 
+/* ---- growable arrays --------------------------------------------------- */
+
+/* Make room for need elements of elem bytes in *v (capacity *cap, doubled
+ * from 16 until it fits; *v and *cap untouched on failure). Returns 0 or
+ * -ENOMEM (also when the size would overflow). */
+int ro_grow(void **v, size_t *cap, size_t need, size_t elem);
+
 /* ---- growable byte buffer ---------------------------------------------- */
 
 struct ro_buf {

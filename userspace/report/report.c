@@ -27,28 +27,8 @@
 
 #define VEC(T) struct { T *v; size_t n, cap; }
 
-static int vec_grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-	size_t nc = *cap ? *cap : 16;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	while (nc < need) {
-		if (nc > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		nc *= 2;
-	}
-	nv = realloc(*v, nc * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
-
 #define VEC_PUSH(vec, val)                                                        \
-	(vec_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))       \
+	(ro_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))        \
 		 ? -ENOMEM                                                        \
 		 : ((vec).v[(vec).n++] = (val), 0))
 
@@ -83,7 +63,7 @@ static long bytemap_intern(struct bytemap *m, const void *key, size_t len, bool 
 	}
 	if (m->keys.n >= UINT32_MAX - 1)
 		return -ENOMEM;
-	if (vec_grow((void **)&m->arena.v, &m->arena.cap, m->arena.n + len + 1, 1))
+	if (ro_grow((void **)&m->arena.v, &m->arena.cap, m->arena.n + len + 1, 1))
 		return -ENOMEM;
 	struct bkey k = { .off = m->arena.n, .len = len, .next = first };
 
@@ -450,7 +430,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		if (ti < 0)
 			return -ENOMEM;
 		smp.thread = (uint32_t)ti;
-		if (vec_grow((void **)&r->pcs.v, &r->pcs.cap, r->pcs.n + s->nframes, 8))
+		if (ro_grow((void **)&r->pcs.v, &r->pcs.cap, r->pcs.n + s->nframes, 8))
 			return -ENOMEM;
 		if (s->nframes)
 			memcpy(r->pcs.v + r->pcs.n, s->pcs, s->nframes * sizeof(uint64_t));
@@ -648,7 +628,7 @@ static long func_of(struct sprobe_report *r, uint64_t pc)
 	}
 	/* Functions are keyed by name: one per distinct name. funcs is
 	 * indexed by name id, grown on demand. */
-	if (vec_grow((void **)&r->funcs.v, &r->funcs.cap, r->names.keys.n, sizeof(struct func)))
+	if (ro_grow((void **)&r->funcs.v, &r->funcs.cap, r->names.keys.n, sizeof(struct func)))
 		return -ENOMEM;
 	while (r->funcs.n < r->names.keys.n) {
 		r->funcs.v[r->funcs.n] = (struct func){ .name = (uint32_t)r->funcs.n,

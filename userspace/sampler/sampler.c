@@ -42,6 +42,7 @@
 #include <stackprobe/unwind.h>
 
 #include "userspace/datafile/datafile_owned.h"
+#include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
 
 #define DEFAULT_FREQ 99.0
@@ -112,13 +113,6 @@ struct sprobe_sampler {
 
 /* One sampler per process: the capture handler is process-wide. */
 static atomic_flag sampler_running = ATOMIC_FLAG_INIT;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t real_ns(void)
 {
@@ -279,7 +273,7 @@ static void push_header(struct sprobe_sampler *s)
 	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
 	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
 	rec.header.start_realtime_ns = real_ns();
-	rec.header.start_mono_ns = mono_ns();
+	rec.header.start_mono_ns = sprobe_mono_ns();
 	rec.header.cmdline = buf;
 	rec.header.cmdline_len = (uint32_t)len;
 	sprobe_stream__push(s->stream, &rec);
@@ -593,7 +587,7 @@ static void round_once(struct sprobe_sampler *s)
 		uint64_t t0;
 
 		exclude_own_threads(s);
-		t0 = mono_ns();
+		t0 = sprobe_mono_ns();
 		err = sprobe_capturer__cpu_collect(s->capturer, s->snap,
 						  (uint64_t)(1e9 / s->opts.freq_hz));
 		round_process(s, err, t0);
@@ -601,7 +595,7 @@ static void round_once(struct sprobe_sampler *s)
 	}
 	round_finish(s);
 	exclude_own_threads(s);
-	s->started_ns = mono_ns();
+	s->started_ns = sprobe_mono_ns();
 	err = sprobe_capturer__capture_start(s->capturer, s->snap);
 	if (err == 0)
 		s->started = true;
@@ -646,7 +640,7 @@ static void *probe_main(void *arg)
 	pthread_setname_np(pthread_self(), "stackprobe");
 
 	uint64_t period = probe_period_ns(s);
-	uint64_t start = mono_ns();
+	uint64_t start = sprobe_mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
 	uint64_t next = start + period;
 
@@ -657,14 +651,14 @@ static void *probe_main(void *arg)
 				  NULL, FUTEX_BITSET_MATCH_ANY);
 		if (rc == 0 || (rc < 0 && errno != ETIMEDOUT))
 			continue; /* woken (stop), EAGAIN (stop already 1), EINTR */
-		uint64_t now = mono_ns();
+		uint64_t now = sprobe_mono_ns();
 		if (now < next)
 			continue; /* early return: sleep again */
 		if (end && now >= end)
 			break;
 		round_once(s);
 		next += period;
-		now = mono_ns();
+		now = sprobe_mono_ns();
 		if (next < now) /* overran: skip the missed ticks, do not burst */
 			next = now + period;
 	}
@@ -835,7 +829,7 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 		err = sprobe_stream__close(s->stream);
 		sprobe_stream__stats(s->stream, &st);
 		tr.end_realtime_ns = real_ns();
-		tr.end_mono_ns = mono_ns();
+		tr.end_mono_ns = sprobe_mono_ns();
 		memcpy(tr.lost, st.dropped_by_type, sizeof(tr.lost));
 		int e2 = sprobe_datafile_writer__finish(s->writer, &tr);
 		if (!err)
