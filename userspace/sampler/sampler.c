@@ -611,8 +611,8 @@ static void round_once(struct sprobe_sampler *s)
  * tick and folds the other expirations into si_overrun (which the weight
  * counts). Collecting every half tick therefore sees every stack a timer
  * can produce; waking at 1/F above HZ/2 would only find empty slots
- * (measured: ~0.35 samples per wake-up at 999 Hz with HZ=250). The tick
- * is the resolution of CLOCK_MONOTONIC_COARSE (one jiffy).
+ * (docs/PERFORMANCE.md, "Sampler: the CPU-mode wake-up"). The tick is the
+ * resolution of CLOCK_MONOTONIC_COARSE (one jiffy).
  */
 static uint64_t probe_period_ns(const struct sprobe_sampler *s)
 {
