@@ -170,3 +170,11 @@ $(BUILD)/fdguest: tests/workloads/fdguest.c | $(BUILD)
 
 all: $(BUILD)/fdguest
 $(BUILD)/tests/test_agent_fds: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/fdguest
+
+# ---- threads created with every signal blocked (tests/test_threads.c) ----
+$(BUILD)/maskedworkers: tests/workloads/maskedworkers.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
+
+all: $(BUILD)/maskedworkers
+$(BUILD)/tests/test_threads: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers

@@ -88,34 +88,40 @@ static void daemon_run(const char *how, int runs)
 {
 	for (int i = 0; i < runs; i++) {
 		char cmd[512], data[128], *out;
+		unsigned long n = 0;
 
-		snprintf(data, sizeof(data), OUT "/%s-%d.data", how, i);
-		snprintf(cmd, sizeof(cmd),
-			 "mkdir -p " OUT "/%s-%d && " CLI " record -q -F 999 -o %s -- " GUEST
-			 " %s " OUT "/%s-%d 300 2>&1",
-			 how, i, data, how, how, i);
-		int rc = run(cmd, &out);
-		if (rc != 0 || strstr(out, "stackprobe agent:"))
-			print_message("%s run %d: rc %d\n%s", how, i, rc, out);
-		assert_int_equal(rc, 0);
-		/* The agent had nothing to complain about. */
-		assert_null(strstr(out, "stackprobe agent:"));
-		free(out);
+		/* A run whose captures all timed out (both CPUs taken by other
+		 * work for its 300 ms) shows nothing about sampling: it is
+		 * repeated, at most twice. Its logs and data file are checked
+		 * every time. */
+		for (int attempt = 0; attempt < 3 && n == 0; attempt++) {
+			snprintf(data, sizeof(data), OUT "/%s-%d.data", how, i);
+			snprintf(cmd, sizeof(cmd),
+				 "mkdir -p " OUT "/%s-%d && " CLI " record -q -F 999 -o %s -- " GUEST
+				 " %s " OUT "/%s-%d 300 2>&1",
+				 how, i, data, how, how, i);
+			int rc = run(cmd, &out);
+			if (rc != 0 || strstr(out, "stackprobe agent:"))
+				print_message("%s run %d: rc %d\n%s", how, i, rc, out);
+			assert_int_equal(rc, 0);
+			/* The agent had nothing to complain about. */
+			assert_null(strstr(out, "stackprobe agent:"));
+			free(out);
 
-		struct sprobe_report_opts ro = { .sz = sizeof(ro) };
-		struct sprobe_report *r = sprobe_report__new(&ro);
-		assert_non_null(r);
-		assert_int_equal(sprobe_report__load_file(r, data), 0);
-		assert_int_equal(sprobe_report__status(r), SPROBE_DF_COMPLETE);
-		sprobe_report__free(r);
-		/* All its work comes after the close, so any sample of it shows
-		 * the recording went on (an agent whose data descriptor was
-		 * closed has none). Quiet machine: ~280 of ~290 captures; with
-		 * both CPUs taken by other work most captures can time out, so
-		 * the test asks for one. */
-		unsigned long n = guest_samples(data);
-		if (n < 20)
-			print_message("%s run %d: %lu samples in guest_work\n", how, i, n);
+			struct sprobe_report_opts ro = { .sz = sizeof(ro) };
+			struct sprobe_report *r = sprobe_report__new(&ro);
+			assert_non_null(r);
+			assert_int_equal(sprobe_report__load_file(r, data), 0);
+			assert_int_equal(sprobe_report__status(r), SPROBE_DF_COMPLETE);
+			sprobe_report__free(r);
+			/* All its work comes after the close, so any sample of it
+			 * shows the recording went on (an agent whose data
+			 * descriptor was closed has none). Quiet machine: ~280 of
+			 * ~290 captures. */
+			n = guest_samples(data);
+			if (n < 20)
+				print_message("%s run %d: %lu samples in guest_work\n", how, i, n);
+		}
 		assert_true(n >= 1);
 	}
 }

@@ -1553,6 +1553,34 @@ static void test_capture_finish_late_answer_dropped(void **state)
 	untrack(c);
 }
 
+static uint64_t thread_cpu_ns(pthread_t th)
+{
+	clockid_t id;
+	struct timespec ts;
+
+	assert_int_equal(pthread_getcpuclockid(th, &id), 0);
+	assert_int_equal(clock_gettime(id, &ts), 0);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait (bounded) until each of the n spinners has run ns more of CPU time:
+ * their CPU timers count CPU, not wall time, so on busy CPUs a fixed sleep
+ * may give them none. */
+static void wait_cpu(const struct worker *w, int n, uint64_t ns)
+{
+	uint64_t base[3], deadline = fx_now_ns() + 10000000000ull;
+
+	assert_true(n <= 3);
+	for (int i = 0; i < n; i++)
+		base[i] = thread_cpu_ns(w[i].th);
+	for (int i = 0; i < n; i++) {
+		while (thread_cpu_ns(w[i].th) - base[i] < ns) {
+			assert_true(fx_now_ns() < deadline);
+			sched_yield();
+		}
+	}
+}
+
 /* Threads come and go under CPU timers: a new thread's slot may be one an
  * exited thread used; a sample never carries another thread's tid, and
  * stats stay consistent. */
@@ -1575,10 +1603,13 @@ static void test_cpu_timer_thread_churn(void **state)
 			assert_int_equal(fx_worker_start(&w[i], PARK_SPIN, 0), 0);
 			tids[i] = atomic_load(&w[i].tid);
 		}
-		for (int r = 0; r < 4; r++) {
-			struct timespec ts = { 0, 3000000 };
+		unsigned gen_seen = 0;
 
-			nanosleep(&ts, NULL);
+		/* Four collects, and more (bounded) until this generation has
+		 * a sample: between collects each spinner runs 3 periods of
+		 * CPU, so the timers the first collect armed must have fired. */
+		for (int r = 0; r < 4 || (!gen_seen && r < 40); r++) {
+			wait_cpu(w, 3, 3000000);
 			assert_int_equal(sprobe_capturer__cpu_collect(c, s, 1000000), 0);
 			assert_true(fx_stats_consistent(sprobe_snapshot__stats(s)));
 			for (uint32_t k = 0; k < sprobe_snapshot__nthreads(s); k++) {
@@ -1598,9 +1629,10 @@ static void test_cpu_timer_thread_churn(void **state)
 				 * would come from a stale slot. */
 				assert_true(mine || (old && r == 0) ||
 					    syscall(SYS_tgkill, getpid(), t->tid, 0) == 0);
-				seen += mine && t->stage == SPROBE_STAGE_RAW;
+				gen_seen += mine && t->stage == SPROBE_STAGE_RAW;
 			}
 		}
+		seen += gen_seen;
 		for (int i = 0; i < 3; i++) {
 			fx_worker_stop(&w[i]);
 			prev[i] = tids[i];

@@ -241,6 +241,9 @@ static void test_text_shares(void **state)
 	assert_non_null(strstr(line, "40  57.14%"));
 	line_with(out, "Top functions by total", "demo+0x5abc", line, sizeof(line));
 	assert_non_null(strstr(line, "20  28.57%"));
+	/* demo's frames at PC_NOSYM have no name, its others do; libc's
+	 * have one: neither module is without symbols. */
+	assert_null(strstr(out, "symbols:"));
 
 	/* Threads: share and window percentiles. main has windows 1..30 and
 	 * 1..10 us: 40 values, median (rank 20) = 10 us, p99 (rank 40) and
@@ -276,6 +279,59 @@ static void test_text_shares(void **state)
 	assert_non_null(strstr(line, " 4.000"));
 	line_with(out, "thread 101:", "unmatched", line, sizeof(line));
 	assert_non_null(strstr(line, "1 "));
+	free(out);
+	df_buf_close(&b);
+}
+
+/* A module whose sampled frames have no name at all says so, with the
+ * package to install: libc without libc6-dbg (its .dynsym lacks
+ * start_thread) and a library without any symbol table. A module whose
+ * frames all have names gets no line. */
+static void test_modules_without_symbols(void **state)
+{
+	static const struct sprobe_df_range app_r = { 0x400000, 0x500000, 0 };
+	static const struct sprobe_df_range libc_r = { 0x7f0000000000, 0x7f0000200000, 0 };
+	static const struct sprobe_df_range foo_r = { 0x7f1000000000, 0x7f1000100000, 0 };
+	static const uint64_t st[] = { 0x7f1000000100, PC_MAIN, 0x7f00000891f4, 0x7f00001098eb };
+	struct df_buf b;
+
+	(void)state;
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER, .header = {
+		.pid = 4243, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 99,
+		.start_mono_ns = 1000000000, .cmdline = "app", .cmdline_len = 3 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 0, .load_bias = 0x400000, .path = "/usr/bin/app", .path_len = 12,
+		.ranges = &app_r, .nranges = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 1, .load_bias = 0x7f0000000000, .path = "/lib/x86_64-linux-gnu/libc.so.6",
+		.path_len = 31, .ranges = &libc_r, .nranges = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 2, .load_bias = 0x7f1000000000, .path = "/opt/lib/libfoo.so",
+		.path_len = 18, .ranges = &foo_r, .nranges = 1 } });
+	put_samples(&b, 101, 4, st, 4, 1000000000);
+	/* As the agent writes them: a name for app's pc, none (module and
+	 * offset only) for the libc and libfoo ones. */
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_MAIN, .module = 0, .name = "main", .name_len = 4 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st[0], .module = 2, .offset = 0x100 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st[2], .module = 1, .offset = 0x891f4 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st[3], .module = 1, .offset = 0x1098eb } });
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, &(struct sprobe_df_trailer){
+		.end_mono_ns = 2000000000 }), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+	char *out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+
+	print_message("%s", out);
+	assert_non_null(strstr(out, "\n  symbols:  libc.so.6: no symbols (install libc6-dbg for names)\n"));
+	assert_non_null(strstr(out, "\n            libfoo.so: no symbols (no symbol table; install its "
+				    "debug package (-dbgsym) or build with -g)\n"));
+	assert_null(strstr(out, "app: "));
+	assert_non_null(strstr(out, "libc.so.6+0x891f4"));
+	assert_non_null(strstr(out, "libc.so.6+0x1098eb"));
 	free(out);
 	df_buf_close(&b);
 }
@@ -810,6 +866,7 @@ static void test_cli_output_file(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_text_shares),
+	cmocka_unit_test(test_modules_without_symbols),
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
 	cmocka_unit_test(test_trace_and_pause_check),

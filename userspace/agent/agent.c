@@ -50,6 +50,8 @@
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
+#include "userspace/agent/agent.h"
+
 /* The agent's state: one sampler per process image. */
 static struct sprobe_sampler *agent_sampler;
 static pid_t agent_pid;
@@ -368,6 +370,12 @@ static void agent_yield_signal(int sig, const char *verb)
 static int capture_signo(void)
 {
 	return __atomic_load_n(&agent_signo, __ATOMIC_RELAXED);
+}
+
+int sprobe_agent__capture_signo(void)
+{
+	/* A forked child has no probe thread: no capture reaches its threads. */
+	return agent_sampler && getpid() == agent_pid ? capture_signo() : 0;
 }
 
 /* Does this mask change block the capture signal on purpose? (see above) */

@@ -57,8 +57,10 @@
 
 /* Long-lived descriptors go just below min(soft limit, SPROBE_FD_TOP):
  * placing them at a soft limit of 1M would make the kernel grow the
- * process's descriptor table to 1M entries (8 MiB). */
-#define SPROBE_FD_TOP 1024
+ * process's descriptor table to 1M entries (8 MiB); 4096 entries are
+ * 32 KiB, and a quarter of them (the CACHE budget) covers the two /proc
+ * files of 512 blocked threads. */
+#define SPROBE_FD_TOP 4096
 /* Below this soft limit the library holds no CACHE descriptor. */
 #define SPROBE_FD_MIN_LIMIT_FOR_CACHE 256
 /* KEEP descriptors are few and fixed: the data file, the task directory. */

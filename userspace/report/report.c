@@ -116,6 +116,10 @@ struct module {
 	uint64_t load_bias;
 	struct sprobe_df_range *ranges;
 	uint32_t nranges;
+	/* Frames of the selected samples in it, and how many of them had a
+	 * name (built by aggregate()): a module with frames and no name for
+	 * any has no symbols, which the text report says. */
+	uint64_t frames, named;
 };
 
 struct symbol {
@@ -138,6 +142,7 @@ struct sample {
 struct func {
 	uint32_t name;		/* id in names */
 	uint32_t module;	/* module index or NO_MODULE */
+	bool unnamed;		/* module+0xoff or 0xpc: no symbol had a name */
 	uint64_t self, total;
 	uint64_t mark;		/* last sample counted in total, + 1 */
 };
@@ -604,13 +609,14 @@ static long func_of(struct sprobe_report *r, uint64_t pc)
 	uint32_t id, si;
 	long name;
 	uint32_t module = SPROBE_DF_NO_MODULE;
-	bool added;
+	bool added, named = false;
 
 	if (ro_map__get(&r->pc_func, pc, &id))
 		return id;
 	if (ro_map__get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
+		named = true;
 	} else {
 		const struct module *m = module_of(r, pc);
 		char buf[512];
@@ -635,8 +641,10 @@ static long func_of(struct sprobe_report *r, uint64_t pc)
 							.module = SPROBE_DF_NO_MODULE };
 		r->funcs.n++;
 	}
-	if (r->funcs.v[name].module == SPROBE_DF_NO_MODULE)
+	if (r->funcs.v[name].module == SPROBE_DF_NO_MODULE) {
 		r->funcs.v[name].module = module;
+		r->funcs.v[name].unnamed = !named;
+	}
 	if (ro_map__put(&r->pc_func, pc, (uint32_t)name))
 		return -ENOMEM;
 	return name;
@@ -677,6 +685,8 @@ static int aggregate(struct sprobe_report *r)
 	r->all_win.n = 0;
 	r->nsel = 0;
 	r->nsel_stacks = 0;
+	for (size_t i = 0; i < r->modules.n; i++)
+		r->modules.v[i].frames = r->modules.v[i].named = 0;
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
@@ -693,7 +703,13 @@ static int aggregate(struct sprobe_report *r)
 			if (fid < 0)
 				return (int)fid;
 			struct func *f = &r->funcs.v[fid];
+			uint32_t mpos;
 
+			if (f->module != SPROBE_DF_NO_MODULE &&
+			    ro_map__get(&r->mod_idx, f->module, &mpos)) {
+				r->modules.v[mpos].frames++;
+				r->modules.v[mpos].named += !f->unnamed;
+			}
 			if (i == 0)
 				f->self += s->weight;
 			if (f->mark != si + 1) {	/* recursion counts once */
@@ -1048,6 +1064,34 @@ static int cmp_thread(const void *a, const void *b, void *arg)
 	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
+/*
+ * Sampled modules none of whose frames has a name. Names come from the
+ * symbol records the agent wrote, so such a module had no symbols for any
+ * of them when it was recorded: no symbol table, or one that covers none
+ * of the code the samples hit. Say so, with the package that fixes it,
+ * rather than leave the reader guessing at "libc.so.6+0x891f4". A module
+ * with some names gets no line: frames without one happen with full
+ * symbols too (PLT stubs), and the file does not say which symbol table
+ * named the others (libc's .dynsym names read but not start_thread).
+ */
+static void text_symbols(FILE *o, const struct sprobe_report *r)
+{
+	bool first = true;
+
+	for (size_t i = 0; i < r->modules.n; i++) {
+		const struct module *m = &r->modules.v[i];
+		const char *b = base_name(m->path);
+		bool libc = strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0;
+
+		if (!m->frames || m->named)
+			continue;
+		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
+			libc ? "install libc6-dbg for names"
+			     : "no symbol table; install its debug package (-dbgsym) or build with -g");
+		first = false;
+	}
+}
+
 static int write_text(struct sprobe_report *r, FILE *o)
 {
 	uint64_t wall = wall_ns(r);
@@ -1083,6 +1127,8 @@ static int write_text(struct sprobe_report *r, FILE *o)
 		fprintf(o, "  weights:  the %" PRIu64 " samples come from %" PRIu64 " captured stacks,\n"
 			   "            each counted for the CPU timer periods it covers\n",
 			nsel, r->nsel_stacks);
+
+	text_symbols(o, r);
 
 	for (int pass = 0; pass < 2; pass++) {
 		ids = sorted_funcs(r, pass == 1, &nf);
