@@ -76,7 +76,7 @@ test-install: all
 TEST_LANES += test-install
 
 # ---- the report part's fuzz lane ---------------------------------------------
-# report.c now dispatches to the writers above, so the fuzzer (mk/report.mk)
+# formats.c (userspace/report/) dispatches to the writers above, so the fuzzer (mk/report.mk)
 # must link them too, with zlib and the version string. mk/report.mk sets
 # FUZZ_DATAFILE_SRCS with := after this file is read, hence a target-specific
 # append (applied when the recipe runs). Better: list these in mk/report.mk.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Containers and escaping shared by the pprof, speedscope and SVG writers.
- * See report_outputs.h.
+ * See outputs.h.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Private to the library: the pprof, speedscope and SVG writers
- * (report_pprof.c, report_speedscope.c, report_svg.c) and the small
- * containers they share (report_outputs.c).
+ * (pprof.c, speedscope.c, svg.c) and the small containers they share
+ * (outputs.c), the model's writers included.
  *
  * The writers read the report only through the public accessors in
  * <stackprobe/report.h> (info, foreach_sample, resolve, modules), so the
- * report's own tables stay private to report.c. sprobe_report__write()
- * calls them after aggregating.
+ * report's own tables stay private to the model (report_internal.h).
+ * sprobe_report__write() (formats.c) calls them after aggregating.
  *
  * Errors: int functions return 0 or -errno (-ENOMEM, -EIO). Nothing here is
  * thread-safe; each object belongs to one writer call.
