@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Private interface between the portable snapshot code (snapshot.c) and a
- * platform capture backend (linux.c, windows.c, macos.c, unsupported.c).
+ * platform capture backend (backends/linux/, windows/, macos/, and
+ * unsupported/ for a platform without one).
  *
- * Exactly one backend is compiled in per platform; each guards its whole
- * body with the platform's #if so every file can sit in backends/ and be
- * picked up by the wildcard build.
+ * Exactly one backend is compiled in per platform, chosen by its folder:
+ * the build compiles backends/<os>/ for that OS only (Makefile lib_srcs,
+ * mk/windows.mk), so no backend file needs a whole-file #if.
  *
  * A backend implements:
  *   sprobe_capturer__new / __free / __signo  (public, declared in capture.h)

@@ -1,5 +1,6 @@
 # Capture backend (backends/, userspace/unwind/unwind_fp.c): per-test flags, the
-# aarch64 lane under qemu-user, the unsupported-platform lane, make soak.
+# aarch64 lane under qemu-user, the unsupported-platform lane, the handler
+# check, make soak.
 
 # The known-stack test needs frame pointers in the test's own functions.
 $(BUILD)/tests/test_capture: TEST_CFLAGS += -fno-omit-frame-pointer
@@ -13,7 +14,10 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
 CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind/unwind_fp.c
-CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) backends/linux.c userspace/common/fds.c
+# The Linux backend, one mechanism per file (backends/linux/linux.h). Used
+# by the lanes of mk/unwind.mk and mk/zeropause.mk too (included after this).
+CAPTURE_LINUX_SRCS := $(sort $(wildcard backends/linux/*.c))
+CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) $(CAPTURE_LINUX_SRCS) userspace/common/fds.c
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
 	-Iinclude -I. -Ibackends -Itests -fno-omit-frame-pointer
 
@@ -29,18 +33,42 @@ test-aarch64: $(BUILD)/aarch64/test_capture
 TEST_LANES += test-aarch64
 
 # --- unsupported platforms ----------------------------------------------
-# Builds the portable half with backends/unsupported.c instead of linux.c
+# Builds the portable half with backends/unsupported/ instead of backends/linux/
 # and checks that every capture says -ENOTSUP (never an empty snapshot).
-$(BUILD)/unsupported/capture_unsupported: tests/capture_unsupported.c $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c $(HDRS)
+$(BUILD)/unsupported/capture_unsupported: tests/capture_unsupported.c $(CAPTURE_PORTABLE_SRCS) backends/unsupported/capture.c $(HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -DSPROBE_BACKEND_UNSUPPORTED \
-		-Iinclude -I. -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported.c -lcmocka
+	$(Q)$(CC) -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
+		-Iinclude -I. -Ibackends -Itests -o $@ $< $(CAPTURE_PORTABLE_SRCS) backends/unsupported/capture.c -lcmocka
 
 .PHONY: test-unsupported
 test-unsupported: $(BUILD)/unsupported/capture_unsupported
 	$(Q)tools/run-tests.sh $(BUILD)/test-results/unsupported.res $<
 TEST_LANES += test-unsupported
+
+# --- the handler calls only async-signal-safe functions -------------------
+# backends/linux/handler.c holds the suspend window's code and nothing else
+# (the rule in backends/linux/linux.h), so what it calls is what `nm -u`
+# lists for its object: each name must be in backends/linux/handler.allow.
+# Checked on the library's object and on an aarch64 build of it (outline
+# atomics, other inlining); the self-test shows the check fails, naming the
+# call, on an object that calls malloc.
+HANDLER_OBJ := $(BUILD)/obj/backends/linux/handler.o
+HANDLER_A64_OBJ := $(BUILD)/aarch64/handler.o
+HANDLER_ALLOW := backends/linux/handler.allow
+
+$(HANDLER_A64_OBJ): backends/linux/handler.c $(HDRS)
+	$(call msg,A64-CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(AARCH64_CC) $(CAPTURE_A64_CFLAGS) -c $< -o $@
+
+.PHONY: test-handler-nm
+test-handler-nm: $(HANDLER_OBJ) $(HANDLER_A64_OBJ) $(HANDLER_ALLOW) tests/handler_nm_test.sh
+	$(Q)tools/run-tests.sh $(BUILD)/test-results/handler-nm.res \
+		"tests/handler_nm_test.sh check $(HANDLER_ALLOW) $(HANDLER_OBJ)" \
+		"tests/handler_nm_test.sh check $(HANDLER_ALLOW) $(HANDLER_A64_OBJ)" \
+		"tests/handler_nm_test.sh selftest $(HANDLER_ALLOW)"
+TEST_LANES += test-handler-nm
 
 # --- soak: 10^5 torture captures (not part of make test; `make soak` runs
 # it before the service soak of mk/hardening.mk) ---------------------------

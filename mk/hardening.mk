@@ -28,7 +28,7 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 
 # The capture copies a live stack (its own, from its signal handler) that
 # holds other frames' ASan redzones; ASan's memcpy interceptor reports that
-# as a stack-buffer-underflow in capture_handler (backends/linux.c) although
+# as a stack-buffer-underflow in sprobe_lx_capture_handler (backends/linux/handler.c) although
 # the copy is by design. The tests that capture real threads in-process run
 # with the intrinsic interceptors off (instrumented loads and stores stay
 # checked; memcpy/memset/memmove ranges do not). The alternative,

@@ -221,6 +221,10 @@ $(MACHO_DIR)/libfx-%.text: $(MACHO_DIR)/libfx-%.dylib
 		f && $$1 == "vmaddr" { a = $$2 } f && $$1 == "vmsize" { print a, $$2; f = 0; seen = 1 }' > $@
 
 $(BUILD)/tests/test_macho: $(MACHO_FIXTURES)
+# The Mach-O parser is portable C in backends/macos/, which the Linux
+# library does not build: the test links it in itself.
+$(BUILD)/tests/test_macho: $(BUILD)/obj/backends/macos/macho.o
+$(BUILD)/tests/test_macho: TEST_LIBS += $(BUILD)/obj/backends/macos/macho.o
 $(BUILD)/tests/test_macho: TEST_CFLAGS += -DMACHO_FIXTURE_DIR='"$(CURDIR)/$(MACHO_DIR)"'
 
 # ---- A build on a real macOS host -----------------------------------------

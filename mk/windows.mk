@@ -24,9 +24,9 @@ WIN_ENV   := WINEPREFIX=$(WINEPFX) WINEDEBUG=-all WINEDLLOVERRIDES='mscoree,msht
 # Portable library sources + the Windows ones. Wildcards so that a part that
 # has not landed yet (table/, snapshot.c) simply is not there.
 WIN_LIB_SRCS := $(sort $(wildcard backends/snapshot.c table/table.c userspace/common/version.c userspace/unwind/unwind_fp.c \
-	backends/windows.c userspace/unwind_pe.c userspace/modules_win.c table/table_win.c))
-WIN_OWN_SRCS := $(sort $(wildcard backends/windows.c userspace/unwind_pe.c \
-	userspace/modules_win.c table/table_win.c))
+	backends/windows/*.c table/table_win.c))
+WIN_OWN_SRCS := $(sort $(wildcard backends/windows/*.c \
+	table/table_win.c))
 WIN_LIB_OBJS := $(patsubst %.c,$(WIN)/obj/%.o,$(WIN_LIB_SRCS))
 WIN_TEST_SRCS := $(sort $(wildcard tests/test_windows_*.c))
 WIN_TEST_BINS := $(patsubst tests/%.c,$(WIN)/tests/%.exe,$(WIN_TEST_SRCS))

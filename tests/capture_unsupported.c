@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The unsupported-platform contract, built by mk/capture.mk with
- * backends/unsupported.c in place of a real backend: capturing reports
+ * backends/unsupported/capture.c in place of a real backend: capturing reports
  * -ENOTSUP and never an empty snapshot that would read as "no threads".
  * (Not named test_*.c: it must not be linked with the Linux backend.)
  */

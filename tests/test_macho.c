@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The Mach-O image parser of userspace/modules_macos.c, run on Linux against
+ * The Mach-O image parser of backends/macos/macho.c, run on Linux against
  * real dylibs (arm64 and x86_64) that ld64.lld linked from
  * tests/macho_fixture.c. Each image is laid out in memory the way dyld maps
  * it (every segment at its vmaddr plus a slide), then parsed. Expected
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "sprobe_test.h"
-#include "../userspace/modules_macos.h"
+#include "backends/macos/modules.h"
 
 #ifndef MACHO_FIXTURE_DIR
 #error "MACHO_FIXTURE_DIR is set by mk/macos.mk"

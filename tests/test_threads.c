@@ -75,14 +75,14 @@ static unsigned long fn_samples(const char *folded, const char *fn, int *threads
 	return total;
 }
 
-static void masked_workers(const char *mode)
+static void masked_workers(const char *mode, const char *how)
 {
 	char cmd[512], *out;
 	int threads = 0;
 
 	snprintf(cmd, sizeof(cmd),
-		 CLI " record -q -F 499 --mode %s -o " OUT "/masked-%s.data -- build/maskedworkers 600",
-		 mode, mode);
+		 CLI " record -q -F 499 --mode %s -o " OUT "/masked-%s.data -- build/maskedworkers 600 %s",
+		 mode, mode, how);
 	assert_int_equal(run(cmd, &out), 0);
 	/* Both workers kept the program's mask but for the capture signal. */
 	const char *p = out;
@@ -103,22 +103,34 @@ static void masked_workers(const char *mode)
 	 * cpu mode's timer signal stayed pending). */
 	assert_true(n >= 20);
 	assert_int_equal(threads, 2);
+	/* An inherited mask is fixed in the creating thread: no frame of
+	 * ours; a mask in the attributes needs the trampoline frame. */
+	if (strcmp(how, "attr") == 0)
+		assert_non_null(strstr(out, "stackprobe_thread_start"));
+	else
+		assert_null(strstr(out, "stackprobe_thread_start"));
 	free(out);
 }
 
 static void test_masked_workers_wall(void **state)
 {
-	masked_workers("wall");
+	masked_workers("wall", "");
 }
 
 static void test_masked_workers_cpu(void **state)
 {
-	masked_workers("cpu");
+	masked_workers("cpu", "");
+}
+
+static void test_mask_in_attributes(void **state)
+{
+	masked_workers("wall", "attr");
 }
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_masked_workers_wall),
 	cmocka_unit_test(test_masked_workers_cpu),
+	cmocka_unit_test(test_mask_in_attributes),
 };
 
 SPROBE_TEST_MAIN(tests)

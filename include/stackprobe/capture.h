@@ -13,7 +13,7 @@
  * lock (malloc's, the loader's, stdio's). So nothing that runs inside a
  * window may allocate, lock, log or look up a symbol. Every function on that
  * path is tagged ASYNC-SIGNAL-SAFE in backends/ and the reason is written
- * once, at the top of backends/linux.c.
+ * once, in backends/linux/linux.h.
  *
  * Zero-pause (opts.zero_pause, wall captures): a thread blocked in the
  * kernel is read without any window at all -- its SP and PC from
@@ -427,7 +427,8 @@ int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s);
  * Stats count the collected samples only: threads_total = captured +
  * dropped (NO_STACK, or NO_SLOT when s is smaller than the thread count).
  * A late or stale timer signal can never write into a slot that was
- * reused: each timer carries its slot's generation (see backends/linux.c).
+ * reused: each timer carries its slot's generation (see
+ * backends/linux/cputime.c).
  * While CPU-timer capture runs, sprobe_capturer__capture() returns -EBUSY.
  * Returns 0, or -EINVAL (NULL, interval_ns outside [10 us, 1 h], a
  * capturer made with method VM_READV),

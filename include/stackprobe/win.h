@@ -5,7 +5,8 @@
  * symbolize return addresses.
  *
  * Capture itself goes through the portable API in <stackprobe/capture.h>
- * (sprobe_capturer__capture(); the Windows backend is backends/windows.c).
+ * (sprobe_capturer__capture(); the Windows backend is
+ * backends/windows/capture.c).
  * This header adds only what has no portable equivalent. Everything here
  * runs *after* the suspend windows, while every thread runs: it may
  * allocate and take locks, and none of it is async-signal-safe.

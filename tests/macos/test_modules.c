@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * macOS module inventory and names through the public API of
- * <stackprobe/symbolize.h> (userspace/modules_macos.c over dyld). Built and
+ * <stackprobe/symbolize.h> (backends/macos/modules.c over dyld). Built and
  * run only on a macOS host (`make test` there); here it is only syntax-checked
  * against tests/macos_sdk_standin.h and has NOT been run by anyone yet.
  */

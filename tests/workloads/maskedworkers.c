@@ -4,9 +4,10 @@
  * every signal blocked around pthread_create, so each worker starts with a
  * full mask (tests/test_threads.c).
  *
- *   maskedworkers MS [late]
+ *   maskedworkers MS [late|attr]
  *       Two workers spin in masked_spin() for MS ms; main waits in
- *       pthread_join. "late": each worker blocks every signal itself once
+ *       pthread_join. "attr": the full mask is given in the thread
+ *       attributes (pthread_attr_setsigmask_np) instead of inherited. "late": each worker blocks every signal itself once
  *       running (raw rt_sigprocmask, which no wrapper sees), so no signal
  *       can reach it; it then prints its CPU time in ns as "cpu TID NS".
  */
@@ -20,7 +21,7 @@
 #include <unistd.h>
 
 static unsigned long ms;
-static int late;
+static int late, by_attr;
 static volatile unsigned long sink;
 
 static unsigned long long ns(clockid_t c)
@@ -80,12 +81,20 @@ int main(int argc, char **argv)
 		return 2;
 	ms = strtoul(argv[1], NULL, 10);
 	late = argc > 2 && strcmp(argv[2], "late") == 0;
+	by_attr = argc > 2 && strcmp(argv[2], "attr") == 0;
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	if (by_attr)
+		pthread_attr_setsigmask_np(&at, &all);
+	else
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (int i = 0; i < 2; i++)
-		if (pthread_create(&th[i], NULL, worker, NULL) != 0)
+		if (pthread_create(&th[i], &at, worker, NULL) != 0)
 			return 1;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!by_attr)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	return 0;

@@ -6,7 +6,9 @@
  *   1. samples: all -> thread ("name-tid", as in the folded report) ->
  *      frames root first; width = samples. Hover shows the frame, its
  *      samples and share; click zooms into it (its ancestors stay, full
- *      width); "Reset Zoom" or Escape goes back.
+ *      width); "Reset Zoom" or Escape goes back. "Search" (or Ctrl-F)
+ *      asks for a regexp, colours the matching frames and shows the share
+ *      of each graph they cover ("Matched: N%"); click again to reset.
  *   2. pause cost per thread (when the file has capture windows): the same
  *      tree weighted by the capture window each sample cost its thread
  *      (signal handler entry -> exit), so the widest towers are the threads
@@ -192,12 +194,49 @@ static const char script[] =
 	"  graph.querySelector('.unzoom').classList.add('hide');\n"
 	"}\n"
 	"document.addEventListener('click', function (ev) {\n"
+	"  if (ev.target.closest('.search')) { askSearch(); return; }\n"
 	"  var u = ev.target.closest('.unzoom');\n"
 	"  if (u) { unzoom(u.closest('g.graph')); return; }\n"
 	"  var g = ev.target.closest('g.f'); if (g) zoom(g);\n"
 	"});\n"
+	/* Search, as flamegraph.pl's: a regexp from a prompt (the SVG has no
+	 * input element), matching frames turn purple, and each graph says the
+	 * share of its width the matches cover (overlapping matches, e.g. a
+	 * recursive function, counted once; unzoomed coordinates, so the share
+	 * is of the whole graph whatever the zoom). */
+	"function search(term) {\n"
+	"  var re; try { re = new RegExp(term); } catch (e) {\n"
+	"    re = new RegExp(term.replace(/[.*+?^${}()|[\\]\\\\]/g, '\\\\$&')); }\n"
+	"  document.querySelectorAll('g.graph').forEach(function (graph) {\n"
+	"    var spans = [];\n"
+	"    frames(graph).forEach(function (e) {\n"
+	"      var m = re.test(nameOf(e)); e.classList.toggle('match', m);\n"
+	"      if (m) spans.push([+e.dataset.x, +e.dataset.x + +e.dataset.w]);\n"
+	"    });\n"
+	"    spans.sort(function (a, b) { return a[0] - b[0]; });\n"
+	"    var covered = 0, end = -Infinity;\n"
+	"    spans.forEach(function (s) {\n"
+	"      if (s[0] > end) { covered += s[1] - s[0]; end = s[1]; }\n"
+	"      else if (s[1] > end) { covered += s[1] - end; end = s[1]; }\n"
+	"    });\n"
+	"    graph.querySelector('.matched').textContent =\n"
+	"      'Matched: ' + (100 * covered / (W - 2 * PAD)).toFixed(2) + '%';\n"
+	"  });\n"
+	"  document.querySelector('.search').textContent = 'Reset Search';\n"
+	"}\n"
+	"function unsearch() {\n"
+	"  document.querySelectorAll('g.f.match').forEach(function (e) { e.classList.remove('match'); });\n"
+	"  document.querySelectorAll('.matched').forEach(function (e) { e.textContent = ' '; });\n"
+	"  document.querySelector('.search').textContent = 'Search';\n"
+	"}\n"
+	"function askSearch() {\n"
+	"  if (document.querySelector('g.f.match')) { unsearch(); return; }\n"
+	"  var term = prompt('Search frames (regexp allowed, e.g. ^parse_)', '');\n"
+	"  if (term) search(term);\n"
+	"}\n"
 	"document.addEventListener('keydown', function (ev) {\n"
 	"  if (ev.key === 'Escape') document.querySelectorAll('g.graph').forEach(unzoom);\n"
+	"  if ((ev.ctrlKey || ev.metaKey) && ev.key === 'f') { ev.preventDefault(); askSearch(); }\n"
 	"});\n"
 	"document.addEventListener('mouseover', function (ev) {\n"
 	"  var g = ev.target.closest('g.f');\n"
@@ -217,7 +256,9 @@ static const char style[] =
 	"  .title { font-size: 17px; }\n"
 	"  .sub { font-size: 12px; fill: #444; }\n"
 	"  .details { font-size: 12px; }\n"
-	"  .unzoom { cursor: pointer; fill: #36c; }\n"
+	"  .unzoom, .search { cursor: pointer; fill: #36c; }\n"
+	"  .matched { font-size: 12px; }\n"
+	"  g.f.match rect { fill: rgb(230,0,230); }\n"
 	"  g.f { cursor: pointer; }\n"
 	"  g.f text { pointer-events: none; }\n"
 	"  g.f:hover rect { stroke: #000; stroke-width: 0.5; }\n"
@@ -354,8 +395,10 @@ static int graph(FILE *o, struct fg *g, struct tree *t, bool pause, double top, 
 		err = draw(&L, t, 0, 0, PAD);
 	else
 		err = 0;
-	fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" class=\"details\"> </text>\n</g>\n", PAD,
+	fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" class=\"details\"> </text>\n", PAD,
 		top + 24 + gh + 14);
+	fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" class=\"matched\" text-anchor=\"end\"> </text>\n</g>\n",
+		IMG_W - PAD, top + 24 + gh + 14);
 	*height = 24 + gh + 24;
 	return err;
 }
@@ -450,6 +493,8 @@ int sprobe_report__write_svg(struct sprobe_report *r, FILE *out)
 	fprintf(out, "<text x=\"%.0f\" y=\"24\" class=\"title\">stackprobe: ", PAD);
 	ro_xml_str(out, info.source ? info.source : "profile", 0);
 	fputs("</text>\n", out);
+	fprintf(out, "<text x=\"%.0f\" y=\"24\" class=\"search\" text-anchor=\"end\">Search</text>\n",
+		IMG_W - PAD);
 	subtitle(out, &info, g.samples.pruned + g.pause.pruned);
 	fwrite(bodybuf, 1, bodylen, out);
 	fputs("</svg>\n", out);

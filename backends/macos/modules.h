@@ -3,12 +3,12 @@
  * Mach-O module inventory, attribution and symbol names (internal header).
  *
  * Two layers:
- *  - sprobe_macho_image__*: a parser for one Mach-O image *as dyld maps it in
+ *  - sprobe_macho_image__* (macho.c): a parser for one Mach-O image *as dyld maps it in
  *    memory* (header at the start of __TEXT, segments at vmaddr + slide).
  *    Portable C over bytes: it builds and is tested on Linux against dylibs
  *    linked here with ld64.lld (tests/test_macho.c), because no macOS host
  *    exists on the build machines.
- *  - on macOS, modules_macos.c also implements the public module API of
+ *  - on macOS, modules.c implements the public module API of
  *    <stackprobe/symbolize.h> (sprobe_modules__*) over dyld's image list
  *    (_dyld_image_count and friends), with this parser underneath.
  *
@@ -24,6 +24,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* A bound on sizeofcmds: real images stay far below it, and it keeps a
+ * corrupt header from making us walk gigabytes. */
+#define MACHO_MAX_CMDS_BYTES (1u << 20)
 
 struct sprobe_macho_sym;
 

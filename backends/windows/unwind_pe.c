@@ -2,7 +2,7 @@
 /*
  * Unwinding a captured Windows stack with the PE unwind data.
  *
- * The capture (backends/windows.c) leaves, per thread, the registers and a
+ * The capture (backends/windows/capture.c) leaves, per thread, the registers and a
  * copy of [sp, stack_top) (capped). Here, after every thread runs again, we
  * walk that copy with the OS's own unwinder: RtlLookupFunctionEntry finds
  * the RUNTIME_FUNCTION of pc, RtlVirtualUnwind applies its unwind codes to a
@@ -20,8 +20,6 @@
  * (x86_64). A truncated copy therefore ends the walk early instead of
  * reading past the buffer.
  */
-#ifdef _WIN32
-
 #include <windows.h>
 
 #include <errno.h>
@@ -342,5 +340,3 @@ int sprobe_snapshot__unwind_pe(struct sprobe_snapshot *snap)
 	sprobe_snapshot__set_frames_resolved(snap, true);
 	return 0;
 }
-
-#endif /* _WIN32 */

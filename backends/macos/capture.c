@@ -8,7 +8,7 @@
  * tests/macos_sdk_standin.h; .github/workflows/ci.yml builds and tests it on
  * real macOS runners. See docs/MACOS.md.
  *
- * The suspend-window rule (backends/linux.c states it in full): a suspended
+ * The suspend-window rule (backends/linux/linux.h states it in full): a suspended
  * thread may hold any lock, malloc's and dyld's included, so between
  * thread_suspend() and thread_resume() this file does only this:
  * thread_get_state() into a stack variable, bounds arithmetic, one
@@ -33,8 +33,6 @@
  * window uses once, before any thread is suspended (Chromium's
  * SuspendableThreadDelegateMac does the same with thread_get_state).
  */
-#ifdef __APPLE__
-
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -43,7 +41,7 @@
 #include <mach/mach_time.h>
 #include <mach/mach_vm.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 
 #if defined(__x86_64__)
 typedef x86_thread_state64_t macos_state_t;
@@ -60,7 +58,7 @@ typedef arm_thread_state64_t macos_state_t;
  * the 47-bit user address space; drop it. An unsigned value is unchanged. */
 #define MACOS_STRIP_PAC(v) ((uint64_t)(v) & 0x00007fffffffffffull)
 #else
-#error "backends/macos.c supports x86_64 and arm64 only"
+#error "backends/macos/capture.c supports x86_64 and arm64 only"
 #endif
 
 /* What the probe learns about a sibling before its window. */
@@ -389,5 +387,3 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
-
-#endif /* __APPLE__ */

@@ -4,16 +4,13 @@
  * an empty snapshot would read as "this process has no other threads",
  * which is a different and false claim.
  *
- * Built where none of linux.c, windows.c, macos.c applies, or everywhere
- * with -DSPROBE_BACKEND_UNSUPPORTED (the test-unsupported lane compiles it
- * that way on Linux to check the contract).
+ * Built in place of backends/<os>/ where there is none (the
+ * test-unsupported lane of mk/capture.mk builds it on Linux to check the
+ * contract).
  */
-#if defined(SPROBE_BACKEND_UNSUPPORTED) || \
-	(!defined(__linux__) && !defined(_WIN32) && !defined(__APPLE__))
-
 #include <errno.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 
 struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *opts)
 {
@@ -86,5 +83,3 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	(void)s;
 	return -ENOTSUP;
 }
-
-#endif

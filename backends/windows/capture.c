@@ -29,8 +29,6 @@
  * [StackLimit, StackBase) is dropped (NO_STACK) rather than read. There is
  * no red zone in the Windows x64 or arm64 ABIs.
  */
-#ifdef _WIN32
-
 #include <windows.h>
 #include <tlhelp32.h>
 #include <winternl.h>
@@ -39,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 
 /* ThreadBasicInformation's layout; winternl.h does not declare it. */
 struct sprobe_thread_basic_info {
@@ -319,5 +317,3 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	LeaveCriticalSection(&c->lock);
 	return 0;
 }
-
-#endif /* _WIN32 */

@@ -10,8 +10,6 @@
  * checked against SizeOfImage before it is followed: a damaged or unusual
  * header yields "no PDB"/"no exports", never a fault.
  */
-#ifdef _WIN32
-
 #include <windows.h>
 #include <tlhelp32.h>
 
@@ -347,5 +345,3 @@ int sprobe_win_modules__symbolize(const struct sprobe_win_modules *mods, uint64_
 		*offset = rva - e->rva;
 	return 0;
 }
-
-#endif /* _WIN32 */

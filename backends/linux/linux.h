@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Linux capture backend (x86_64, aarch64): a real-time signal per thread.
+ * The internal header its files share; one mechanism per file:
+ *   handler.c     the signal handler and all it calls: the suspend window
+ *   proc.c        /proc readers: maps -> ranges, the thread set, SigBlk
+ *   batch.c       slot arm/cancel, batch send/wait, the blocked-thread memo
+ *   vmreadv.c     the VM_READV method's probe half (process_vm_readv)
+ *   zero_pause.c  zero-pause capture of blocked threads, and its self-test
+ *   cputime.c     CPU-timer mode (per-thread CPU-clock timers)
+ *   capturer.c    wall-capture entry points and the capturer's life cycle
+ *
+ * THE SUSPEND-WINDOW RULE (stated once; handler.c holds the handler path and
+ * nothing else, every function there and the helpers below tagged
+ * ASYNC-SIGNAL-SAFE rely on it, and `make test-handler-nm` (mk/capture.mk)
+ * fails when handler.o calls anything outside backends/linux/handler.allow):
+ *   The capture handler runs on a thread that may have been interrupted
+ *   while holding any lock in the process (malloc's arenas, the loader's,
+ *   stdio's). So the handler may only: read the ucontext, read the thread
+ *   pointer, read clock_gettime (vDSO), memcpy from the interrupted stack into
+ *   a buffer allocated before the window, make raw syscalls (futex), and do
+ *   lock-free atomics on memory that outlives the handler. No malloc/free, no
+ *   locks, no stdio, no TLS that could be lazily allocated, no dl* calls, no
+ *   symbolisation. It restores errno. The copy never faults: its bounds come
+ *   from data the probe prepared before the window (see stack_bounds()).
+ * Protocol (probe thread P, target thread T, slot i of the snapshot):
+ *   P, outside any window: enumerates /proc/self/task (getdents64 into a
+ *   preallocated buffer), reads each thread's SigBlk, (re)reads
+ *   /proc/self/maps into a sorted range array when the thread set changed.
+ *   P arms slot i: writes the sample pointer, then stores
+ *   state = gen << 2 | ARMED (release). P sends rt_tgsigqueueinfo(T) with
+ *   si_code SI_QUEUE, si_pid = our pid and si_value = gen << 16 | i.
+ *   T's handler checks si_code/si_pid, then CASes state ARMED -> BUSY with
+ *   the generation from si_value: a stale or foreign signal fails the CAS
+ *   and touches nothing. BUSY owns the sample until the handler stores
+ *   DONE (release) and bumps `completed`, waking P when it reaches `target`.
+ *   At the deadline P CASes ARMED -> IDLE (cancelled): after that no
+ *   handler can take the slot. A slot that is BUSY is waited for (its
+ *   handler is already running and does bounded work), so when a capture
+ *   returns no handler writes into its snapshot any more.
+ *
+ * One capturer per process: the handler finds its state through
+ * `sprobe_lx_g` (below, defined in handler.c), the one piece of global
+ * mutable state the project allows.
+ *
+ * Functions shared between these files carry the sprobe_lx_ prefix; the
+ * library is compiled -fvisibility=hidden, so none of them leaves the
+ * shared library (mk/exports.mk checks).
+ */
+#ifndef SPROBE_BACKENDS_LINUX_LINUX_H
+#define SPROBE_BACKENDS_LINUX_LINUX_H
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+
+#if !defined(__x86_64__) && !defined(__aarch64__)
+#error "the Linux capture backend supports x86_64 and aarch64"
+#endif
+
+/* Slot phases, in the low 2 bits of slot.state; the generation is above. */
+enum {
+	SLOT_IDLE = 0,	/* not armed, or cancelled by the probe */
+	SLOT_ARMED = 1, /* signal sent, handler not started */
+	SLOT_BUSY = 2,	/* handler owns the sample */
+	SLOT_DONE = 3,	/* handler finished; the sample is the probe's */
+};
+
+/* VM_READV handshake phases (slot.vm, a futex word). */
+enum {
+	VM_NONE = 0,
+	VM_REGS = 1,	  /* handler published registers and waits */
+	VM_COPIED = 2,	  /* probe copied the stack; handler may leave */
+	VM_ABANDONED = 3, /* handler gave up waiting; probe must not copy */
+};
+
+#define CACHELINE 64
+#define BLK_MAX 64
+#define EXCL_MAX SPROBE_MAX_EXCLUDED
+
+struct slot {
+	_Atomic uint64_t state;		     /* gen << 2 | SLOT_* */
+	_Atomic uint32_t vm;		     /* VM_*: VM_READV handshake */
+	/* CPU-timer mode: expirations of this slot's timer that found the
+	 * sample already DONE (the probe had not collected it yet). Handler
+	 * increments, probe exchanges with 0; relaxed: a count only. */
+	_Atomic uint32_t extra;
+	struct sprobe_thread_sample *sample; /* written before ARMED */
+	uint8_t *buf;			     /* the sample's stack buffer */
+	uint64_t checked;		     /* probe only: gen whose status was read */
+	uint64_t _pad2[3];
+} __attribute__((aligned(CACHELINE)));
+
+/* Zero-pause: one thread's proc files, kept open between captures and
+ * re-read with pread (-1: not opened yet, or not cached: over the
+ * descriptor budget, userspace/fds.h). Handles of the fd registry. */
+struct zp_ent {
+	pid_t tid;
+	int sys_fd;	/* /proc/self/task/<tid>/syscall */
+	int sched_fd;	/* /proc/self/task/<tid>/schedstat */
+	/* Its last zero-pause copy: snapshot index, and the schedstat line
+	 * read after it (last_ok: that copy is still in the slot). */
+	uint32_t slot;
+	uint32_t last_len;
+	bool last_ok;
+	/* The syscall file said "running" last time: ask it first (a thread
+	 * that computes stays running; one read instead of two). */
+	bool was_running;
+	char last[96];
+};
+
+/* A readable and writable mapping of the process, from /proc/self/maps. */
+struct range {
+	uint64_t lo, hi;
+	uint32_t growsdown; /* "[stack]": may have grown below lo */
+	uint32_t _pad;
+};
+
+/*
+ * Handler-visible state. Fields are written by the probe before it arms a
+ * slot (release store of slot.state) and read by the handler after its CAS
+ * on that slot (acquire), so they need no atomics of their own. `active`,
+ * `in_handler`, `completed` and `target` are the exceptions, see their
+ * comments.
+ */
+
+struct sprobe_lx_state {
+	/* Set by __new (after the handler state is ready) and cleared by
+	 * __free; seq_cst, pairs with the handler's increment of in_handler
+	 * then load of active: __free stores active = 0 then waits for
+	 * in_handler == 0, so a handler either sees 0 or is waited for. */
+	_Atomic int active;
+	int signo;
+	pid_t pid;
+	uint32_t method;
+	uint32_t nslots;
+	struct slot *slots;
+	const struct range *ranges;
+	uint32_t nranges;
+	size_t cap;		/* bytes copied above SP at most */
+	uint64_t growsdown_max; /* RLIMIT_STACK, for "[stack]" growth */
+	uint64_t vm_wait_ns;	/* VM_READV: how long a handler waits */
+	/* Handlers running right now (see `active`). Own cache line: every
+	 * handler touches it. */
+	_Atomic uint32_t in_handler __attribute__((aligned(CACHELINE)));
+	/* Handlers finished in the current batch; the probe's futex word.
+	 * seq_cst RMW by the handler, then a load of target; the probe stores
+	 * target then loads completed (Dekker): either the probe sees the
+	 * count reached, or the handler sees target and wakes it. */
+	_Atomic uint32_t completed __attribute__((aligned(CACHELINE)));
+	_Atomic uint32_t target;
+};
+
+extern struct sprobe_lx_state sprobe_lx_g;
+
+struct sprobe_capturer {
+	int signo;
+	uint32_t method, strategy;
+	uint64_t timeout_ns;
+	size_t max_stack_bytes;
+	uint32_t max_threads;
+	pid_t pid;
+	uid_t uid;
+	void (*before_signal)(void *ctx, pid_t tid);
+	void (*before_zp_copy)(void *ctx, pid_t tid);
+	void *hook_ctx;
+	uint64_t handler_mask; /* signals blocked while our handler runs */
+	struct sigaction old_sa;
+	pthread_mutex_t lock; /* serialises captures */
+	uint64_t gen;	      /* last generation handed out */
+	struct slot *slots;   /* max_threads, cache-line aligned */
+	/* Thread enumeration. */
+	int task_fd;	/* /proc/self/task: a handle of userspace/fds.h */
+	char *dents;
+	size_t dents_len;
+	pid_t *tids, *prev_tids;
+	uint32_t ntids, nprev, tids_cap;
+	uint32_t *sent; /* indices of slots signalled in this batch */
+	/* Stack ranges. */
+	char *maps;
+	size_t maps_cap;
+	struct range *ranges;
+	uint32_t nranges, ranges_cap;
+	bool maps_stale;
+	pid_t blk[BLK_MAX];	/* see sprobe_lx_known_blocked() */
+	uint32_t nblk;
+	/* Threads left out of every capture (stackprobe's own: see
+	 * sprobe_capturer__exclude_tid()). Under lock. */
+	pid_t excl[EXCL_MAX];
+	uint32_t nexcl;
+	/* CPU-timer mode (sprobe_capturer__cpu_collect()). Slot i belongs to
+	 * thread cpu_tid[i] (0: free) whose timer cpu_timer[i] carries
+	 * sigev_value cpu_gen[i] << 16 | i. Probe only, under lock. */
+	bool cpu_on;
+	uint64_t cpu_interval_ns;
+	struct sprobe_snapshot *cpu_snap; /* where the handlers write */
+	pid_t *cpu_tid;
+	timer_t *cpu_timer;
+	uint64_t *cpu_gen;
+	pid_t *cpu_sorted;		  /* scratch: tracked tids, sorted */
+	uint32_t cpu_free;		  /* next slot to try for a new thread */
+	/* Zero-pause (zero_pause.c). zp[0..nzp) holds one
+	 * entry per current thread, sorted by tid, with its proc files once
+	 * opened; zp_tmp is the merge scratch. Probe only, under lock. */
+	bool zp_on;
+	char zp_why[160];		/* why zero-pause is off */
+	struct zp_ent *zp, *zp_tmp;
+	uint32_t nzp, zp_cap;
+	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
+	/* The snapshot and epoch of the last wall capture: an unchanged
+	 * thread's previous copy is still in that snapshot's slot only if
+	 * nothing else was captured into it since (see sprobe_lx_zp_try()). */
+	const struct sprobe_snapshot *zp_snap;
+	uint64_t zp_epoch;
+	struct sprobe_thread_sample zp_prev; /* scratch: a slot's header */
+	/* A capture started by sprobe_capturer__capture_start() and not yet
+	 * finished: its snapshot, the slots signalled (sent[0..inflight_n)),
+	 * when the signals went out, and the probe CPU spent so far. Under
+	 * lock; while set, every other capture call returns -EBUSY. */
+	struct sprobe_snapshot *inflight;
+	uint32_t inflight_n;
+	uint64_t batch_sent_ns;
+	uint64_t inflight_ns;
+};
+
+/* sprobe_lx_thread_sigcheck() with strict set could not decide (see its end). */
+#define SIGCHECK_UNSURE UINT32_MAX
+
+/* ASYNC-SIGNAL-SAFE: one raw syscall, no errno use by the caller. */
+static inline long futex_wake(_Atomic uint32_t *addr, int n)
+{
+	return syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* ASYNC-SIGNAL-SAFE: one raw syscall. Waits while *addr == val, at most
+ * rel_ns (0: forever). */
+static inline long futex_wait(_Atomic uint32_t *addr, uint32_t val, uint64_t rel_ns)
+{
+	struct timespec ts, *tsp = NULL;
+
+	if (rel_ns) {
+		ts.tv_sec = (time_t)(rel_ns / 1000000000ull);
+		ts.tv_nsec = (long)(rel_ns % 1000000000ull);
+		tsp = &ts;
+	}
+	return syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tsp, NULL, 0);
+}
+
+/* ASYNC-SIGNAL-SAFE: arithmetic. SP minus the red zone, but not below
+ * floor (floor <= sp). */
+static inline uint64_t redzone_floor(uint64_t sp, uint64_t floor)
+{
+	uint64_t rz = SPROBE_REDZONE;
+
+	return sp - floor > rz ? sp - rz : floor;
+}
+
+/* handler.c: the capture signal handler (wall and CPU-timer signals alike).
+ * ASYNC-SIGNAL-SAFE. */
+void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv);
+
+/* proc.c: /proc readers and the thread set (probe side, outside any
+ * window). */
+pid_t sprobe_lx_gettid(void);
+int sprobe_lx_grow(void **p, size_t *cap, size_t need, size_t elem);
+uint64_t sprobe_lx_parse_hex(const char **pp);
+int sprobe_lx_refresh_ranges(struct sprobe_capturer *c);
+bool sprobe_lx_is_excluded(const struct sprobe_capturer *c, pid_t tid);
+int sprobe_lx_enumerate_threads(struct sprobe_capturer *c, pid_t self);
+bool sprobe_lx_handler_is_ours(int signo);
+uint32_t sprobe_lx_thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict);
+int sprobe_lx_cmp_tid(const void *a, const void *b);
+void sprobe_lx_sort_tids(pid_t *v, uint32_t n);
+bool sprobe_lx_new_threads(struct sprobe_capturer *c);
+
+/* batch.c: slots, the signal batch, the blocked-thread memo. */
+void sprobe_lx_arm_slot(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
+			uint64_t gen);
+bool sprobe_lx_cancel_slot(struct slot *sl, uint64_t gen);
+uint32_t sprobe_lx_slot_phase(struct slot *sl);
+bool sprobe_lx_known_blocked(const struct sprobe_capturer *c, pid_t tid);
+void sprobe_lx_forget_blocked(struct sprobe_capturer *c, pid_t tid);
+void sprobe_lx_batch_begin(struct sprobe_capturer *c);
+bool sprobe_lx_batch_send_one(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i);
+void sprobe_lx_batch_end(struct sprobe_capturer *c, uint32_t live, bool wake);
+uint32_t sprobe_lx_batch_send(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			      uint32_t *sent, uint32_t nsent, bool wake);
+void sprobe_lx_batch_wait(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			  uint32_t *sent, uint32_t nsent);
+void sprobe_lx_run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			 uint32_t *sent, uint32_t nsent);
+
+/* vmreadv.c: the probe half of the VM_READV method. */
+uint32_t sprobe_lx_vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint32_t nsent);
+
+/* zero_pause.c */
+int sprobe_lx_zp_sync(struct sprobe_capturer *c);
+struct zp_ent *sprobe_lx_zp_find(struct sprobe_capturer *c, pid_t tid);
+bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
+		      struct sprobe_thread_sample *t, const struct sprobe_thread_sample *prev);
+void sprobe_lx_zp_close(struct sprobe_capturer *c, struct zp_ent *e);
+bool sprobe_lx_zp_selftest(struct sprobe_capturer *c);
+
+#endif /* SPROBE_BACKENDS_LINUX_LINUX_H */

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Zero-pause capture of blocked threads (docs/capture.md "Zero-pause"):
+ * read from outside, without a signal, the stack of a thread the kernel
+ * shows blocked; and the self-test that decides whether this kernel's view
+ * can be trusted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "backends/linux/linux.h"
+#include "userspace/common/fds.h"
+
+/*
+ * A thread blocked in the kernel (in a system call, or stopped) cannot
+ * change its user stack until it runs again, so the probe can read it
+ * without stopping it. For each thread, outside any window and without
+ * any signal:
+ *   1. pread schedstat  -> A (run time, run-queue wait, times switched in)
+ *   2. pread syscall    -> "running" (take the signal path), or the
+ *      syscall number, its arguments, SP and PC. The kernel fills this from
+ *      the saved user registers only after wait_task_inactive() saw the
+ *      thread off every CPU, twice (lib/syscall.c), so SP/PC are the ones
+ *      the thread will resume with.
+ *   3. process_vm_readv [SP - red zone, top of SP's mapping), capped: it
+ *      returns a short count instead of faulting if a neighbouring mapping
+ *      goes away meanwhile (the thread pointer that bounds the handler's
+ *      copy is not known from outside the thread).
+ *   4. pread schedstat  -> B.
+ * A == B (byte for byte) means the thread was not switched in between 1
+ * and 4 (the third field counts switch-ins and moves at the switch, before
+ * any user instruction runs), so the copy made between 2 and 4 is the
+ * stack the thread blocked with: a consistent capture, zero pause, no
+ * signal. A != B, any read failing, or SP outside every known stack: the
+ * thread takes the signal path in the same capture (stats.zp_fallback).
+ * Per-thread proc fds are opened once and kept (at most a quarter of
+ * RLIMIT_NOFILE; beyond that they are opened per capture).
+ * What the file does not give: any other register. See docs/capture.md
+ * ("Zero-pause") for what that costs the unwinder and how it is closed.
+ */
+
+/* "nr a0 .. a5 sp pc" or "-1 sp pc" (not in a syscall), or "running".
+ * Returns false for "running" or anything else unexpected. */
+static bool zp_parse_syscall(const char *p, long *nr, uint64_t args[6], uint64_t *sp,
+			     uint64_t *pc)
+{
+	uint64_t v[9];
+	int n = 0;
+	bool neg = false;
+	long x = 0;
+
+	if (*p == '-') {
+		neg = true;
+		p++;
+	}
+	if (*p < '0' || *p > '9')
+		return false; /* "running" */
+	for (; *p >= '0' && *p <= '9'; p++)
+		x = x * 10 + (*p - '0');
+	*nr = neg ? -x : x;
+	while (*p == ' ' && n < 9) {
+		const char *q;
+
+		p++;
+		if (p[0] != '0' || p[1] != 'x')
+			return false;
+		p += 2;
+		q = p;
+		v[n++] = sprobe_lx_parse_hex(&p);
+		if (p == q)
+			return false;
+	}
+	if (*p != '\n' && *p != '\0')
+		return false;
+	if (*nr == -1 && n == 2) {
+		memset(args, 0, 6 * sizeof(uint64_t));
+		*sp = v[0];
+		*pc = v[1];
+		return true;
+	}
+	if (*nr < 0 || n != 8)
+		return false;
+	memcpy(args, v, 6 * sizeof(uint64_t));
+	*sp = v[6];
+	*pc = v[7];
+	return true;
+}
+
+/* Probe-side stack bounds: the rw mapping that holds sp, [lo, hi). No
+ * thread pointer cap (it belongs to the target, not to us): the copy goes
+ * to the mapping's end (capped), with process_vm_readv, so a neighbouring
+ * mapping merged into the same line and unmapped meanwhile shortens the
+ * copy instead of faulting the probe. */
+static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo, uint64_t *hi)
+{
+	uint32_t a = 0, b = c->nranges;
+
+	while (a < b) {
+		uint32_t m = a + (b - a) / 2;
+
+		if (c->ranges[m].hi <= sp)
+			a = m + 1;
+		else
+			b = m;
+	}
+	if (a == c->nranges)
+		return false;
+	const struct range *r = &c->ranges[a];
+	if (sp >= r->lo)
+		*lo = redzone_floor(sp, r->lo);
+	else if (r->growsdown && r->lo - sp <= sprobe_lx_g.growsdown_max)
+		*lo = redzone_floor(sp, sp & ~(uint64_t)4095);
+	else
+		return false;
+	*hi = r->hi;
+	return true;
+}
+
+void sprobe_lx_zp_close(struct sprobe_capturer *c, struct zp_ent *e)
+{
+	if (e->sys_fd >= 0) {
+		sprobe_fd__close(e->sys_fd);
+		c->zp_fds--;
+	}
+	if (e->sched_fd >= 0) {
+		sprobe_fd__close(e->sched_fd);
+		c->zp_fds--;
+	}
+	e->sys_fd = e->sched_fd = -1;
+	e->was_running = false;
+}
+
+/*
+ * Make zp[] follow the current thread set (c->prev_tids, sorted, as left
+ * by sprobe_lx_new_threads()): entries of threads gone are closed, new threads get
+ * an entry with no files yet. A merge of two sorted lists: O(threads).
+ * Allocates only when the thread count grows past what was seen.
+ */
+int sprobe_lx_zp_sync(struct sprobe_capturer *c)
+{
+	uint32_t a = 0, b = 0, n = 0;
+
+	if (c->nprev > c->zp_cap) {
+		size_t cap = c->zp_cap, cap2 = c->zp_cap;
+		int err = sprobe_lx_grow((void **)&c->zp, &cap, c->nprev, sizeof(*c->zp));
+
+		if (!err)
+			err = sprobe_lx_grow((void **)&c->zp_tmp, &cap2, c->nprev, sizeof(*c->zp));
+		if (err)
+			return err;
+		c->zp_cap = (uint32_t)(cap < cap2 ? cap : cap2);
+	}
+	while (a < c->nzp || b < c->nprev) {
+		if (b == c->nprev || (a < c->nzp && c->zp[a].tid < c->prev_tids[b])) {
+			sprobe_lx_zp_close(c, &c->zp[a++]); /* exited */
+		} else if (a == c->nzp || c->zp[a].tid > c->prev_tids[b]) {
+			c->zp_tmp[n++] = (struct zp_ent){ .tid = c->prev_tids[b++], .sys_fd = -1,
+							  .sched_fd = -1 };
+		} else {
+			c->zp_tmp[n++] = c->zp[a++];
+			b++;
+		}
+	}
+	struct zp_ent *t = c->zp;
+	c->zp = c->zp_tmp;
+	c->zp_tmp = t;
+	c->nzp = n;
+	return 0;
+}
+
+struct zp_ent *sprobe_lx_zp_find(struct sprobe_capturer *c, pid_t tid)
+{
+	uint32_t a = 0, b = c->nzp;
+
+	while (a < b) {
+		uint32_t m = a + (b - a) / 2;
+
+		if (c->zp[m].tid < tid)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a < c->nzp && c->zp[a].tid == tid ? &c->zp[a] : NULL;
+}
+
+/* A registry handle (userspace/fds.h) for one of tid's proc files, or
+ * -errno: -EDQUOT when a CACHE one would pass the descriptor budget. */
+static int zp_open1(pid_t tid, const char *file, enum sprobe_fd_kind kind)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
+	return sprobe_fd__open(path, O_RDONLY, 0, kind);
+}
+
+/* pread the whole (short) file of handle h at offset 0; NUL-terminated. */
+static ssize_t zp_read(int h, char *buf, size_t len)
+{
+	int fd = sprobe_fd__get(h);
+	ssize_t n = -1;
+
+	if (fd >= 0) {
+		do
+			n = pread(fd, buf, len - 1, 0);
+		while (n < 0 && errno == EINTR);
+		sprobe_fd__put(h);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/*
+ * Try to capture thread t (sample i of s) without a signal. Returns true
+ * when t now holds a zero-pause sample; false when the thread runs (not
+ * counted) or its copy could not be trusted (stats.zp_fallback++): either
+ * way t is untouched and takes the signal path.
+ */
+bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
+		      struct sprobe_thread_sample *t, const struct sprobe_thread_sample *prev)
+{
+	struct zp_ent tmp = { .tid = t->tid, .sys_fd = -1, .sched_fd = -1 }, *e = sprobe_lx_zp_find(c, t->tid);
+	char a[128], b[128], sc[256];
+	uint64_t args[6], sp, pc, lo, hi, entry, done;
+	ssize_t na, nb;
+	long nr;
+	bool ok = false, blocked = false, cached = true;
+
+	if (!e) {
+		e = &tmp;
+		cached = false;
+	}
+	if (e->sys_fd < 0) {
+		/* Held between captures while the descriptor budget allows
+		 * (userspace/fds.h), else opened for this use only. */
+		enum sprobe_fd_kind kind = cached ? SPROBE_FD_CACHE : SPROBE_FD_TRANSIENT;
+
+		e->sys_fd = zp_open1(t->tid, "syscall", kind);
+		e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		if (kind == SPROBE_FD_CACHE && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
+			sprobe_fd__close(e->sys_fd);
+			kind = SPROBE_FD_TRANSIENT;
+			cached = false;
+			e->sys_fd = zp_open1(t->tid, "syscall", kind);
+			e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		}
+		if (e->sys_fd < 0 || e->sched_fd < 0) {
+			sprobe_fd__close(e->sys_fd);
+			sprobe_fd__close(e->sched_fd);
+			e->sys_fd = e->sched_fd = -1;
+			return false; /* exited, or out of fds: signal path */
+		}
+		if (cached)
+			c->zp_fds += 2;
+	}
+	if (cached && e->was_running) {
+		/* Still running: signal path, without the schedstat read. Not
+		 * running any more: the full protocol below (its SP and PC
+		 * must be read after the first schedstat read, so this read
+		 * only decides). */
+		ssize_t ns = zp_read(e->sys_fd, sc, sizeof(sc));
+
+		if (ns > 0 && strncmp(sc, "running", 7) == 0)
+			return false;
+		e->was_running = false;
+	}
+	entry = sprobe_now_ns();
+	na = zp_read(e->sched_fd, a, sizeof(a));
+	if (na <= 0)
+		goto out;
+	if (prev && e->last_ok && e->slot == i && (size_t)na == e->last_len &&
+	    memcmp(a, e->last, (size_t)na) == 0) {
+		/* Not switched in since the schedstat read that closed its
+		 * previous copy, which is still in this slot: its stack and
+		 * registers are those. One read instead of four. If that copy
+		 * was unwound, frames[] (which sample_init() leaves alone)
+		 * still holds its walk: the same bytes give the same frames,
+		 * so it stays UNWOUND and is not walked again. */
+		const uint8_t *buf = t->stack;
+
+		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
+		t->stack = buf;
+		if (prev->stage != SPROBE_STAGE_UNWOUND) {
+			t->nframes = 0;
+			t->stage = SPROBE_STAGE_RAW;
+		}
+		t->entry_ns = entry;
+		t->exit_ns = sprobe_now_ns();
+		s->stats.zp_unchanged++;
+		return true;
+	}
+	e->last_ok = false;
+	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+		e->was_running = cached && strncmp(sc, "running", 7) == 0;
+		goto out; /* running (or gone): the signal path decides */
+	}
+	blocked = true;
+	if (!pc || !zp_bounds(c, sp, &lo, &hi))
+		goto out;
+	if (c->before_zp_copy)
+		c->before_zp_copy(c->hook_ctx, t->tid);
+	{
+		size_t above = hi > sp ? (size_t)(hi - sp) : 0, len;
+		bool trunc = false;
+
+		if (above > sprobe_lx_g.cap) {
+			above = sprobe_lx_g.cap;
+			trunc = true;
+		}
+		len = (size_t)(sp - lo) + above;
+		struct iovec local = { sprobe_snapshot__buffer(s, i), len };
+		struct iovec remote = { (void *)(uintptr_t)lo, len };
+		ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
+
+		nb = zp_read(e->sched_fd, b, sizeof(b));
+		done = sprobe_now_ns();
+		if (got <= (ssize_t)(sp - lo) || nb != na || memcmp(a, b, (size_t)na) != 0)
+			goto out;
+		if ((size_t)got < len) {
+			len = (size_t)got;
+			trunc = true;
+		}
+		t->stack_addr = lo;
+		t->stack_len = len;
+		t->stack_top = sp + above;
+		t->truncated = trunc;
+	}
+	memset(t->regs, 0, sizeof(t->regs));
+#if defined(__x86_64__)
+	t->regs[7] = sp;
+	t->regs[16] = pc;
+#else
+	t->regs[31] = sp;
+	t->regs[32] = pc;
+#endif
+	t->ip = pc;
+	t->sp = sp;
+	t->fp = 0;	/* unknown: the file gives SP and PC only */
+	t->lr = 0;
+	t->has_lr = false;
+	t->method = SPROBE_METHOD_ZERO_PAUSE;
+	t->signal_ns = 0;
+	t->entry_ns = entry;
+	t->exit_ns = done;
+	t->drop_reason = SPROBE_DROP_NONE;
+	t->stage = SPROBE_STAGE_RAW;
+	ok = true;
+	if (cached && (size_t)nb <= sizeof(e->last)) {
+		memcpy(e->last, b, (size_t)nb);
+		e->last_len = (uint32_t)nb;
+		e->slot = i;
+		e->last_ok = true;
+	}
+out:
+	if (!ok && blocked)
+		s->stats.zp_fallback++;
+	if (!ok && na <= 0 && cached) {
+		/* Unreadable (the thread exited; its tid may come back as
+		 * another thread): reopen next time. */
+		sprobe_lx_zp_close(c, e);
+	} else if (!cached) {
+		sprobe_fd__close(e->sys_fd);
+		sprobe_fd__close(e->sched_fd);
+		if (e != &tmp)
+			e->sys_fd = e->sched_fd = -1;
+	}
+	return ok;
+}
+
+/* The self-test's helper thread: publishes its stack, blocks in read(). */
+struct zp_probe {
+	int rfd;
+	_Atomic pid_t tid;	/* release; pairs with the acquire in sprobe_lx_zp_selftest */
+	uint64_t stk_lo, stk_hi;
+};
+
+static void *zp_probe_main(void *arg)
+{
+	struct zp_probe *p = arg;
+	pthread_attr_t at;
+	void *lo = NULL;
+	size_t sz = 0;
+	char ch;
+
+	if (pthread_getattr_np(pthread_self(), &at) == 0) {
+		pthread_attr_getstack(&at, &lo, &sz);
+		pthread_attr_destroy(&at);
+	}
+	p->stk_lo = (uint64_t)(uintptr_t)lo;
+	p->stk_hi = p->stk_lo + sz;
+	atomic_store_explicit(&p->tid, sprobe_lx_gettid(), memory_order_release);
+	while (read(p->rfd, &ch, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+/*
+ * Can the kernel's view be trusted here? A helper thread blocks in read()
+ * on a pipe; its syscall file must show __NR_read of THIS architecture,
+ * the pipe's fd and an SP inside its own stack, its schedstat must parse,
+ * and process_vm_readv must work. Under qemu-user the file describes the
+ * emulator's host thread (host syscall numbers, host registers) and
+ * process_vm_readv is ENOSYS: zero-pause stays off and says why.
+ */
+bool sprobe_lx_zp_selftest(struct sprobe_capturer *c)
+{
+	struct zp_probe p = { .rfd = -1 };
+	int fds[2], hr, hw;
+	pthread_t th;
+	bool ok = false;
+	pid_t tid = 0;
+
+	/* Registered (userspace/fds.h) and pinned for the whole test. */
+	sprobe_fd__alloc_begin();
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		sprobe_fd__alloc_end();
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(errno));
+		return false;
+	}
+	hr = sprobe_fd__adopt(fds[0], SPROBE_FD_TRANSIENT);
+	hw = sprobe_fd__adopt(fds[1], SPROBE_FD_TRANSIENT);
+	sprobe_fd__alloc_end();
+	fds[0] = sprobe_fd__get(hr);
+	fds[1] = sprobe_fd__get(hw);
+	if (fds[0] < 0 || fds[1] < 0) {
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: pipe: %s", strerror(ENFILE));
+		goto out;
+	}
+	p.rfd = fds[0];
+	if (pthread_create(&th, NULL, zp_probe_main, &p) != 0) {
+		snprintf(c->zp_why, sizeof(c->zp_why), "self-test: cannot start a thread");
+		goto out;
+	}
+	uint64_t deadline = sprobe_now_ns() + 2000000000ull;
+	while (!(tid = atomic_load_explicit(&p.tid, memory_order_acquire)) &&
+	       sprobe_now_ns() < deadline)
+		sched_yield();
+	snprintf(c->zp_why, sizeof(c->zp_why),
+		 "self-test: the helper thread never showed as blocked in read()");
+	while (tid && sprobe_now_ns() < deadline) {
+		char sc[256], st[128];
+		uint64_t args[6], sp, pc, word;
+		long nr;
+		int sfd = zp_open1(tid, "syscall", SPROBE_FD_TRANSIENT);
+		int tfd = zp_open1(tid, "schedstat", SPROBE_FD_TRANSIENT);
+		ssize_t n = sfd >= 0 ? zp_read(sfd, sc, sizeof(sc)) : -1;
+		ssize_t m = tfd >= 0 ? zp_read(tfd, st, sizeof(st)) : -1;
+
+		sprobe_fd__close(sfd);
+		sprobe_fd__close(tfd);
+		if (n <= 0 || m <= 0) {
+			snprintf(c->zp_why, sizeof(c->zp_why),
+				 "/proc/self/task/T/syscall or schedstat unreadable (kernel "
+				 "without CONFIG_HAVE_ARCH_TRACEHOOK or CONFIG_SCHED_INFO?)");
+			break;
+		}
+		if (!zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+			sched_yield(); /* still running towards read() */
+			continue;
+		}
+		if (nr != SYS_read || args[0] != (uint64_t)fds[0] || sp < p.stk_lo ||
+		    sp >= p.stk_hi) {
+			snprintf(c->zp_why, sizeof(c->zp_why),
+				 "/proc/self/task/T/syscall does not describe this process's "
+				 "threads (emulated, e.g. qemu-user: it shows syscall %ld)",
+				 nr);
+			break;
+		}
+		struct iovec l = { &word, sizeof(word) }, r = { (void *)(uintptr_t)sp, sizeof(word) };
+		if (process_vm_readv(c->pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(word)) {
+			snprintf(c->zp_why, sizeof(c->zp_why), "process_vm_readv: %s",
+				 strerror(errno));
+			break;
+		}
+		ok = true;
+		c->zp_why[0] = '\0';
+		break;
+	}
+	while (write(fds[1], "x", 1) < 0 && errno == EINTR)
+		;
+	pthread_join(th, NULL);
+out:
+	if (fds[0] >= 0)
+		sprobe_fd__put(hr);
+	if (fds[1] >= 0)
+		sprobe_fd__put(hw);
+	sprobe_fd__close(hr);
+	sprobe_fd__close(hw);
+	return ok;
+}
+
+int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len)
+{
+	if (!c)
+		return -EINVAL;
+	if (why && len)
+		snprintf(why, len, "%s", c->zp_on ? "" : c->zp_why);
+	return c->zp_on ? 1 : 0;
+}
