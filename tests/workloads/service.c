@@ -500,12 +500,19 @@ static void *alt_thread(void *arg)
 
 static int blocked_pipe[2];
 
-/* Created with every signal already blocked (main blocks them around
- * pthread_create, and a new thread starts with its creator's mask): blocking
- * them here, after start, would leave a window in which a capture could
- * sample the thread and the test that expects it never sampled would race. */
+/* Created with every signal blocked (main blocks them around
+ * pthread_create, as xz does), which the agent undoes for the capture
+ * signal so such threads are sampled (userspace/agent/thread_wrappers.c).
+ * So each blocks every signal again first thing, with the raw system call
+ * no wrapper sees: from then on no capture signal can reach it, and the
+ * test expects it dropped as "blocked" in every capture (a capture may
+ * still sample it in the moment before that call). */
 static void *blocked_thread(void *arg)
 {
+	sigset_t all;
+
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, 8);
 	fprintf(stderr, "tid blocked %ld\n", (long)syscall(SYS_gettid));
 	ack();
 	read_byte(blocked_pipe[0]);
