@@ -100,11 +100,11 @@ SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs \
 	-Wl,--version-script=$(SHLIB_MAP)
 MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
-DARWIN_EXCLUDED_SRCS := userspace/modules.c userspace/symbolize.c \
-	userspace/unwind.c userspace/pause.c userspace/stream.c userspace/sampler.c \
+DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
+	userspace/unwind/unwind.c userspace/unwind/access.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c \
 	table/table_win.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
-DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/macos/unavailable.c
+DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
 DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
 	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
 ifeq ($(UNAME_S),Darwin)

@@ -9,7 +9,7 @@
 # build host's kernel. CO-RE relocates field offsets at load time.
 #
 # arm64: no arm64 kernel BTF was available to generate vmlinux/arm64/ here.
-# The build goes on WITHOUT the companion (userspace/pause.c compiled with
+# The build goes on WITHOUT the companion (userspace/pause/pause.c compiled with
 # -DSPROBE_NO_BPF: sprobe_pause__new() fails with ENOTSUP and says why) and
 # make prints how to add it. Once vmlinux/arm64/vmlinux.h exists the
 # companion is built on arm64 like on x86.
@@ -43,7 +43,7 @@ $(warning stackprobe: no $(BPF_VMLINUX): building WITHOUT the eBPF companion \
 (stackprobe pause / record --bpf will report ENOTSUP). To add it, on a $(ARCH) \
 machine with kernel BTF run: mkdir -p $(dir $(BPF_VMLINUX)) && bpftool btf dump \
 file /sys/kernel/btf/vmlinux format c > $(BPF_VMLINUX))
-$(BUILD)/obj/userspace/pause.o: OBJ_CFLAGS += -DSPROBE_NO_BPF
+$(BUILD)/obj/userspace/pause/pause.o: OBJ_CFLAGS += -DSPROBE_NO_BPF
 
 endif
 

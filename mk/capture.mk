@@ -1,4 +1,4 @@
-# Capture backend (backends/, userspace/unwind_fp.c): per-test flags, the
+# Capture backend (backends/, userspace/unwind/unwind_fp.c): per-test flags, the
 # aarch64 lane under qemu-user, the unsupported-platform lane, the handler
 # check, make soak.
 
@@ -13,7 +13,7 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 # makes the tests use long deadlines and small counts; nothing is timed.
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
-CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind_fp.c
+CAPTURE_PORTABLE_SRCS := backends/snapshot.c userspace/unwind/unwind_fp.c
 # The Linux backend, one mechanism per file (backends/linux/linux.h). Used
 # by the lanes of mk/unwind.mk and mk/zeropause.mk too (included after this).
 CAPTURE_LINUX_SRCS := $(sort $(wildcard backends/linux/*.c))

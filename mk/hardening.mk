@@ -91,11 +91,11 @@ TEST_LANES += test-asan test-tsan
 # module is a temp file holding the input. libelf itself is the system's
 # (not instrumented): a wild read there still crashes and is caught.
 FUZZ_ELF := $(BUILD)/fuzz/fuzz_elf
-FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/modules.c userspace/symbolize.c userspace/common/fds.c
+FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c
 FUZZ_ELF_RUN ?= -runs=100000 -max_total_time=20
 FUZZ_LONG_SECONDS ?= 300
 
-$(FUZZ_ELF): $(FUZZ_ELF_SRCS) userspace/modules_internal.h include/stackprobe/symbolize.h mk/hardening.mk
+$(FUZZ_ELF): $(FUZZ_ELF_SRCS) userspace/symbols/modules_internal.h include/stackprobe/symbolize.h mk/hardening.mk
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -I. -Iuserspace \

@@ -1,5 +1,5 @@
 # Outputs people open (docs/OUTPUTS.md): pprof, speedscope and SVG writers
-# (userspace/report_{pprof,speedscope,svg}.c, picked up by the library
+# (userspace/report/{pprof,speedscope,svg}.c, picked up by the library
 # wildcard), the embedding example, the man pages and the install test.
 #
 #   make                      also builds build/examples/embed
@@ -76,11 +76,11 @@ test-install: all
 TEST_LANES += test-install
 
 # ---- the report part's fuzz lane ---------------------------------------------
-# report.c now dispatches to the writers above, so the fuzzer (mk/report.mk)
+# formats.c (userspace/report/) dispatches to the writers above, so the fuzzer (mk/report.mk)
 # must link them too, with zlib and the version string. mk/report.mk sets
 # FUZZ_DATAFILE_SRCS with := after this file is read, hence a target-specific
 # append (applied when the recipe runs). Better: list these in mk/report.mk.
-OUTPUTS_SRCS := userspace/report_outputs.c userspace/report_pprof.c \
-	userspace/report_speedscope.c userspace/report_svg.c userspace/version.c
-$(BUILD)/fuzz/fuzz_datafile: $(OUTPUTS_SRCS) userspace/report_outputs.h
+OUTPUTS_SRCS := userspace/report/outputs.c userspace/report/pprof.c \
+	userspace/report/speedscope.c userspace/report/svg.c userspace/common/version.c
+$(BUILD)/fuzz/fuzz_datafile: $(OUTPUTS_SRCS) userspace/report/outputs.h
 $(BUILD)/fuzz/fuzz_datafile: FUZZ_DATAFILE_SRCS += -DSPROBE_VERSION='"$(VERSION)"' $(OUTPUTS_SRCS) -lz

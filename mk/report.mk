@@ -1,4 +1,4 @@
-# Data file, stream and reports: userspace/datafile.c, stream.c, report.c,
+# Data file, stream and reports: userspace/datafile/ (format.c, writer.c, reader.c, stream.c), userspace/report/,
 # userspace/cli/cmd_report.c (library and CLI objects come from the top
 # Makefile's wildcards; tests/test_{datafile,stream,report}.c likewise).
 #
@@ -12,11 +12,12 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
-FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile.c userspace/common/fds.c userspace/report.c \
-	userspace/pause_merge.c userspace/trace.c
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile/format.c userspace/datafile/writer.c userspace/datafile/reader.c userspace/common/fds.c userspace/report/model.c userspace/report/load.c userspace/report/formats.c userspace/report/text.c userspace/report/folded.c userspace/report/json.c userspace/report/trace_format.c \
+	userspace/pause/pause_merge.c userspace/report/trace.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
-		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile_crc.h
+		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile/datafile_crc.h \
+		  userspace/datafile/datafile_internal.h userspace/report/report_internal.h
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \
@@ -34,7 +35,7 @@ TEST_LANES += test-fuzz-datafile
 # Extra lane: test-tsan-stream, the stream's tests under ThreadSanitizer
 # (the queue's acquire/release pairs and the futex handshake, checked).
 TSAN_STREAM := $(BUILD)/tsan/test_stream
-TSAN_STREAM_SRCS := tests/test_stream.c userspace/stream.c userspace/datafile.c userspace/common/fds.c
+TSAN_STREAM_SRCS := tests/test_stream.c userspace/datafile/stream.c userspace/datafile/format.c userspace/datafile/writer.c userspace/datafile/reader.c userspace/common/fds.c
 
 $(TSAN_STREAM): $(TSAN_STREAM_SRCS) include/stackprobe/stream.h include/stackprobe/datafile.h \
 		include/stackprobe/capture.h tests/datafile_fixture.h tests/sprobe_test.h

@@ -1,4 +1,4 @@
-# Deferred unwinding, module inventory and symbolization (userspace/unwind.c,
+# Deferred unwinding, module inventory and symbolization (userspace/unwind/unwind.c,
 # modules.c, symbolize.c): test libraries, per-test flags, the aarch64 lane.
 
 UNWIND_LIBDIR := $(BUILD)/tests/unwind_testlib
@@ -67,8 +67,9 @@ UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
 UNWIND_A64_STRIP ?= aarch64-linux-gnu-strip
 UNWIND_QEMU     ?= qemu-aarch64
 UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
-UNWIND_A64_SRCS := backends/snapshot.c $(CAPTURE_LINUX_SRCS) userspace/unwind_fp.c \
-		   userspace/unwind.c userspace/modules.c userspace/symbolize.c userspace/common/fds.c
+UNWIND_A64_SRCS := backends/snapshot.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
+		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
+		   userspace/sampler/resolve.c
 UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -I. -Ibackends \
 		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables
 

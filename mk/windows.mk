@@ -23,7 +23,7 @@ WIN_ENV   := WINEPREFIX=$(WINEPFX) WINEDEBUG=-all WINEDLLOVERRIDES='mscoree,msht
 
 # Portable library sources + the Windows ones. Wildcards so that a part that
 # has not landed yet (table/, snapshot.c) simply is not there.
-WIN_LIB_SRCS := $(sort $(wildcard backends/snapshot.c table/table.c userspace/version.c userspace/unwind_fp.c \
+WIN_LIB_SRCS := $(sort $(wildcard backends/snapshot.c table/table.c userspace/common/version.c userspace/unwind/unwind_fp.c \
 	backends/windows/*.c table/table_win.c))
 WIN_OWN_SRCS := $(sort $(wildcard backends/windows/*.c \
 	table/table_win.c))
@@ -124,7 +124,7 @@ test-windows: $(WIN_TEST_BINS) $(WINEPFX)/system.reg
 # headers. Counts as one test. The library sources only: the test program
 # is x86_64 (it has an assembly leaf), and version.c needs a quoted -D that
 # run-tests.sh's word splitting cannot carry (it is plain portable C).
-WIN_ARM64_SRCS := $(filter-out userspace/version.c,$(WIN_LIB_SRCS))
+WIN_ARM64_SRCS := $(filter-out userspace/common/version.c,$(WIN_LIB_SRCS))
 WIN_ARM64_FLAGS := --target=aarch64-w64-mingw32 -fsyntax-only -isystem /usr/share/mingw-w64/include \
 	-std=gnu11 $(WARN) -D_WIN32_WINNT=0x0A00 -DWIN32_LEAN_AND_MEAN -Iinclude -I.
 check-windows-arm64:

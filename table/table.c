@@ -156,9 +156,7 @@ struct sprobe_table {
 	struct sprobe_table_iter_stats stats;
 };
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
+void sprobe_table__seterr(char *err, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -524,22 +522,22 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	int32_t pid;
 
 	if (size < 24) {
-		seterr(err, errlen, "truncated table: %llu bytes, the header "
-		       "alone needs %u", (unsigned long long)size,
-		       TABLE_HEADER_SIZE);
+		sprobe_table__seterr(err, errlen, "truncated table: %llu bytes, the header "
+				     "alone needs %u", (unsigned long long)size,
+				     TABLE_HEADER_SIZE);
 		return -EBADMSG;
 	}
 	/* Acquire; pairs with the release store of magic at creation: the
 	 * header fields below were written before it. */
 	magic = atomic_load_explicit(&h->magic, memory_order_acquire);
 	if (magic == 0) {
-		seterr(err, errlen, "table is still being created (no magic "
-		       "yet): retry");
+		sprobe_table__seterr(err, errlen, "table is still being created (no magic "
+				     "yet): retry");
 		return -EAGAIN;
 	}
 	if (magic != TABLE_MAGIC) {
-		seterr(err, errlen, "not a stackprobe table: bad magic "
-		       "0x%016llx", (unsigned long long)magic);
+		sprobe_table__seterr(err, errlen, "not a stackprobe table: bad magic "
+				     "0x%016llx", (unsigned long long)magic);
 		return -EBADMSG;
 	}
 	/* The fixed fields are copied once and only the copies are used. */
@@ -547,15 +545,15 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	header_size = *(const volatile uint32_t *)&h->header_size;
 	node_size = *(const volatile uint32_t *)&h->node_size;
 	if (version != SPROBE_TABLE_VERSION) {
-		seterr(err, errlen, "unsupported table format version %u (this "
-		       "stackprobe reads version %u)", version,
-		       SPROBE_TABLE_VERSION);
+		sprobe_table__seterr(err, errlen, "unsupported table format version %u (this "
+				     "stackprobe reads version %u)", version,
+				     SPROBE_TABLE_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (size < TABLE_HEADER_SIZE) {
-		seterr(err, errlen, "truncated table: %llu bytes, the header "
-		       "alone needs %u", (unsigned long long)size,
-		       TABLE_HEADER_SIZE);
+		sprobe_table__seterr(err, errlen, "truncated table: %llu bytes, the header "
+				     "alone needs %u", (unsigned long long)size,
+				     TABLE_HEADER_SIZE);
 		return -EBADMSG;
 	}
 	capacity = *(const volatile uint32_t *)&h->capacity;
@@ -563,29 +561,29 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	pid = *(const volatile int32_t *)&h->writer_pid;
 	if (header_size != TABLE_HEADER_SIZE || node_size != TABLE_NODE_SIZE ||
 	    max_frames != SPROBE_TABLE_MAX_FRAMES) {
-		seterr(err, errlen, "bad layout: header_size %u node_size %u "
-		       "max_frames %u (version 1 has %u, %u, %u)", header_size,
-		       node_size, max_frames, TABLE_HEADER_SIZE,
-		       TABLE_NODE_SIZE, SPROBE_TABLE_MAX_FRAMES);
+		sprobe_table__seterr(err, errlen, "bad layout: header_size %u node_size %u "
+				     "max_frames %u (version 1 has %u, %u, %u)", header_size,
+				     node_size, max_frames, TABLE_HEADER_SIZE,
+				     TABLE_NODE_SIZE, SPROBE_TABLE_MAX_FRAMES);
 		return -EBADMSG;
 	}
 	if (capacity == 0 || capacity > SPROBE_TABLE_MAX_CAPACITY) {
-		seterr(err, errlen, "bad capacity %u (1..%u)", capacity,
-		       SPROBE_TABLE_MAX_CAPACITY);
+		sprobe_table__seterr(err, errlen, "bad capacity %u (1..%u)", capacity,
+				     SPROBE_TABLE_MAX_CAPACITY);
 		return -EBADMSG;
 	}
 	want = (uint64_t)header_size + (uint64_t)capacity * node_size;
 	if ((uint64_t)size != want) {
-		seterr(err, errlen, "size %llu does not match header_size + "
-		       "capacity * node_size = %u + %u * %u = %llu%s",
-		       (unsigned long long)size,
-		       header_size, capacity, node_size,
-		       (unsigned long long)want,
-		       (uint64_t)size < want ? " (truncated)" : "");
+		sprobe_table__seterr(err, errlen, "size %llu does not match header_size + "
+				     "capacity * node_size = %u + %u * %u = %llu%s",
+				     (unsigned long long)size,
+				     header_size, capacity, node_size,
+				     (unsigned long long)want,
+				     (uint64_t)size < want ? " (truncated)" : "");
 		return -EBADMSG;
 	}
 	if (pid <= 0) {
-		seterr(err, errlen, "bad writer pid %d", pid);
+		sprobe_table__seterr(err, errlen, "bad writer pid %d", pid);
 		return -EBADMSG;
 	}
 	t->version = version;
@@ -659,7 +657,7 @@ struct sprobe_table *sprobe_table__open_mem(const void *buf, size_t len,
 
 	err = parse_opts(opts, &a);
 	if (!err && (!buf || ((uintptr_t)buf & 7))) {
-		seterr(a.err, a.errlen, "buffer is NULL or not 8-byte aligned");
+		sprobe_table__seterr(a.err, a.errlen, "buffer is NULL or not 8-byte aligned");
 		err = -EINVAL;
 	}
 	if (err) {
@@ -731,8 +729,8 @@ struct sprobe_table *sprobe_table__open_pid(pid_t pid,
 	}
 	t = sprobe_table__open_path(path, opts);
 	if (t && t->writer_pid != pid) {
-		seterr(a.err, a.errlen, "%s was written by pid %d, not %d: a "
-		       "stale table", path, (int)t->writer_pid, (int)pid);
+		sprobe_table__seterr(a.err, a.errlen, "%s was written by pid %d, not %d: a "
+				     "stale table", path, (int)t->writer_pid, (int)pid);
 		sprobe_table__close(t);
 		errno = ESTALE;
 		return NULL;
@@ -987,25 +985,25 @@ static int check_walk(const struct sprobe_table *t, uint32_t first,
 
 	while (idx != SPROBE_TABLE_NIL) {
 		if (idx > t->capacity || idx >= watermark) {
-			seterr(err, errlen, "%s: index %u out of range (capacity "
-			       "%u, watermark %u)", what, idx, t->capacity,
-			       watermark);
+			sprobe_table__seterr(err, errlen, "%s: index %u out of range (capacity "
+					     "%u, watermark %u)", what, idx, t->capacity,
+					     watermark);
 			return -EBADMSG;
 		}
 		if (bit_test(seen, idx)) {
-			seterr(err, errlen, "%s: node %u reached twice (%s)",
-			       what, idx, count >= 1 && free_list ?
-			       "cycle or node on both lists" : "cycle");
+			sprobe_table__seterr(err, errlen, "%s: node %u reached twice (%s)",
+					     what, idx, count >= 1 && free_list ?
+					     "cycle or node on both lists" : "cycle");
 			return -ELOOP;
 		}
 		bit_set(seen, idx);
 		count++;
 		rr = read_node(t, idx, &tmp, &retries);
 		if (rr != (free_list ? READ_FREE : READ_LIVE)) {
-			seterr(err, errlen, "%s: node %u is %s", what, idx,
-			       rr == READ_BUSY ? "changing" :
-			       rr == READ_INVALID ? "invalid" :
-			       free_list ? "live" : "free");
+			sprobe_table__seterr(err, errlen, "%s: node %u is %s", what, idx,
+					     rr == READ_BUSY ? "changing" :
+					     rr == READ_INVALID ? "invalid" :
+					     free_list ? "live" : "free");
 			return rr == READ_BUSY ? -EAGAIN : -EBADMSG;
 		}
 		idx = atomic_load_explicit(free_list ? &node_at(t, idx)->free_next
@@ -1028,13 +1026,13 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 	h = hdr(t);
 	g0 = atomic_load_explicit(&h->generation, memory_order_acquire);
 	if (g0 & 1) {
-		seterr(err, errlen, "the writer is changing the list: retry");
+		sprobe_table__seterr(err, errlen, "the writer is changing the list: retry");
 		return -EAGAIN;
 	}
 	wm = atomic_load_explicit(&h->watermark, memory_order_acquire);
 	if (wm == 0 || wm > t->capacity + 1) {
-		seterr(err, errlen, "watermark %u out of range 1..%u", wm,
-		       t->capacity + 1);
+		sprobe_table__seterr(err, errlen, "watermark %u out of range 1..%u", wm,
+				     t->capacity + 1);
 		return -EBADMSG;
 	}
 	seen = calloc(bitmap_words(t->capacity), sizeof(uint64_t));
@@ -1053,13 +1051,13 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 			live_mirror = atomic_load_explicit(&h->live,
 						memory_order_relaxed);
 			if ((uint32_t)(nlive + nfree) != wm - 1) {
-				seterr(err, errlen, "%d live + %d free nodes, "
-				       "but %u were used (watermark %u)", nlive,
-				       nfree, wm - 1, wm);
+				sprobe_table__seterr(err, errlen, "%d live + %d free nodes, "
+						     "but %u were used (watermark %u)", nlive,
+						     nfree, wm - 1, wm);
 				ret = -EBADMSG;
 			} else if (live_mirror != (uint32_t)nlive) {
-				seterr(err, errlen, "header says %u live, list "
-				       "has %d", live_mirror, nlive);
+				sprobe_table__seterr(err, errlen, "header says %u live, list "
+						     "has %d", live_mirror, nlive);
 				ret = -EBADMSG;
 			}
 		}
@@ -1068,7 +1066,7 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 	atomic_thread_fence(memory_order_acquire);
 	g1 = atomic_load_explicit(&h->generation, memory_order_relaxed);
 	if (g1 != g0) {
-		seterr(err, errlen, "the writer changed the list: retry");
+		sprobe_table__seterr(err, errlen, "the writer changed the list: retry");
 		return -EAGAIN;
 	}
 	return ret;

@@ -24,6 +24,12 @@
 #define SPROBE_TABLE_OS_API
 #endif
 
+/* printf into err (len bytes) when err is not NULL: the reason a table
+ * could not be opened, for both halves (table.c). */
+SPROBE_TABLE_OS_API
+void sprobe_table__seterr(char *err, size_t len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* OS resources behind one table. Zero-initialised = nothing to release. */
 struct sprobe_table_os {
 	int fd;		/* POSIX: the open file, -1 when none */

@@ -26,17 +26,6 @@
 #include "userspace/common/fds.h"
 #include "table_os.h"
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 #ifdef __APPLE__
 #define TABLE_DIR "/tmp"
 #else
@@ -139,27 +128,27 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 	if (fd < 0) {
 		e = -errno;
 		if (e == -ELOOP)
-			seterr(err, errlen, "%s is a symlink: refused", path);
+			sprobe_table__seterr(err, errlen, "%s is a symlink: refused", path);
 		else
-			seterr(err, errlen, "cannot open %s: %s", path,
-			       strerror(-e));
+			sprobe_table__seterr(err, errlen, "cannot open %s: %s", path,
+					     strerror(-e));
 		return e;
 	}
 	if (fstat(fd, &st) < 0) {
 		e = -errno;
-		seterr(err, errlen, "fstat %s: %s", path, strerror(-e));
+		sprobe_table__seterr(err, errlen, "fstat %s: %s", path, strerror(-e));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		e = -EINVAL;
-		seterr(err, errlen, "%s is not a regular file", path);
+		sprobe_table__seterr(err, errlen, "%s is not a regular file", path);
 		goto fail;
 	}
 	/* Another user's table may have been crafted to attack the reader,
 	 * or may leak that user's addresses to us: refuse unless root. */
 	if (st.st_uid != geteuid() && geteuid() != 0) {
 		e = -EACCES;
-		seterr(err, errlen,
+		sprobe_table__seterr(err, errlen,
 		       "%s belongs to uid %u, not to you (uid %u): run as that "
 		       "user or as root", path, (unsigned)st.st_uid,
 		       (unsigned)geteuid());
@@ -167,18 +156,18 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 	}
 	if (st.st_size <= 0) {
 		e = -EBADMSG;
-		seterr(err, errlen, "%s is empty (truncated table)", path);
+		sprobe_table__seterr(err, errlen, "%s is empty (truncated table)", path);
 		goto fail;
 	}
 	if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
 		e = -EFBIG;
-		seterr(err, errlen, "%s is too large", path);
+		sprobe_table__seterr(err, errlen, "%s is too large", path);
 		goto fail;
 	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		e = -errno;
-		seterr(err, errlen, "mmap %s: %s", path, strerror(-e));
+		sprobe_table__seterr(err, errlen, "mmap %s: %s", path, strerror(-e));
 		goto fail;
 	}
 	os->fd = fd;

@@ -55,17 +55,6 @@ typedef struct {
 NTSTATUS NTAPI NtQuerySection(HANDLE section, int info_class, PVOID info, SIZE_T len,
 			      PSIZE_T ret_len);
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 static int map_win_error(DWORD e)
 {
 	switch (e) {
@@ -246,8 +235,8 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		mapping = OpenFileMappingA(SECTION_QUERY | FILE_MAP_READ, FALSE, path);
 		if (!mapping) {
 			e = map_win_error(GetLastError());
-			seterr(err, errlen, "cannot open the mapping %s: %s", path,
-			       e == -ENOENT ? "no such table (is the writer running?)"
+			sprobe_table__seterr(err, errlen, "cannot open the mapping %s: %s", path,
+					     e == -ENOENT ? "no such table (is the writer running?)"
 					    : strerror(-e));
 			return e;
 		}
@@ -258,7 +247,8 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 					     sizeof(sbi), &got);
 		if (st < 0 || sbi.size.QuadPart <= 0) {
 			CloseHandle(mapping);
-			seterr(err, errlen, "cannot query the size of %s (status %#lx)", path,
+			sprobe_table__seterr(err, errlen,
+					"cannot query the size of %s (status %#lx)", path,
 			       (unsigned long)st);
 			return -EIO;
 		}
@@ -267,7 +257,8 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		if (section < NAMED_PREFIX_BYTES ||
 		    map_view(mapping, FILE_MAP_READ, 0, sizeof(*pre), (void **)&pre) != 0) {
 			CloseHandle(mapping);
-			seterr(err, errlen, "%s is not a stackprobe table mapping", path);
+			sprobe_table__seterr(err, errlen,
+					"%s is not a stackprobe table mapping", path);
 			return -EBADMSG;
 		}
 		/* Acquire; pairs with the release store in create. */
@@ -277,7 +268,7 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		UnmapViewOfFile(pre);
 		if (magic == 0) {
 			CloseHandle(mapping);
-			seterr(err, errlen, "%s is still being created: retry", path);
+			sprobe_table__seterr(err, errlen, "%s is still being created: retry", path);
 			return -EAGAIN;
 		}
 		/* The section is the prefix plus the table, rounded up to
@@ -286,7 +277,8 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		    sz > section - NAMED_PREFIX_BYTES ||
 		    section - NAMED_PREFIX_BYTES - sz >= NAMED_PREFIX_BYTES) {
 			CloseHandle(mapping);
-			seterr(err, errlen, "%s: bad mapping prefix (magic %#x, version %u, "
+			sprobe_table__seterr(err, errlen,
+					"%s: bad mapping prefix (magic %#x, version %u, "
 			       "size %llu in a section of %llu)", path, magic, version,
 			       (unsigned long long)sz, (unsigned long long)section);
 			return -EBADMSG;
@@ -299,7 +291,7 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		e = widen(path, wp, WPATH_MAX);
 		if (e) {
 			HeapFree(GetProcessHeap(), 0, wp);
-			seterr(err, errlen, "%s: not a valid UTF-8 path", path);
+			sprobe_table__seterr(err, errlen, "%s: not a valid UTF-8 path", path);
 			return e;
 		}
 		/* OPEN_REPARSE_POINT: open a symlink itself, so it can be
@@ -311,31 +303,32 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		HeapFree(GetProcessHeap(), 0, wp);
 		if (file == INVALID_HANDLE_VALUE) {
 			e = map_win_error(GetLastError());
-			seterr(err, errlen, "cannot open %s: %s", path, strerror(-e));
+			sprobe_table__seterr(err, errlen, "cannot open %s: %s", path, strerror(-e));
 			return e;
 		}
 		BY_HANDLE_FILE_INFORMATION fi;
 		LARGE_INTEGER fsz;
 		if (!GetFileInformationByHandle(file, &fi) || !GetFileSizeEx(file, &fsz)) {
 			e = map_win_error(GetLastError());
-			seterr(err, errlen, "cannot stat %s: %s", path, strerror(-e));
+			sprobe_table__seterr(err, errlen, "cannot stat %s: %s", path, strerror(-e));
 			CloseHandle(file);
 			return e;
 		}
 		if (fi.dwFileAttributes & FILE_ATTRIBUTE_REPARSE_POINT) {
 			CloseHandle(file);
-			seterr(err, errlen, "%s is a symlink or junction: refused", path);
+			sprobe_table__seterr(err, errlen,
+					"%s is a symlink or junction: refused", path);
 			return -ELOOP;
 		}
 		if ((fi.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) ||
 		    GetFileType(file) != FILE_TYPE_DISK) {
 			CloseHandle(file);
-			seterr(err, errlen, "%s is not a regular file", path);
+			sprobe_table__seterr(err, errlen, "%s is not a regular file", path);
 			return -EINVAL;
 		}
 		if (fsz.QuadPart <= 0) {
 			CloseHandle(file);
-			seterr(err, errlen, "%s is empty (truncated table)", path);
+			sprobe_table__seterr(err, errlen, "%s is empty (truncated table)", path);
 			return -EBADMSG;
 		}
 		sz = (uint64_t)fsz.QuadPart;
@@ -345,19 +338,20 @@ int sprobe_table_os__open(const char *path, struct sprobe_table_os *os,
 		e = mapping ? 0 : map_win_error(GetLastError());
 		CloseHandle(file);	/* the mapping holds the file */
 		if (e) {
-			seterr(err, errlen, "cannot map %s: %s", path, strerror(-e));
+			sprobe_table__seterr(err, errlen, "cannot map %s: %s", path, strerror(-e));
 			return e;
 		}
 	}
 	if (sz > (uint64_t)SIZE_MAX) {
 		CloseHandle(mapping);
-		seterr(err, errlen, "%s is too large", path);
+		sprobe_table__seterr(err, errlen, "%s is too large", path);
 		return -EFBIG;
 	}
 	e = map_view(mapping, FILE_MAP_READ, off, off ? (size_t)sz : 0, &p);
 	if (e) {
 		CloseHandle(mapping);
-		seterr(err, errlen, "cannot map a view of %s: %s", path, strerror(-e));
+		sprobe_table__seterr(err, errlen,
+				"cannot map a view of %s: %s", path, strerror(-e));
 		return e;
 	}
 	os->handle = mapping;

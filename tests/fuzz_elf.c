@@ -3,7 +3,7 @@
  * libFuzzer target for symbolization of malformed ELF files (modules.c +
  * symbolize.c). Built by mk/hardening.mk with
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_elf.c
- *         userspace/modules.c userspace/symbolize.c -lelf -lz -ldl
+ *         userspace/symbols/modules.c userspace/symbols/symbolize.c -lelf -lz -ldl
  * and run briefly by `make test` (lane test-fuzz-elf), longer by `make fuzz`.
  *
  * Each input is written to a file in a private temp directory; an inventory

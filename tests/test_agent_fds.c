@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The agent never writes into a descriptor it does not own and never
- * takes the program's descriptors (userspace/fds.h, userspace/agent/
+ * takes the program's descriptors (userspace/common/fds.h, userspace/agent/
  * fd_wrappers.c, docs/AGENT.md "Descriptors"): real programs
  * (tests/workloads/fdguest.c) that close every descriptor at start,
  * close_range, closefrom, dup2 over the agent's numbers, raw-close the

@@ -373,6 +373,50 @@ static void test_gap_closed_by_recapture(void **state)
 	cap_free(c);
 }
 
+/* The unwinder only reports a short zero-pause walk
+ * (sprobe_unwinder__short_walks()); re-capturing is the orchestrator's
+ * (sprobe_unwinder__resolve(), userspace/sampler/resolve.c): after
+ * capture + unwind_snapshot the fp thread's sample is still the zero-pause
+ * one, listed as short, and nothing was re-captured. */
+static void test_unwinder_reports_short_walks(void **state)
+{
+	struct sprobe_capturer *c = zp_capturer(true);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
+	struct sprobe_unwinder *u = sprobe_unwinder__new(&uo);
+	struct parked a;
+	bool seen = false;
+
+	(void)state;
+	park_start(&a, ZP_FUTEX, true);
+	for (int round = 0; round < 20 && !seen; round++) {
+		assert_int_equal(sprobe_capturer__capture(c, s), 0);
+		int ia = find_tid(s, a.p.tid);
+		struct sprobe_thread_sample *ta = sprobe_snapshot__thread(s, (uint32_t)ia);
+		bool zp = ta->method == SPROBE_METHOD_ZERO_PAUSE && ta->stage == SPROBE_STAGE_RAW;
+
+		assert_true(sprobe_unwinder__unwind_snapshot(u, s) >= 1);
+		const uint32_t *idx = NULL;
+		uint32_t n = sprobe_unwinder__short_walks(u, &idx);
+		bool listed = false;
+		for (uint32_t k = 0; k < n; k++)
+			listed |= idx[k] == (uint32_t)ia;
+		assert_true(n == 0 || idx != NULL);
+		/* Nothing re-captured: the sample is the one the capture took. */
+		assert_int_equal(sprobe_snapshot__stats(s)->zp_recaptured, 0);
+		if (zp && listed) {
+			assert_int_equal(ta->method, SPROBE_METHOD_ZERO_PAUSE);
+			seen = true;
+		}
+	}
+	assert_true(seen);
+	assert_int_equal(sprobe_unwinder__short_walks(NULL, NULL), 0);
+	park_stop(&a);
+	sprobe_unwinder__free(u);
+	sprobe_snapshot__free(s);
+	cap_free(c);
+}
+
 /* ---- torn copies --------------------------------------------------------- */
 
 #define TORN_WORDS 8192 /* 64 KiB of the woken thread's stack */
@@ -996,6 +1040,7 @@ static void test_bad_arguments(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup_teardown(test_frames_match_signal_path, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_gap_closed_by_recapture, setup_usr2, teardown),
+	cmocka_unit_test_setup_teardown(test_unwinder_reports_short_walks, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_woken_thread_never_torn, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_thread_that_ran_is_refused, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_unchanged_thread_keeps_its_copy, setup_usr2, teardown),

@@ -199,6 +199,18 @@ SPROBE_API
 const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pause *p,
 							  size_t *n);
 
+/*
+ * Rewrite the data file at path with the kernel windows kw[0..nk) inserted
+ * as KWINDOW records before its trailer (appended, for a file cut short,
+ * which stays cut short). The new file is written next to it (path.tmp)
+ * and replaces it with rename(2), so a failure loses nothing. Returns 0 or
+ * -errno (EINVAL, ENOMEM, the reader's or the writer's). Not thread-safe with
+ * another writer of path.
+ */
+SPROBE_API
+int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwindow *kw,
+				 size_t nk);
+
 /* Forget the collected windows (counters are kept). */
 SPROBE_API
 void sprobe_pause__clear(struct sprobe_pause *p);

@@ -42,7 +42,7 @@
  *
  * Async-signal-safety: NONE of these functions is async-signal-safe, and
  * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
- * captures first (the capture backend's window code is the only
+ * (the sampler stage's) captures first (the capture backend's window code is the only
  * async-signal-safe part), and unwinds only after every thread runs again.
  *
  * Thread-safety: an unwinder is used by one thread at a time. Different
@@ -95,9 +95,10 @@ struct sprobe_unwinder_stats {
 	uint64_t table_failures;/* frames with no CFI (missed search, or pc in
 				 * no module) */
 	uint64_t module_refreshes; /* refreshes that changed the module set */
-	/* sprobe_unwinder__resolve(): zero-pause samples walked, and those
-	 * whose walk did not reach the thread's start (re-captured through
-	 * the signal path: the register gap, docs/capture.md). */
+	/* sprobe_unwinder__unwind_snapshot(): zero-pause samples walked, and
+	 * those whose walk did not reach the thread's start (the register
+	 * gap, docs/capture.md; sprobe_unwinder__resolve() re-captures them
+	 * through the signal path). */
 	uint64_t zp_walks;
 	uint64_t zp_short;
 	uint64_t pins;		/* modules pinned (dlopen RTLD_NOLOAD) for a round */
@@ -142,33 +143,33 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 			    enum sprobe_unwind_stop *why);
 
 /*
- * Refresh the inventory, unwind every captured (RAW) thread of snap and set
- * its frames_resolved flag. Returns the number of threads unwound, or
- * -errno (EINVAL on NULL arguments).
+ * Refresh the inventory and unwind every captured (RAW) thread of snap in
+ * one pin round (each module pinned at most once for the whole snapshot),
+ * then set its frames_resolved flag. A sample already UNWOUND (a zero-pause
+ * copy of a thread that has not run since its last, complete, walk: the
+ * capture keeps that walk) is counted but not walked again. Zero-pause
+ * samples whose walk did not reach the thread's start are listed for
+ * sprobe_unwinder__short_walks() and counted in the stats' zp_walks /
+ * zp_short; the unwinder does not re-capture them (it never calls the
+ * capturer: see sprobe_unwinder__resolve()). Returns the number of threads
+ * unwound, or -errno (EINVAL on NULL arguments, ENOMEM).
  */
 SPROBE_API
 int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap);
 
 /*
- * sprobe_unwinder__unwind_snapshot() for a snapshot that c captured with
- * zero-pause on, closing the register gap: a zero-pause sample has SP and
- * PC only, so a walk that needs another register at its first frames (the
- * frame pointer, in code built with -fno-omit-frame-pointer) stops early.
- * Every zero-pause sample whose walk does not reach the thread's start
- * (stop END; MAX_FRAMES and a capped copy count as reached) is re-captured
- * at once through the signal path (sprobe_capturer__recapture(): same
- * slot, method SIGNAL, stats.zp_recaptured) and unwound again. Counts go
- * to the stats' zp_walks / zp_short. A sample already UNWOUND (a
- * zero-pause copy of a thread that has not run since its last, complete,
- * walk: the capture keeps that walk) is counted but not walked again.
- * Returns the number of threads unwound
- * (before re-capture), or -errno (EINVAL on NULL arguments, ENOMEM, or the
- * re-capture's error; the snapshot then keeps the short walks).
- * Not async-signal-safe; from the probe thread.
+ * The zero-pause samples of the last sprobe_unwinder__unwind_snapshot()
+ * whose walk came up short: a zero-pause sample has SP and PC only, so a
+ * walk that needs another register at its first frames (the frame pointer,
+ * in code built with -fno-omit-frame-pointer) stops early. Short means the
+ * walk did not reach the thread's start (stop END; MAX_FRAMES and a capped
+ * copy count as reached). *idx (if not NULL) gets their indexes
+ * (sprobe_snapshot__thread()), ascending, or NULL when there are none;
+ * valid until the next unwind_snapshot() or free of u. Returns how many
+ * (0 for NULL u).
  */
 SPROBE_API
-int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
-			     struct sprobe_snapshot *snap);
+uint32_t sprobe_unwinder__short_walks(const struct sprobe_unwinder *u, const uint32_t **idx);
 
 /* Drop every cached CFI row and eh_frame_hdr check of the inventory's
  * modules (memory back; the next unwinds are cold again). Returns 0,
@@ -181,12 +182,34 @@ SPROBE_API
 int sprobe_unwinder__stats(const struct sprobe_unwinder *u, struct sprobe_unwinder_stats *out);
 
 /*
+ * Orchestration: capture + unwind. Implemented by the sampler stage
+ * (userspace/sampler/resolve.c), not by the unwinder: data flows one way
+ * (capture -> unwind), and the policy "re-capture a thread whose zero-pause
+ * walk came up short" belongs to the orchestrator. The sampler's rounds use
+ * the same code.
+ */
+
+/*
+ * sprobe_unwinder__unwind_snapshot() for a snapshot that c captured, then
+ * closing the register gap: every zero-pause sample whose walk came up short
+ * (sprobe_unwinder__short_walks()) is re-captured at once through the
+ * signal path (sprobe_capturer__recapture(): same slot, method SIGNAL,
+ * stats.zp_recaptured) and unwound again. Returns the number of threads
+ * unwound (before re-capture), or -errno (EINVAL on NULL arguments, ENOMEM,
+ * or the re-capture's error; the snapshot then keeps the short walks).
+ * Not async-signal-safe; from the probe thread.
+ */
+SPROBE_API
+int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
+			     struct sprobe_snapshot *snap);
+
+/*
  * Capture every sibling thread into snap with c, then — after every thread
  * runs again — unwind them all with u (DWARF with frame-pointer fallback)
  * through sprobe_unwinder__resolve() (zero-pause samples whose walk falls
- * short are re-captured with a signal) and set frames_resolved. Returns 0 or the capture's -errno (-ENOTSUP on an
- * unsupported platform, never an empty snapshot). Not async-signal-safe; call
- * from the probe thread.
+ * short are re-captured with a signal) and set frames_resolved. Returns 0
+ * or the capture's -errno (-ENOTSUP on an unsupported platform, never an
+ * empty snapshot). Not async-signal-safe; call from the probe thread.
  */
 SPROBE_API
 int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,

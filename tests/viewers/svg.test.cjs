@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause
-// The SVG flame graph (`report --format svg`, userspace/report_svg.c) in a
+// The SVG flame graph (`report --format svg`, userspace/report/svg.c) in a
 // real browser: Debian's chromium driven by playwright-core, the file opened
 // by its file:// URL as a user opens it. Reference: the folded report of
 // the same recording of build/demo.
@@ -13,7 +13,7 @@ const SVG = C.path.join(C.OUT, 'demo.svg');
 const URL_ = pathToFileURL(SVG).href;
 const folded = C.readFolded(C.path.join(C.OUT, 'demo.folded'));
 const TOTAL = C.total(folded);
-const FULL_W = 1200 - 2 * 10;	// report_svg.c: IMG_W - 2 * PAD
+const FULL_W = 1200 - 2 * 10;	// svg.c: IMG_W - 2 * PAD
 
 const skip = C.chromiumMissing();
 

@@ -8,6 +8,9 @@
 #ifndef SPROBE_CLI_H
 #define SPROBE_CLI_H
 
+#include <stdio.h>
+#include <sys/types.h>
+
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERROR 1
 #define CLI_EXIT_USAGE 2
@@ -17,6 +20,24 @@ struct cli_command {
 	const char *summary;	/* one line for `stackprobe --help` */
 	int (*run)(int argc, char **argv);
 };
+
+/* The end of a command's getopt switch for -h/--help (c == 'h': usage on
+ * stdout, CLI_EXIT_OK) and for anything getopt refused (usage on stderr,
+ * CLI_EXIT_USAGE). */
+int cli_usage_exit(void (*usage)(FILE *), int c);
+
+/*
+ * Strict number parsing for options and operands (parse.c): decimal digits
+ * only for integers (no blanks, no sign, no trailing junk), the whole
+ * string for doubles; the value must lie in [min, max]. Return 0 with *out
+ * set, or -EINVAL with *out untouched.
+ */
+int cli_parse_ulong(const char *s, unsigned long min, unsigned long max, unsigned long *out);
+int cli_parse_double(const char *s, double min, double max, double *out);
+/* A process id, 1..PID_MAX_LIMIT. */
+int cli_parse_pid(const char *s, pid_t *out);
+/* A real-time signal number, SIGRTMIN..SIGRTMAX (Linux). */
+int cli_parse_rtsig(const char *s, int *out);
 
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);

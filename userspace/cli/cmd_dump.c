@@ -19,6 +19,8 @@
 #include <stackprobe/symbolize.h>
 #include <stackprobe/table.h>
 
+#include "userspace/common/clock.h"
+
 #include "cli.h"
 
 static void usage(FILE *f)
@@ -41,26 +43,6 @@ static void usage(FILE *f)
 	      "\n"
 	      "Exit status: 0 ok, 1 error (no table, dead process, another user's or\n"
 	      "a corrupt table), 2 usage error.\n", f);
-}
-
-static int parse_pid(const char *s, pid_t *out)
-{
-	char *end;
-	if (!s || *s < '1' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || v <= 0 || v > 0x3fffffff)
-		return -EINVAL;
-	*out = (pid_t)v;
-	return 0;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
@@ -100,14 +82,11 @@ int cmd_dump(int argc, char **argv)
 			raw = true;
 			break;
 		case 'h':
-			usage(stdout);
-			return CLI_EXIT_OK;
 		default:
-			usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_usage_exit(usage, c);
 		}
 	}
-	if (optind != argc - 1 || parse_pid(argv[optind], &pid)) {
+	if (optind != argc - 1 || cli_parse_pid(argv[optind], &pid)) {
 		if (optind < argc)
 			fprintf(stderr, "stackprobe dump: expected one PID (a positive number), got '%s'\n",
 				argv[optind]);
@@ -160,7 +139,7 @@ int cmd_dump(int argc, char **argv)
 		sprobe_table__close(t);
 		return CLI_EXIT_ERROR;
 	}
-	uint64_t now = mono_ns();
+	uint64_t now = sprobe_mono_ns();
 	unsigned threads = 0;
 	printf("pid %d: %u threads in %s%s\n", pid, info.live, sprobe_table__path(t),
 	       info.writer_closed ? " (the agent has stopped: stacks are the last ones)" : "");

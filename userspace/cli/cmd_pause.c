@@ -13,6 +13,7 @@
  * Exit status: 0 ok, 1 runtime error, 2 usage error.
  */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,8 @@
 #include <unistd.h>
 
 #include <stackprobe/pause.h>
+
+#include "userspace/common/clock.h"
 
 #include "cli.h"
 
@@ -96,13 +99,6 @@ static int signal_from_status(pid_t pid)
 	return found;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int cmd_pause(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -115,45 +111,36 @@ int cmd_pause(int argc, char **argv)
 	double seconds = 0;
 	int signo = 0, c;
 	bool verbose = false;
-	char *end;
 
 	while ((c = getopt_long(argc, argv, "d:s:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
-			errno = 0;
-			seconds = strtod(optarg, &end);
-			if (errno || *end || !(seconds > 0 && seconds <= 86400)) {
+			/* DBL_MIN, the least positive double: (0, 86400]. */
+			if (cli_parse_double(optarg, DBL_MIN, 86400, &seconds)) {
 				fprintf(stderr, "stackprobe pause: -d %s: expected seconds in (0, 86400]\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
-		case 's': {
-			long v = strtol(optarg, &end, 10);
-			if (!*optarg || *end || v < SIGRTMIN || v > SIGRTMAX) {
+		case 's':
+			if (cli_parse_rtsig(optarg, &signo)) {
 				fprintf(stderr, "stackprobe pause: --signal %s: expected %d..%d\n", optarg,
 					SIGRTMIN, SIGRTMAX);
 				return CLI_EXIT_USAGE;
 			}
-			signo = (int)v;
 			break;
-		}
 		case 'v':
 			verbose = true;
 			break;
 		case 'h':
-			usage(stdout);
-			return CLI_EXIT_OK;
 		default:
-			usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_usage_exit(usage, c);
 		}
 	}
-	long lpid = optind == argc - 1 ? strtol(argv[optind], &end, 10) : 0;
-	if (optind != argc - 1 || *end || lpid <= 0 || lpid > 0x3fffffff) {
+	pid_t pid;
+	if (optind != argc - 1 || cli_parse_pid(argv[optind], &pid)) {
 		fprintf(stderr, "stackprobe pause: expected one PID\n");
 		return CLI_EXIT_USAGE;
 	}
-	pid_t pid = (pid_t)lpid;
 	if (kill(pid, 0) < 0 && errno == ESRCH) {
 		fprintf(stderr, "stackprobe pause: no process with pid %d\n", pid);
 		return CLI_EXIT_ERROR;
@@ -186,17 +173,17 @@ int cmd_pause(int argc, char **argv)
 	fprintf(stderr, "stackprobe pause: watching pid %d, signal %d%s\n", pid, signo,
 		seconds > 0 ? "" : " (Ctrl-C to stop)");
 
-	uint64_t t0 = mono_ns(), end_ns = seconds > 0 ? t0 + (uint64_t)(seconds * 1e9) : 0;
+	uint64_t t0 = sprobe_mono_ns(), end_ns = seconds > 0 ? t0 + (uint64_t)(seconds * 1e9) : 0;
 	while (!stop_req) {
 		sprobe_pause__poll(kp, 100);
-		if (end_ns && mono_ns() >= end_ns)
+		if (end_ns && sprobe_mono_ns() >= end_ns)
 			break;
 		if (kill(pid, 0) < 0 && errno == ESRCH)
 			break;
 	}
 	while (sprobe_pause__poll(kp, 0) > 0)
 		;
-	uint64_t wall = mono_ns() - t0;
+	uint64_t wall = sprobe_mono_ns() - t0;
 
 	size_t nk = 0;
 	const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(kp, &nk);

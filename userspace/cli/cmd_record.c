@@ -39,6 +39,8 @@
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
+#include "userspace/common/clock.h"
+
 #include "cli.h"
 
 #define DEFAULT_OUTPUT "stackprobe.data"
@@ -80,20 +82,6 @@ static void usage(FILE *f)
 	      "stackprobe itself failed, 2 on a usage error.\n", f);
 }
 
-/* Strict positive number, 1..max. */
-static int parse_freq(const char *s, double *out)
-{
-	char *end;
-	if (!s || !*s)
-		return -EINVAL;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || *end || !(v >= 1 && v <= 10000))
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 /* The agent library: $STACKPROBE_AGENT_LIB, else next to this executable
  * (build tree), else ../lib (installed). */
 static int find_agent(char *out, size_t len)
@@ -132,13 +120,6 @@ static int find_agent(char *out, size_t len)
 	return -ENOENT;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static volatile sig_atomic_t forward_sig;
 static void on_signal(int sig)
 {
@@ -158,89 +139,6 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 	uint64_t refused = atomic_load_explicit(&st->rounds_failed, memory_order_relaxed);
 	if (refused)
 		fprintf(stderr, "  captures refused %llu", (unsigned long long)refused);
-}
-
-/* Append one KWINDOW record per kernel window. Returns 0 or -errno. */
-static int write_kwindows(struct sprobe_datafile_writer *w, const struct sprobe_pause_kwindow *kw,
-			  size_t nk)
-{
-	int err = 0;
-
-	for (size_t i = 0; i < nk && !err; i++) {
-		struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
-		k.kwindow.tid = (uint32_t)kw[i].tid;
-		k.kwindow.generate_ns = kw[i].generate_ns;
-		k.kwindow.deliver_ns = kw[i].deliver_ns;
-		k.kwindow.sigreturn_ns = kw[i].sigreturn_ns;
-		k.kwindow.offcpu_ns = kw[i].offcpu_ns;
-		err = sprobe_datafile_writer__write(w, &k);
-	}
-	return err;
-}
-
-/*
- * Rewrite the data file at PATH with the kernel windows inserted before its
- * trailer (or appended, for a file cut short, which stays cut short). The
- * new file replaces the old one with rename(2), so a failure loses nothing.
- */
-static int add_kernel_windows(const char *path, const struct sprobe_pause_kwindow *kw, size_t nk)
-{
-	char tmp[PATH_MAX];
-	int err = 0;
-
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
-	if (!rd)
-		return -errno;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = -errno;
-		sprobe_datafile_reader__free(rd);
-		return err;
-	}
-	struct sprobe_datafile_writer_opts wo = { .sz = sizeof(wo) };
-	struct sprobe_datafile_writer *w = sprobe_datafile_writer__new(fd, &wo);
-	if (!w) {
-		err = -errno;
-		goto out;
-	}
-	struct sprobe_df_record rec;
-	bool added = false;
-	int r;
-	while ((r = sprobe_datafile_reader__next(rd, &rec)) > 0) {
-		if (rec.type == SPROBE_DF_TRAILER && !added) {
-			err = write_kwindows(w, kw, nk);
-			added = true;
-		}
-		if (!err && rec.type == SPROBE_DF_TRAILER) {
-			/* __finish() writes the trailer (and counts records). */
-			err = sprobe_datafile_writer__finish(w, &rec.trailer);
-			break;
-		}
-		if (!err)
-			err = sprobe_datafile_writer__write(w, &rec);
-		if (err)
-			break;
-	}
-	if (r < 0 && !err && sprobe_datafile_reader__status(rd) != SPROBE_DF_CUT_SHORT)
-		err = r;
-	if (!err && !added) {
-		/* Cut short: keep it so, with the windows at the end. */
-		err = write_kwindows(w, kw, nk);
-		if (!err)
-			err = sprobe_datafile_writer__flush(w);
-	}
-out:
-	sprobe_datafile_writer__free(w);
-	if (close(fd) < 0 && !err)
-		err = -errno;
-	sprobe_datafile_reader__free(rd);
-	if (!err && rename(tmp, path) < 0)
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	return err;
 }
 
 int cmd_record(int argc, char **argv)
@@ -268,7 +166,7 @@ int cmd_record(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+F:m:o:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'F':
-			if (parse_freq(optarg, &freq)) {
+			if (cli_parse_double(optarg, 1, 10000, &freq)) {
 				fprintf(stderr, "stackprobe record: -F %s: expected a number of Hz in 1..10000\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
@@ -299,23 +197,16 @@ int cmd_record(int argc, char **argv)
 		case 'Z':
 			zero_pause = false;
 			break;
-		case 'S': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (!*optarg || *end || v < SIGRTMIN || v > SIGRTMAX) {
+		case 'S':
+			if (cli_parse_rtsig(optarg, &signo)) {
 				fprintf(stderr, "stackprobe record: --signal %s: expected a real-time signal "
 						"number in %d..%d\n", optarg, SIGRTMIN, SIGRTMAX);
 				return CLI_EXIT_USAGE;
 			}
-			signo = (int)v;
 			break;
-		}
 		case 'h':
-			usage(stdout);
-			return CLI_EXIT_OK;
 		default:
-			usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_usage_exit(usage, c);
 		}
 	}
 	if (optind >= argc) {
@@ -372,7 +263,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGQUIT, &sa, &old_quit);
 
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "stackprobe record: fork: %s\n", strerror(errno));
@@ -455,7 +346,7 @@ int cmd_record(int argc, char **argv)
 			forward_sig = 0;
 		}
 		if (tty)
-			status_line(st, mono_ns() - t0);
+			status_line(st, sprobe_mono_ns() - t0);
 		if (kp)
 			sprobe_pause__poll(kp, tty ? 250 : 50);
 		else if (tty)
@@ -488,14 +379,14 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: %s was killed by signal %d (%s)\n",
 				argv[optind], WTERMSIG(wst), strsignal(WTERMSIG(wst)));
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s)\n", output,
-			(double)(mono_ns() - t0) / 1e9);
+			(double)(sprobe_mono_ns() - t0) / 1e9);
 	}
 	if (kp) {
 		size_t nk = 0;
 		const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(kp, &nk);
 		struct sprobe_pause_stats ps;
 		sprobe_pause__stats(kp, &ps);
-		int merr = add_kernel_windows(output, kw, nk);
+		int merr = sprobe_pause__splice_windows(output, kw, nk);
 		if (merr < 0)
 			fprintf(stderr, "stackprobe record: could not add %zu kernel windows to %s: %s\n",
 				nk, output, strerror(-merr));

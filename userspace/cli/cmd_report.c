@@ -58,22 +58,6 @@ static void usage(FILE *f)
 	      "so), 1 error (missing, empty, unreadable or corrupt file), 2 usage error.\n", f);
 }
 
-/* Strict: decimal digits only, no sign, no trailing junk, 1..max. */
-static int parse_u32(const char *s, unsigned long max, uint32_t *out)
-{
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || v == 0 || v > max)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 int cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -88,6 +72,7 @@ int cmd_report(int argc, char **argv)
 	const char *input = DEFAULT_INPUT, *output = NULL;
 	int fmt = SPROBE_REPORT_TEXT, c, err;
 	uint32_t tid = 0, top = 0;
+	unsigned long num;
 	struct sprobe_report *r;
 	FILE *out = stdout;
 
@@ -105,28 +90,27 @@ int cmd_report(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (parse_u32(optarg, 0x7fffffffUL, &tid)) {
+			if (cli_parse_ulong(optarg, 1, 0x7fffffffUL, &num)) {
 				fprintf(stderr, "stackprobe report: --tid wants a thread id "
 						"(a positive decimal number), got '%s'\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
+			tid = (uint32_t)num;
 			break;
 		case 'n':
-			if (parse_u32(optarg, 1000000UL, &top)) {
+			if (cli_parse_ulong(optarg, 1, 1000000UL, &num)) {
 				fprintf(stderr, "stackprobe report: --top wants a number from 1 "
 						"to 1000000, got '%s'\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
+			top = (uint32_t)num;
 			break;
 		case 'o':
 			output = optarg;
 			break;
 		case 'h':
-			usage(stdout);
-			return CLI_EXIT_OK;
 		default:
-			usage(stderr);
-			return CLI_EXIT_USAGE;
+			return cli_usage_exit(usage, c);
 		}
 	}
 	if (optind < argc) {

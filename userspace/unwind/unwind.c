@@ -18,24 +18,8 @@
  * None of this runs inside a suspend window: the samples were copied by the
  * capture backend and every thread runs again when we get here.
  *
- * Pins. Another thread may dlclose() a library between the inventory
- * refresh and the read, or during it; reading its unmapped pages would
- * fault the probe thread. So before the first live read of a module in a
- * round (one sprobe_unwinder__unwind() call, or a whole
- * sprobe_unwinder__unwind_snapshot()), the module is pinned:
- * dlopen(path, RTLD_NOLOAD) takes a reference only if the object is still
- * loaded, and dlinfo(RTLD_DI_LINKMAP)'s l_addr must still be the inventory's
- * load bias (the same object at the same place, not a namesake loaded
- * elsewhere). The loader's lock orders this against dlclose(): once we hold
- * the reference, nothing unmaps the object until the round ends and drops
- * it (dlclose). A module that cannot be pinned is not read that round: no
- * CFI search, no code read; its cached rows (copies) still serve. The main
- * program, the vDSO, the loader and the object holding this code are never
- * unmapped while we run and need no pin (modules.c, "permanent"). The warm path
- * (cached rows) reads no module memory on x86_64 at all; on aarch64 the
- * sigreturn check reads the code at ip, so its answer is cached per ip.
- * dlopen/dlclose take the loader lock (dl_load_lock, which fork() resets in
- * the child), never the dl_iterate_phdr lock.
+ * Live reads go through access.c: the accessors, and the pins that keep a
+ * module mapped while it is read (why and how: there).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -48,283 +32,9 @@
 #include <stackprobe/unwind.h>
 
 #include "userspace/common/fds.h"
-#include "modules_internal.h"
+#include "userspace/symbols/modules_internal.h"
 
-#if defined(__x86_64__)
-#define REG_FP 6
-#define REG_SP 7
-#define REG_IP 16
-#define SEARCH_UNWIND_TABLE _Ux86_64_dwarf_search_unwind_table
-#elif defined(__aarch64__)
-#define REG_FP 29
-#define REG_LR 30
-#define REG_SP 31
-#define REG_IP 32
-#define SEARCH_UNWIND_TABLE _Uaarch64_dwarf_search_unwind_table
-/* libunwind's aarch64 unw_is_signal_frame() reads the instruction at ip
- * (x86_64's answers from the CFI it already parsed). */
-#define SIG_CHECK_READS_CODE 1
-#else
-#error "stackprobe unwinds x86_64 and aarch64 only"
-#endif
-
-int SEARCH_UNWIND_TABLE(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
-			unw_proc_info_t *pi, int need_unwind_info, void *arg);
-
-struct sprobe_unwinder {
-	unw_addr_space_t as;
-	struct sprobe_modules *mods;
-	bool own_mods;
-	bool no_dwarf, no_fp;
-	uint32_t max_frames;
-	uint64_t mods_gen;	/* inventory generation last seen */
-	uint64_t round;		/* current round, for the modules' pin stamps */
-	bool in_round;		/* inside unwind_snapshot(): one round for all */
-	void **pins;		/* dlopen handles held this round */
-	size_t npins, cap_pins;
-	struct sprobe_unwinder_stats st;
-	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
-	uint32_t *zp_idx;	/* scratch: zero-pause samples to re-capture */
-	uint32_t zp_cap;
-};
-
-/* State of one walk; the accessors' `arg`. */
-struct walk {
-	struct sprobe_unwinder *u;
-	const struct sprobe_thread_sample *s;
-	uint64_t lo, hi;	/* the copy: [lo, hi) */
-	uint64_t seg_lo, seg_hi; /* last live segment read, [seg_lo, seg_hi) */
-	uint64_t regs[SPROBE_NREGS];
-	bool no_cfi;		/* find_proc_info found no CFI during this step */
-	bool unpinned;		/* a module could not be pinned: nothing learned */
-	bool past_copy;		/* a read fell between the copy's end and stack_top */
-};
-
-/* ---- pins ---- */
-
-/* Take a reference on mod's object if it is still loaded where the
- * inventory says. Returns 0 or -errno (ENOENT unloaded or moved, ENOMEM). */
-static int pin(struct sprobe_unwinder *u, struct module *mod)
-{
-	struct link_map *lm = NULL;
-	void *h;
-
-	if (u->npins == u->cap_pins) {
-		size_t cap = u->cap_pins ? u->cap_pins * 2 : 16;
-		void **p = realloc(u->pins, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		u->pins = p;
-		u->cap_pins = cap;
-	}
-	/* RTLD_NOLOAD: never loads anything (and runs no constructor); the
-	 * loader lock orders this against a concurrent dlclose(). */
-	h = dlopen(mod->path, RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return -ENOENT;
-	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || (uint64_t)lm->l_addr != mod->pub.bias) {
-		dlclose(h);
-		return -ENOENT;
-	}
-	u->pins[u->npins++] = h;
-	return 0;
-}
-
-/*
- * May mod's segments be read live now? Decided once per module per round:
- * the main program and the vDSO always; a library if pin() holds it.
- */
-static bool mod_readable(struct sprobe_unwinder *u, struct module *mod)
-{
-	struct unw_cache *uc = &mod->unw;
-
-	if (mod->permanent)
-		return true;
-	if (uc->pin_owner != u || uc->pin_round != u->round) {
-		uc->pin_owner = u;
-		uc->pin_round = u->round;
-		uc->pin_state = pin(u, mod) == 0 ? 1 : -1;
-		if (uc->pin_state > 0)
-			u->st.pins++;
-		else
-			u->st.pin_failures++;
-	}
-	return uc->pin_state > 0;
-}
-
-/* End the round: drop every pin. A library that was dlclose()d meanwhile
- * is unloaded here, by its last reference (its destructors run now, on
- * this thread). */
-static void round_end(struct sprobe_unwinder *u)
-{
-	for (size_t i = 0; i < u->npins; i++)
-		dlclose(u->pins[i]);
-	u->npins = 0;
-	u->round++;
-	u->in_round = false;
-}
-
-/* ---- accessors ---- */
-
-static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
-			      int need_unwind_info, void *arg)
-{
-	struct walk *w = arg;
-	struct module *mod = sprobe__modules_find(w->u->mods, ip);
-	int ret;
-
-	w->u->st.table_lookups++;
-	if (!mod || !mod->pub.eh_frame_hdr)
-		goto noinfo;
-	if (!mod_readable(w->u, mod)) {
-		/* Unloaded since the refresh: nothing of it can be read, and
-		 * nothing is concluded about its CFI. */
-		w->unpinned = true;
-		goto noinfo;
-	}
-	if (mod->unw.state == 0) {
-		/* Check the .eh_frame_hdr once per module: version 1,
-		 * eh_frame_ptr pcrel|sdata4, fde_count udata4, table
-		 * datarel|sdata4 — the only layout libunwind's remote table
-		 * search understands. */
-		const uint8_t *h = (const uint8_t *)(uintptr_t)mod->pub.eh_frame_hdr;
-		uint32_t count;
-
-		mod->unw.state = -ENOTSUP;
-		if (mod->pub.eh_frame_hdr_len >= 12 && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 &&
-		    h[3] == 0x3b) {
-			memcpy(&count, h + 8, 4);
-			if (12 + (uint64_t)count * 8 <= mod->pub.eh_frame_hdr_len) {
-				mod->unw.fde_count = count;
-				mod->unw.table = mod->pub.eh_frame_hdr + 12;
-				mod->unw.state = 1;
-			}
-		}
-	}
-	if (mod->unw.state != 1)
-		goto noinfo;
-
-	unw_dyn_info_t di;
-
-	memset(&di, 0, sizeof(di));
-	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	di.start_ip = mod->pub.start;
-	di.end_ip = mod->pub.end;
-	di.u.rti.segbase = mod->pub.eh_frame_hdr;
-	di.u.rti.table_data = mod->unw.table;
-	/* In unw_word_t units; a table entry is two int32 (8 bytes). */
-	di.u.rti.table_len = mod->unw.fde_count * 8 / sizeof(unw_word_t);
-	mod->unw.lookups++;
-	ret = SEARCH_UNWIND_TABLE(as, ip, &di, pi, need_unwind_info, arg);
-	if (ret == -UNW_ENOINFO) {
-		mod->unw.failures++;
-		goto noinfo;
-	}
-	return ret;
-noinfo:
-	w->no_cfi = true;
-	w->u->st.table_failures++;
-	return -UNW_ENOINFO;
-}
-
-static void acc_put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
-{
-	/* libunwind frees table-format unwind info itself. */
-}
-
-static int acc_get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *arg)
-{
-	return -UNW_ENOINFO; /* no JIT registration (_U_dyn_register) support */
-}
-
-/* Reads foreign memory on purpose (another thread's stack copy, other
- * modules' read-only segments), each checked against known bounds first:
- * not for AddressSanitizer's instrumentation. */
-__attribute__((no_sanitize_address))
-static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
-{
-	struct walk *w = arg;
-	struct module *mod;
-
-	if (write)
-		return -UNW_EINVAL;
-	if (addr >= w->lo && w->hi - w->lo >= sizeof(*val) && addr - w->lo <= w->hi - w->lo - sizeof(*val)) {
-		memcpy(val, w->s->stack + (addr - w->lo), sizeof(*val));
-		return 0;
-	}
-	if (addr >= w->seg_lo && addr < w->seg_hi && w->seg_hi - addr >= sizeof(*val)) {
-		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
-		return 0;
-	}
-	mod = sprobe__modules_find(w->u->mods, addr);
-	if (mod && !mod_readable(w->u, mod)) {
-		w->unpinned = true;
-		return -UNW_EINVAL;
-	}
-	for (uint32_t i = 0; mod && i < mod->pub.nsegs; i++) {
-		const struct sprobe_segment *sg = &mod->pub.segs[i];
-
-		/* Code and unwind tables live in read-only segments; data
-		 * segments are never needed, and another thread may be
-		 * writing them. The module is pinned (or permanent) for the
-		 * round, so the segment stays mapped until round_end(). */
-		if (!(sg->prot & (SPROBE_SEG_R | SPROBE_SEG_X)) || (sg->prot & SPROBE_SEG_W) ||
-		    addr < sg->start ||
-		    addr >= sg->end || sg->end - addr < sizeof(*val))
-			continue;
-		w->seg_lo = sg->start;
-		w->seg_hi = sg->end;
-		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
-		return 0;
-	}
-	/* A word reaching past the copy's end (or a straddling one) would
-	 * have been there had the copy been longer. */
-	if (addr >= w->lo && addr < w->s->stack_top && addr + sizeof(*val) > w->hi)
-		w->past_copy = true;
-	return -UNW_EINVAL;
-}
-
-static int acc_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg)
-{
-	struct walk *w = arg;
-
-	if (reg < 0 || reg >= SPROBE_NREGS)
-		return -UNW_EBADREG;
-	if (write)
-		w->regs[reg] = *val;
-	else
-		*val = w->regs[reg];
-	return 0;
-}
-
-static int acc_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
-		     void *arg)
-{
-	return -UNW_EBADREG; /* a copied stack has no FP state we need */
-}
-
-static int acc_resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
-{
-	return -UNW_EINVAL; /* we only read; resuming a copy is meaningless */
-}
-
-static int acc_get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
-			     unw_word_t *off, void *arg)
-{
-	return -UNW_ENOINFO; /* names come from symbolize.c, later */
-}
-
-static unw_accessors_t accessors = {
-	.find_proc_info = acc_find_proc_info,
-	.put_unwind_info = acc_put_unwind_info,
-	.get_dyn_info_list_addr = acc_get_dyn_info_list_addr,
-	.access_mem = acc_mem,
-	.access_reg = acc_reg,
-	.access_fpreg = acc_fpreg,
-	.resume = acc_resume,
-	.get_proc_name = acc_get_proc_name,
-};
+#include "userspace/unwind/unwind_internal.h"
 
 /* ---- public API ---- */
 
@@ -373,7 +83,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 	/* The first calls initialise libunwind, which opens a pipe it keeps
 	 * for the process's life: out of the program's numbers (fds.h). */
 	sprobe_fd__foreign_begin();
-	u->as = unw_create_addr_space(&accessors, 0);
+	u->as = unw_create_addr_space(&sprobe_unw__accessors, 0);
 	/* Rows are cached per module (struct unw_cache); libunwind's own
 	 * cache would only add a lock and two sigprocmask calls per step.
 	 * (This call is the one that initialises libunwind.) */
@@ -394,11 +104,11 @@ void sprobe_unwinder__free(struct sprobe_unwinder *u)
 		return;
 	if (u->as)
 		unw_destroy_addr_space(u->as);
-	round_end(u); /* no pin outlives a call; this is for safety */
+	sprobe_unw__round_end(u); /* no pin outlives a call; this is for safety */
 	free(u->pins);
 	if (u->own_mods)
 		sprobe_modules__free(u->mods);
-	free(u->zp_idx);
+	free(u->short_idx);
 	free(u);
 }
 
@@ -619,7 +329,7 @@ static bool signal_frame(struct sprobe_unwinder *u, unw_cursor_t *c, uint64_t ip
 		if (slot->ip == ip)
 			return slot->is_sig;
 	}
-	if (!mod_readable(u, mod))
+	if (!sprobe_unw__mod_readable(u, mod))
 		return false;
 	sig = unw_is_signal_frame(c) > 0;
 	if (!mod->unw.sig)
@@ -765,36 +475,8 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	/* A round of its own: pins taken during this walk end with it. */
 	u->in_round = true;
 	ret = unwind_one(u, s, why);
-	round_end(u);
+	sprobe_unw__round_end(u);
 	return ret;
-}
-
-int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
-{
-	uint32_t n;
-	int ret, done = 0;
-
-	if (!u || !snap)
-		return -EINVAL;
-	/* Outside any window: the loader lock is free to take. A failed
-	 * refresh leaves the previous inventory, still the best we have. */
-	ret = sprobe_modules__refresh(u->mods);
-	(void)ret;
-	n = sprobe_snapshot__nthreads(snap);
-	/* One round for the whole snapshot: each module is pinned at most
-	 * once, and released after the last thread. */
-	u->in_round = true;
-	for (uint32_t i = 0; i < n; i++) {
-		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
-
-		if (!t || t->stage == SPROBE_STAGE_EMPTY)
-			continue;
-		if (sprobe_unwinder__unwind(u, t, NULL) >= 0)
-			done++;
-	}
-	round_end(u);
-	sprobe_snapshot__set_frames_resolved(snap, true);
-	return done;
 }
 
 /* Did the walk of a zero-pause sample get a whole stack? END is the
@@ -808,25 +490,30 @@ static bool zp_walk_complete(const struct sprobe_thread_sample *t, enum sprobe_u
 	       (why == SPROBE_UNWIND_TRUNCATED && t->truncated);
 }
 
-int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *c,
-			     struct sprobe_snapshot *snap)
+int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_snapshot *snap)
 {
-	uint32_t n, nzp = 0;
+	uint32_t n;
 	int ret, done = 0;
 
-	if (!u || !c || !snap)
+	if (!u || !snap)
 		return -EINVAL;
+	u->nshort = 0;
+	/* Outside any window: the loader lock is free to take. A failed
+	 * refresh leaves the previous inventory, still the best we have. */
 	ret = sprobe_modules__refresh(u->mods);
-	(void)ret; /* a failed refresh keeps the previous inventory */
+	(void)ret;
 	n = sprobe_snapshot__nthreads(snap);
-	if (n > u->zp_cap) {
-		uint32_t *p = realloc(u->zp_idx, n * sizeof(*p));
+	if (n > u->short_cap) {
+		uint32_t *p = realloc(u->short_idx, n * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
-		u->zp_idx = p;
-		u->zp_cap = n;
+		u->short_idx = p;
+		u->short_cap = n;
 	}
+	/* One round for the whole snapshot: each module is pinned at most
+	 * once, and released after the last thread. */
+	u->in_round = true;
 	for (uint32_t i = 0; i < n; i++) {
 		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
 		enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
@@ -835,8 +522,8 @@ int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *
 			continue;
 		if (t->stage == SPROBE_STAGE_UNWOUND) {
 			/* A zero-pause copy of a thread that has not run since
-			 * its last walk, which was complete (a short one is
-			 * re-captured with a signal): see zp_try(). */
+			 * its last walk, which was complete (the capture keeps
+			 * it; a short one was re-captured with a signal). */
 			done++;
 			continue;
 		}
@@ -848,37 +535,17 @@ int sprobe_unwinder__resolve(struct sprobe_unwinder *u, struct sprobe_capturer *
 		u->st.zp_walks++;
 		if (!zp_walk_complete(t, why)) {
 			u->st.zp_short++;
-			u->zp_idx[nzp++] = i;
+			u->short_idx[u->nshort++] = i;
 		}
 	}
-	if (nzp) {
-		/* The threads run again since the capture; a signal now
-		 * gives their whole register set. */
-		ret = sprobe_capturer__recapture(c, snap, u->zp_idx, nzp);
-		if (ret < 0)
-			return ret;
-		for (uint32_t k = 0; k < nzp; k++) {
-			struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, u->zp_idx[k]);
-
-			if (t && t->stage != SPROBE_STAGE_EMPTY)
-				sprobe_unwinder__unwind(u, t, NULL);
-		}
-	}
+	sprobe_unw__round_end(u);
 	sprobe_snapshot__set_frames_resolved(snap, true);
 	return done;
 }
 
-int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot *snap,
-			       struct sprobe_unwinder *u)
+uint32_t sprobe_unwinder__short_walks(const struct sprobe_unwinder *u, const uint32_t **idx)
 {
-	int ret;
-
-	if (!c || !snap || !u)
-		return -EINVAL;
-	ret = sprobe_capturer__capture(c, snap);
-	if (ret < 0)
-		return ret;
-	/* Every window is closed when capture returns: all threads run. */
-	ret = sprobe_unwinder__resolve(u, c, snap);
-	return ret < 0 ? ret : 0;
+	if (idx)
+		*idx = u && u->nshort ? u->short_idx : NULL;
+	return u ? u->nshort : 0;
 }

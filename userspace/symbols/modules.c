@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "userspace/common/fds.h"
-#include "modules_internal.h"
+#include "userspace/symbols/modules_internal.h"
 
 #define NT_GNU_BUILD_ID_ 3
 

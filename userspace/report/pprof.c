@@ -37,7 +37,7 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
 
 /* ---- protobuf encoding -------------------------------------------------- */
 
@@ -143,23 +143,6 @@ static uint32_t pp_str(struct pp *p, const char *s)
 	return (uint32_t)id;
 }
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-	size_t nc = *cap ? *cap * 2 : 64;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	while (nc < need)
-		nc *= 2;
-	nv = realloc(*v, nc * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
-
 static int pp_mappings(struct pp *p)
 {
 	size_t nmods = sprobe_report__module_count(p->r), total = 0, k = 0;
@@ -206,7 +189,7 @@ static uint32_t pp_location(struct pp *p, uint64_t pc)
 	if (fi < 0)
 		goto oom;
 	if ((size_t)fi == p->nfuncs) {
-		if (grow((void **)&p->fname_str, &p->funcs_cap, p->nfuncs + 1, sizeof(uint32_t)))
+		if (ro_grow((void **)&p->fname_str, &p->funcs_cap, p->nfuncs + 1, sizeof(uint32_t)))
 			goto oom;
 		p->fname_str[p->nfuncs++] = pp_str(p, f.name);
 	}
@@ -219,7 +202,7 @@ static uint32_t pp_location(struct pp *p, uint64_t pc)
 				p->maps[i].all_symbolized = false;
 			break;
 		}
-	if (grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(*p->locs)) ||
+	if (ro_grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(*p->locs)) ||
 	    ro_map__put(&p->loc_of_pc, pc, (uint32_t)p->nlocs))
 		goto oom;
 	p->locs[p->nlocs++] = loc;
@@ -242,7 +225,7 @@ static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 	if (id < 0)
 		return -ENOMEM;
 	if ((size_t)id == p->nsamples) {
-		if (grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)))
+		if (ro_grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)))
 			return -ENOMEM;
 		p->samples[p->nsamples++] = (struct pp_sample){
 			.tid = s->tid, .thread_name = pp_str(p, s->thread_name), .key = (uint32_t)id,

@@ -25,8 +25,8 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
-#include "sort_compat.h"
+#include "userspace/report/outputs.h"
+#include "userspace/common/sort_compat.h"
 
 #define IMG_W 1200.0
 #define PAD 10.0
@@ -72,15 +72,8 @@ static long tree_node(struct tree *t, uint32_t parent, uint32_t name, uint8_t ki
 
 	if (ro_map__get(&t->child, key, &id))
 		return id;
-	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 256;
-		struct node *nv = realloc(t->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		t->v = nv;
-		t->cap = nc;
-	}
+	if (ro_grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)))
+		return -ENOMEM;
 	id = (uint32_t)t->n++;
 	t->v[id] = (struct node){ .name = name, .first = UINT32_MAX, .next = UINT32_MAX,
 				  .kind = kind };

@@ -18,7 +18,7 @@
 
 #include <stackprobe/pause.h>
 
-#include "sort_compat.h"
+#include "userspace/common/sort_compat.h"
 
 struct sprobe_pause_merge {
 	struct sprobe_pause_pair *pairs;

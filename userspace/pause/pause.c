@@ -26,7 +26,7 @@
 
 #include <stackprobe/pause.h>
 
-#include "../bpf/pause.h"
+#include "bpf/pause.h"
 
 #ifndef SPROBE_NO_BPF
 #include "pause.skel.h"

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Private to the library: the pprof, speedscope and SVG writers
- * (report_pprof.c, report_speedscope.c, report_svg.c) and the small
- * containers they share (report_outputs.c).
+ * (pprof.c, speedscope.c, svg.c) and the small containers they share
+ * (outputs.c), the model's writers included.
  *
  * The writers read the report only through the public accessors in
  * <stackprobe/report.h> (info, foreach_sample, resolve, modules), so the
- * report's own tables stay private to report.c. sprobe_report__write()
- * calls them after aggregating.
+ * report's own tables stay private to the model (report_internal.h).
+ * sprobe_report__write() (formats.c) calls them after aggregating.
  *
  * Errors: int functions return 0 or -errno (-ENOMEM, -EIO). Nothing here is
  * thread-safe; each object belongs to one writer call.
@@ -25,6 +25,13 @@
 int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_speedscope(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_svg(struct sprobe_report *r, FILE *out);
+
+/* ---- growable arrays --------------------------------------------------- */
+
+/* Make room for need elements of elem bytes in *v (capacity *cap, doubled
+ * from 16 until it fits; *v and *cap untouched on failure). Returns 0 or
+ * -ENOMEM (also when the size would overflow). */
+int ro_grow(void **v, size_t *cap, size_t need, size_t elem);
 
 /* ---- growable byte buffer ---------------------------------------------- */
 

@@ -20,7 +20,7 @@
 #include <zlib.h>
 
 #include "userspace/common/fds.h"
-#include "modules_internal.h"
+#include "userspace/symbols/modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)
 {

@@ -21,7 +21,7 @@
 
 #include <stackprobe.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
 
 struct ss_sample {
 	uint64_t time_ns;
@@ -55,23 +55,6 @@ struct ss {
 	uint64_t seq;
 };
 
-static int grow(void **v, size_t *cap, size_t need, size_t elem)
-{
-	size_t nc = *cap ? *cap * 2 : 64;
-	void *nv;
-
-	if (need <= *cap)
-		return 0;
-	while (nc < need)
-		nc *= 2;
-	nv = realloc(*v, nc * elem);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = nc;
-	return 0;
-}
-
 static long ss_frame(struct ss *s, uint64_t pc)
 {
 	struct sprobe_report_frame f;
@@ -89,7 +72,7 @@ static long ss_frame(struct ss *s, uint64_t pc)
 	id = ro_strtab__intern(&s->names, f.name, strlen(f.name));
 	if (id < 0)
 		return id;
-	if (grow((void **)&s->file, &s->file_cap, s->names.n, sizeof(uint32_t)))
+	if (ro_grow((void **)&s->file, &s->file_cap, s->names.n, sizeof(uint32_t)))
 		return -ENOMEM;
 	if ((size_t)id == before) {
 		/* New frame: remember the module of its first pc. */
@@ -114,7 +97,7 @@ static int ss_add(const struct sprobe_report_sample *smp, void *ctx)
 		char label[64];
 		size_t ln;
 
-		if (grow((void **)&s->profs, &s->profs_cap, s->nprofs + 1, sizeof(*s->profs)))
+		if (ro_grow((void **)&s->profs, &s->profs_cap, s->nprofs + 1, sizeof(*s->profs)))
 			return -ENOMEM;
 		snprintf(label, sizeof(label), "-%u", smp->tid);
 		ln = strlen(smp->thread_name);
@@ -129,8 +112,8 @@ static int ss_add(const struct sprobe_report_sample *smp, void *ctx)
 			return -ENOMEM;
 	}
 	p = &s->profs[pi];
-	if (grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)) ||
-	    grow((void **)&s->stackv, &s->stack_cap, s->stackn + smp->nframes, sizeof(uint32_t)))
+	if (ro_grow((void **)&p->v, &p->cap, p->n + 1, sizeof(*p->v)) ||
+	    ro_grow((void **)&s->stackv, &s->stack_cap, s->stackn + smp->nframes, sizeof(uint32_t)))
 		return -ENOMEM;
 	p->total += smp->weight ? smp->weight : 1;
 	p->v[p->n++] = (struct ss_sample){ .time_ns = smp->time_ns, .seq = s->seq++,

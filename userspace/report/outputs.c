@@ -1,13 +1,35 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Containers and escaping shared by the pprof, speedscope and SVG writers.
- * See report_outputs.h.
+ * See outputs.h.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_outputs.h"
+#include "userspace/report/outputs.h"
+
+/* ---- arrays ------------------------------------------------------------- */
+
+int ro_grow(void **v, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc = *cap ? *cap : 16;
+	void *nv;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need) {
+		if (nc > SIZE_MAX / 2 / elem)
+			return -ENOMEM;
+		nc *= 2;
+	}
+	nv = realloc(*v, nc * elem);
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	*cap = nc;
+	return 0;
+}
 
 /* ---- buffer ------------------------------------------------------------- */
 

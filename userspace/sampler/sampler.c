@@ -41,91 +41,19 @@
 #include <stackprobe/table.h>
 #include <stackprobe/unwind.h>
 
-#include "datafile_owned.h"
+#include "userspace/datafile/datafile_owned.h"
+#include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
+#include "userspace/sampler/sampler_internal.h"
 
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
 #define DEFAULT_MAX_THREADS 1024u
 #define KEEP_ALIVE_NS 100000000ull /* cpu mode: sweep exited threads every 100 ms */
 
-struct thread_ent {
-	pid_t tid;		/* 0: empty hash slot */
-	uint32_t node;		/* table node index, 0: none */
-	uint64_t round;		/* last round the thread was enumerated */
-	bool named;		/* a THREAD record was pushed */
-};
-
-struct pc_set {
-	uint64_t *keys;		/* 0: empty */
-	size_t cap, used;
-};
-
-struct emitted_module {
-	uint64_t start, bias;
-	char *path;
-};
-
-struct sprobe_sampler {
-	struct sprobe_sampler_opts opts;
-	pthread_t probe;
-	/* 0 while running, 1 once __stop() asks the probe to end. The probe
-	 * sleeps on it (FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC
-	 * deadline: one system call per round, where a condition variable
-	 * took two or three); __stop() stores 1 (seq_cst) then wakes it, so
-	 * the probe either sees 1 before sleeping or is woken. */
-	_Atomic uint32_t stop;
-	int probe_error;	/* -errno that ended the probe early (probe only) */
-
-	struct sprobe_capturer *capturer;
-	struct sprobe_snapshot *snap;
-	struct sprobe_unwinder *unwinder;
-	struct sprobe_table *table;
-
-	int fd;			/* the data file: a handle of fds.h, or -1 */
-	struct sprobe_datafile_writer *writer;
-	struct sprobe_stream *stream;
-	bool writer_excluded;	/* the stream's writer is out of captures */
-	bool zero_pause;	/* wall captures use zero-pause */
-
-	struct thread_ent *threads; /* open addressing, cap power of two */
-	size_t threads_cap;
-	size_t nents;		/* entries in threads[] */
-	size_t nseen;		/* of them, marked seen this round */
-	struct pc_set pcs;
-	struct emitted_module *mods;
-	size_t nmods, mods_cap;
-	uint64_t mods_generation;
-	uint64_t round;
-	uint64_t last_sweep_ns;	/* cpu mode: last keep-alive + sweep */
-	bool started;		/* wall mode: a capture into snap is started */
-	uint64_t started_ns;	/* and when */
-	uint64_t *windows;	/* scratch: window lengths of one round */
-	struct sprobe_df_dropped *dropped; /* scratch */
-
-	_Atomic uint64_t st_rounds_failed;
-	_Atomic int32_t st_last_error;
-	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
-		st_window_median;
-	_Atomic uint32_t st_threads;
-};
 
 /* One sampler per process: the capture handler is process-wide. */
 static atomic_flag sampler_running = ATOMIC_FLAG_INIT;
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t real_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int sprobe_sampler_mode__parse(const char *name)
 {
@@ -214,172 +142,6 @@ static void threads_sweep(struct sprobe_sampler *s)
 	}
 }
 
-/* ---- set of pcs already symbolized ------------------------------------ */
-
-static int pcs_add(struct pc_set *p, uint64_t pc)
-{
-	if (pc == 0)
-		return 0;
-	if ((p->used + 1) * 2 > p->cap) {
-		size_t ncap = p->cap ? p->cap * 2 : 4096;
-		uint64_t *nk = calloc(ncap, sizeof(*nk));
-		if (!nk)
-			return -ENOMEM;
-		for (size_t i = 0; i < p->cap; i++) {
-			uint64_t k = p->keys[i];
-			if (!k)
-				continue;
-			size_t j = (k * 0x9e3779b97f4a7c15ull) >> 20 & (ncap - 1);
-			while (nk[j])
-				j = (j + 1) & (ncap - 1);
-			nk[j] = k;
-		}
-		free(p->keys);
-		p->keys = nk;
-		p->cap = ncap;
-	}
-	size_t j = (pc * 0x9e3779b97f4a7c15ull) >> 20 & (p->cap - 1);
-	while (p->keys[j]) {
-		if (p->keys[j] == pc)
-			return 0;
-		j = (j + 1) & (p->cap - 1);
-	}
-	p->keys[j] = pc;
-	p->used++;
-	return 1;
-}
-
-/* ---- records ---------------------------------------------------------- */
-
-static void push_header(struct sprobe_sampler *s)
-{
-	char buf[4096];
-	size_t len = 0;
-	const char *cmd = s->opts.command_line;
-
-	if (cmd) {
-		len = strlen(cmd);
-		if (len > sizeof(buf))
-			len = sizeof(buf);
-		memcpy(buf, cmd, len);
-	} else {
-		int h = sprobe_fd__open("/proc/self/cmdline", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
-		int fd = sprobe_fd__get(h);
-		if (fd >= 0) {
-			ssize_t r = read(fd, buf, sizeof(buf));
-			len = r > 0 ? (size_t)r : 0;
-			sprobe_fd__put(h);
-		}
-		sprobe_fd__close(h);
-		while (len > 0 && buf[len - 1] == '\0')
-			len--;
-	}
-	struct sprobe_df_record rec = { .type = SPROBE_DF_HEADER };
-	rec.header.pid = (uint32_t)getpid();
-	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
-	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
-	rec.header.start_realtime_ns = real_ns();
-	rec.header.start_mono_ns = mono_ns();
-	rec.header.cmdline = buf;
-	rec.header.cmdline_len = (uint32_t)len;
-	sprobe_stream__push(s->stream, &rec);
-}
-
-static void push_thread_name(struct sprobe_sampler *s, pid_t tid)
-{
-	char path[64], name[64];
-	ssize_t n = 0;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
-	int fd = sprobe_fd__get(h);
-	if (fd >= 0) {
-		n = read(fd, name, sizeof(name) - 1);
-		sprobe_fd__put(h);
-	}
-	sprobe_fd__close(h);
-	if (n < 0)
-		n = 0;
-	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
-		n--;
-	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD };
-	rec.thread.tid = (uint32_t)tid;
-	rec.thread.name = name;
-	rec.thread.name_len = (uint32_t)n;
-	sprobe_stream__push(s->stream, &rec);
-}
-
-/* Index under which module m was (or now is) written to the file. */
-static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
-{
-	for (size_t i = 0; i < s->nmods; i++)
-		if (s->mods[i].start == m->start && s->mods[i].bias == m->bias &&
-		    strcmp(s->mods[i].path, m->path) == 0)
-			return (int)i;
-	if (s->nmods == s->mods_cap) {
-		size_t ncap = s->mods_cap ? s->mods_cap * 2 : 64;
-		struct emitted_module *nm = realloc(s->mods, ncap * sizeof(*nm));
-		if (!nm)
-			return -ENOMEM;
-		s->mods = nm;
-		s->mods_cap = ncap;
-	}
-	char *path = strdup(m->path);
-	if (!path)
-		return -ENOMEM;
-	struct emitted_module *e = &s->mods[s->nmods];
-	e->start = m->start;
-	e->bias = m->bias;
-	e->path = path;
-
-	struct sprobe_df_range ranges[SPROBE_MODULE_MAX_SEGS];
-	uint32_t nr = 0;
-	for (uint32_t i = 0; i < m->nsegs && nr < SPROBE_MODULE_MAX_SEGS; i++) {
-		ranges[nr].start = m->segs[i].start;
-		ranges[nr].end = m->segs[i].end;
-		ranges[nr].file_offset = m->segs[i].file_offset;
-		nr++;
-	}
-	struct sprobe_df_record rec = { .type = SPROBE_DF_MODULE };
-	rec.module.index = (uint32_t)s->nmods;
-	rec.module.load_bias = m->bias;
-	rec.module.build_id = m->build_id;
-	rec.module.build_id_len = m->build_id_len;
-	rec.module.path = m->path;
-	rec.module.path_len = (uint32_t)strlen(m->path);
-	rec.module.ranges = ranges;
-	rec.module.nranges = nr;
-	sprobe_stream__push(s->stream, &rec);
-	return (int)s->nmods++;
-}
-
-/* Push a SYMBOL record for each pc of the sample seen for the first time. */
-static void push_symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
-{
-	struct sprobe_modules *mods = sprobe_unwinder__modules(s->unwinder);
-
-	for (uint32_t i = 0; i < ts->nframes; i++) {
-		const struct sprobe_frame *f = &ts->frames[i];
-		if (pcs_add(&s->pcs, f->pc) <= 0)
-			continue;
-		struct sprobe_symbol sym;
-		struct sprobe_df_record rec = { .type = SPROBE_DF_SYMBOL };
-		rec.symbol.pc = f->pc;
-		rec.symbol.module = SPROBE_DF_NO_MODULE;
-		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
-			int mi = module_index(s, sym.module);
-			if (mi >= 0)
-				rec.symbol.module = (uint32_t)mi;
-			if (sym.name) {
-				rec.symbol.name = sym.name;
-				rec.symbol.name_len = (uint32_t)strlen(sym.name);
-				rec.symbol.offset = f->pc - sym.sym_start;
-			} else {
-				rec.symbol.offset = f->pc - sym.module->bias;
-			}
-		}
-		sprobe_stream__push(s->stream, &rec);
-	}
-}
 
 static void publish(struct sprobe_sampler *s, struct thread_ent *e,
 		    const struct sprobe_thread_sample *ts, uint64_t now)
@@ -449,22 +211,14 @@ static void exclude_own_threads(struct sprobe_sampler *s)
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 {
-	if (err >= 0 && s->zero_pause) {
-		/* Unwinds, and re-captures with a signal the zero-pause
-		 * samples whose walk needs a register the kernel's syscall
-		 * file does not give (the register gap). */
+	if (err >= 0) {
+		/* Unwinds (one pin round for the snapshot), and re-captures
+		 * with a signal the zero-pause samples whose walk needs a
+		 * register the kernel's syscall file does not give (the
+		 * register gap): userspace/sampler/resolve.c. */
 		int rerr = sprobe_unwinder__resolve(s->unwinder, s->capturer, s->snap);
 		if (rerr < 0)
 			err = rerr;
-	} else if (err >= 0) {
-		sprobe_modules__refresh(sprobe_unwinder__modules(s->unwinder));
-		uint32_t nt = sprobe_snapshot__nthreads(s->snap);
-		for (uint32_t i = 0; i < nt; i++) {
-			struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
-			if (ts->stage == SPROBE_STAGE_RAW)
-				sprobe_unwinder__unwind(s->unwinder, ts, NULL);
-		}
-		sprobe_snapshot__set_frames_resolved(s->snap, true);
 	}
 	if (err < 0) {
 		if (err == -ENOTSUP)
@@ -506,7 +260,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			continue;
 		mark_seen(s, e);
 		if (fresh || !e->named) {
-			push_thread_name(s, ts->tid);
+			sprobe_sampler_emit__thread_name(s, ts->tid);
 			e->named = true;
 		}
 		if (ts->method == SPROBE_METHOD_ZERO_PAUSE)
@@ -515,7 +269,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			s->windows[nwin++] = ts->exit_ns - ts->entry_ns;
 		if (s->table)
 			publish(s, e, ts, t0);
-		push_symbols(s, ts);
+		sprobe_sampler_emit__symbols(s, ts);
 		/* cpu mode: the record carries the CPU periods the timer
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
@@ -601,7 +355,7 @@ static void round_once(struct sprobe_sampler *s)
 		uint64_t t0;
 
 		exclude_own_threads(s);
-		t0 = mono_ns();
+		t0 = sprobe_mono_ns();
 		err = sprobe_capturer__cpu_collect(s->capturer, s->snap,
 						  (uint64_t)(1e9 / s->opts.freq_hz));
 		round_process(s, err, t0);
@@ -609,7 +363,7 @@ static void round_once(struct sprobe_sampler *s)
 	}
 	round_finish(s);
 	exclude_own_threads(s);
-	s->started_ns = mono_ns();
+	s->started_ns = sprobe_mono_ns();
 	err = sprobe_capturer__capture_start(s->capturer, s->snap);
 	if (err == 0)
 		s->started = true;
@@ -625,8 +379,8 @@ static void round_once(struct sprobe_sampler *s)
  * tick and folds the other expirations into si_overrun (which the weight
  * counts). Collecting every half tick therefore sees every stack a timer
  * can produce; waking at 1/F above HZ/2 would only find empty slots
- * (measured: ~0.35 samples per wake-up at 999 Hz with HZ=250). The tick
- * is the resolution of CLOCK_MONOTONIC_COARSE (one jiffy).
+ * (docs/PERFORMANCE.md, "Sampler: the CPU-mode wake-up"). The tick is the
+ * resolution of CLOCK_MONOTONIC_COARSE (one jiffy).
  */
 static uint64_t probe_period_ns(const struct sprobe_sampler *s)
 {
@@ -654,7 +408,7 @@ static void *probe_main(void *arg)
 	pthread_setname_np(pthread_self(), "stackprobe");
 
 	uint64_t period = probe_period_ns(s);
-	uint64_t start = mono_ns();
+	uint64_t start = sprobe_mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
 	uint64_t next = start + period;
 
@@ -665,14 +419,14 @@ static void *probe_main(void *arg)
 				  NULL, FUTEX_BITSET_MATCH_ANY);
 		if (rc == 0 || (rc < 0 && errno != ETIMEDOUT))
 			continue; /* woken (stop), EAGAIN (stop already 1), EINTR */
-		uint64_t now = mono_ns();
+		uint64_t now = sprobe_mono_ns();
 		if (now < next)
 			continue; /* early return: sleep again */
 		if (end && now >= end)
 			break;
 		round_once(s);
 		next += period;
-		now = mono_ns();
+		now = sprobe_mono_ns();
 		if (next < now) /* overran: skip the missed ticks, do not burst */
 			next = now + period;
 	}
@@ -801,7 +555,7 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 			err = errno;
 			goto fail;
 		}
-		push_header(s);
+		sprobe_sampler_emit__header(s);
 	}
 	err = pthread_create(&s->probe, NULL, probe_main, s);
 	if (err)
@@ -842,8 +596,8 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 		struct sprobe_df_trailer tr = { 0 };
 		err = sprobe_stream__close(s->stream);
 		sprobe_stream__stats(s->stream, &st);
-		tr.end_realtime_ns = real_ns();
-		tr.end_mono_ns = mono_ns();
+		tr.end_realtime_ns = sprobe_real_ns();
+		tr.end_mono_ns = sprobe_mono_ns();
 		memcpy(tr.lost, st.dropped_by_type, sizeof(tr.lost));
 		int e2 = sprobe_datafile_writer__finish(s->writer, &tr);
 		if (!err)

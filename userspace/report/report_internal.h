@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private to the report stage (userspace/report/): the report model that
+ * load.c fills and model.c aggregates, and what the writers that read it
+ * directly (text.c, folded.c, json.c, trace_format.c) share with it.
+ * formats.c is the one file that knows every format. The pprof, speedscope
+ * and SVG writers read the report only through the public accessors
+ * (outputs.h).
+ *
+ * Nothing here is thread-safe: a report belongs to one thread at a time.
+ */
+#ifndef SPROBE_REPORT_INTERNAL_H
+#define SPROBE_REPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <stackprobe/datafile.h>
+#include <stackprobe/pause.h>
+#include <stackprobe/report.h>
+
+#include "userspace/report/outputs.h"
+
+/* ---- small containers -------------------------------------------------- */
+
+#define VEC(T) struct { T *v; size_t n, cap; }
+
+#define VEC_PUSH(vec, val)                                                        \
+	(ro_grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))        \
+		 ? -ENOMEM                                                        \
+		 : ((vec).v[(vec).n++] = (val), 0))
+
+typedef VEC(uint64_t) u64vec;
+typedef VEC(uint32_t) u32vec;
+
+struct bkey {
+	size_t off, len;
+	uint32_t next;		/* next id with the same hash, or UINT32_MAX */
+};
+
+/* Map from byte strings (kept in an arena) to u32 ids. */
+struct bytemap {
+	struct ro_map idx;		/* hash -> first id with that hash */
+	VEC(char) arena;
+	VEC(struct bkey) keys;		/* by id */
+};
+
+/* ---- the model ---------------------------------------------------------- */
+
+#define NMETHODS 5
+
+struct thread {
+	uint32_t tid;
+	char *name;
+	uint64_t samples;
+	uint64_t truncated;
+	uint64_t stack_max;
+	uint64_t methods[NMETHODS];
+	uint64_t dropped[SPROBE_DROP__COUNT];	/* captures that missed it */
+	u64vec win;		/* entry -> exit, ns */
+	u64vec lat;		/* signal -> exit, ns */
+	u64vec kpause;		/* kernel deliver -> sigreturn, ns */
+	u64vec kdelay;		/* kernel generate -> deliver, ns */
+	uint64_t koffcpu;
+};
+
+struct module {
+	uint32_t index;
+	char *path;
+	char *build_id;		/* hex */
+	uint64_t load_bias;
+	struct sprobe_df_range *ranges;
+	uint32_t nranges;
+	/* Frames of the selected samples in it, and how many of them had a
+	 * name (built by aggregate()): a module with frames and no name for
+	 * any has no symbols, which the text report says. */
+	uint64_t frames, named;
+};
+
+struct symbol {
+	uint32_t name;		/* id in names */
+	uint32_t module;
+	uint64_t offset;
+};
+
+struct sample {
+	uint64_t time_ns;
+	uint64_t pc_off;	/* into pcs */
+	uint64_t window_ns;	/* entry -> exit, 0 if not recorded */
+	uint32_t thread;	/* index into threads */
+	uint32_t weight;	/* samples it stands for (cpu mode: timer periods), >= 1 */
+	uint16_t nframes;
+	uint8_t method;
+	uint8_t truncated;
+};
+
+struct func {
+	uint32_t name;		/* id in names */
+	uint32_t module;	/* module index or NO_MODULE */
+	bool unnamed;		/* module+0xoff or 0xpc: no symbol had a name */
+	uint64_t self, total;
+	uint64_t mark;		/* last sample counted in total, + 1 */
+};
+
+struct stack {
+	uint32_t thread;
+	uint32_t key;		/* id in stacks map: u32 thread + fids root first */
+	uint64_t count;
+};
+
+struct sprobe_report {
+	uint32_t filter_tid;
+	uint32_t top;
+	char *source;
+
+	int status;
+	char *message;
+	uint64_t records;
+
+	bool has_header, has_trailer;
+	struct sprobe_df_header header;	/* cmdline owned */
+	struct sprobe_df_trailer trailer;
+	uint64_t lost[SPROBE_DF__TYPE_COUNT];	/* max of LOST and trailer */
+
+	VEC(struct thread) threads;
+	struct ro_map tid_idx;
+	VEC(struct module) modules;
+	struct ro_map mod_idx;		/* module index -> position */
+	struct bytemap names;		/* interned function / symbol names */
+	struct ro_map sym_idx;		/* pc -> position in syms */
+	VEC(struct symbol) syms;
+	VEC(struct sample) samples;	/* all threads; filtered at output */
+	u64vec pcs;
+
+	/* capture records (global, not filtered by tid) */
+	uint64_t captures, cap_total, cap_captured, cap_dropped;
+	uint64_t cap_dropped_reason[SPROBE_DROP__COUNT];
+	uint64_t cap_pause_ns;
+	u64vec capture_ns;
+	uint64_t kwindows;
+	/* Both sides of every capture window, for the kernel-vs-self check
+	 * (userspace/pause/pause_merge.c) and the trace timeline. */
+	VEC(struct sprobe_pause_kwindow) kwv;
+	VEC(struct sprobe_pause_swindow) swv;
+	/* Zero-pause samples (no window: the kernel must show no signal),
+	 * and each capture's probe-side duration by its start time. */
+	VEC(struct sprobe_pause_zp_sample) zpv;
+	struct ro_map cap_end;
+
+	uint64_t t_min, t_max;	/* monotonic ns seen in records */
+
+	/* aggregation, built by aggregate() */
+	bool aggregated;
+	VEC(struct func) funcs;
+	struct ro_map pc_func;
+	struct bytemap stackmap;
+	VEC(struct stack) stacks;
+	uint64_t nsel;		/* samples passing the filter (weighted) */
+	uint64_t nsel_stacks;	/* of them, captured stacks (sample records) */
+	u64vec all_win;
+};
+
+/* Names of enum sprobe_method and enum sprobe_drop_reason, for the text
+ * and JSON writers (model.c). */
+extern const char *const sprobe_rep__method_names[NMETHODS];
+extern const char *const sprobe_rep__drop_names[SPROBE_DROP__COUNT];
+
+/* ---- the byte-string map (model.c) -------------------------------------- */
+
+/* Find KEY or add it with the next id. *added says which. Returns the id or
+ * a negative errno. */
+long sprobe_rep__bytemap_intern(struct bytemap *m, const void *key, size_t len, bool *added);
+const char *sprobe_rep__bytemap_key(const struct bytemap *m, uint32_t id);
+
+/* ---- aggregation and queries (model.c) ---------------------------------- */
+
+/* pcs -> functions, stacks, distributions; every writer runs it first
+ * (sprobe_report__write()). Returns 0 or -ENOMEM. */
+int sprobe_rep__aggregate(struct sprobe_report *r);
+/* The filter (opts.tid): does thread tid take part? */
+bool sprobe_rep__selected(const struct sprobe_report *r, uint32_t tid);
+/* The function id of pc (interned on first sight: its symbol, else
+ * module+offset, else the bare address), or -ENOMEM. */
+long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);
+const char *sprobe_rep__func_name(const struct sprobe_report *r, uint32_t fid);
+const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t index);
+const char *sprobe_rep__base_name(const char *path);
+/* Function ids with at least one sample, sorted by total or self samples;
+ * the caller frees; *n gets the count. NULL on ENOMEM. */
+uint32_t *sprobe_rep__sorted_funcs(const struct sprobe_report *r, bool by_total, size_t *n);
+/* Nearest-rank percentile p (0..100) of a sorted vector, and its sum. */
+uint64_t sprobe_rep__pct(const u64vec *v, unsigned p);
+uint64_t sprobe_rep__sum(const u64vec *v);
+uint64_t sprobe_rep__wall_ns(const struct sprobe_report *r);
+uint64_t sprobe_rep__lost_total(const struct sprobe_report *r);
+const char *sprobe_rep__status_name(int st);
+/* Kernel vs self-reported windows: the kernel's word on the selected
+ * threads' zero-pause samples, and the merge of their kernel windows with
+ * their self-reported ones (NULL with errno; ENOENT: no kernel windows). */
+int sprobe_rep__zp_check(const struct sprobe_report *r, struct sprobe_pause_zp_check *out);
+struct sprobe_pause_merge *sprobe_rep__pause_check(const struct sprobe_report *r);
+
+/* ---- the writers that read the model (formats.c calls them) ------------- */
+
+int sprobe_rep__write_text(struct sprobe_report *r, FILE *o);
+int sprobe_rep__write_folded(struct sprobe_report *r, FILE *o);
+int sprobe_rep__write_json(struct sprobe_report *r, FILE *o);
+int sprobe_rep__write_trace(struct sprobe_report *r, FILE *o);
+
+#endif

@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The text report (SPROBE_REPORT_TEXT): summary, windows, drops, symbols
+ * hints and the hottest functions, for a terminal.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <stackprobe/pause.h>
+#include <stackprobe/report.h>
+#include <stackprobe/trace.h>
+
+#include "userspace/common/sort_compat.h"
+#include "userspace/report/report_internal.h"
+
+/* ---- text --------------------------------------------------------------- */
+
+static double pcnt(uint64_t a, uint64_t b)
+{
+	return b ? 100.0 * (double)a / (double)b : 0.0;
+}
+
+static double us(uint64_t ns)
+{
+	return (double)ns / 1000.0;
+}
+
+/* A duration for prose lines: "850 ns", "12.3 us", "4.56 ms", "1.234 s".
+ * buf must hold 32 bytes; returns buf. */
+static const char *dur(char *buf, uint64_t ns)
+{
+	if (ns < 1000)
+		snprintf(buf, 32, "%" PRIu64 " ns", ns);
+	else if (ns < 1000000)
+		snprintf(buf, 32, "%.1f us", (double)ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, 32, "%.2f ms", (double)ns / 1e6);
+	else
+		snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
+	return buf;
+}
+
+static void print_cmdline(FILE *o, const struct sprobe_report *r)
+{
+	for (uint32_t i = 0; i < r->header.cmdline_len; i++) {
+		unsigned char c = (unsigned char)r->header.cmdline[i];
+
+		if (c == '\0')
+			fputc(i + 1 < r->header.cmdline_len ? ' ' : '\n', o);
+		else
+			fputc(c < 0x20 || c == 0x7f ? '?' : c, o);
+	}
+	if (!r->header.cmdline_len || r->header.cmdline[r->header.cmdline_len - 1] != '\0')
+		fputc('\n', o);
+}
+
+static const char *thread_label(const struct thread *t)
+{
+	return t->name && *t->name ? t->name : "?";
+}
+
+static void text_drops(FILE *o, const struct sprobe_report *r)
+{
+	uint64_t lt = sprobe_rep__lost_total(r);
+	bool any_thread = false;
+
+	fprintf(o, "\nDrops\n");
+	fprintf(o, "  records lost in the stream (queue full): %" PRIu64, lt);
+	if (lt) {
+		const char *sep = " (";
+
+		for (int i = 1; i < SPROBE_DF__TYPE_COUNT; i++)
+			if (r->lost[i]) {
+				fprintf(o, "%s%s %" PRIu64, sep, sprobe_df_type__name(i), r->lost[i]);
+				sep = ", ";
+			}
+		fputc(')', o);
+	}
+	fputc('\n', o);
+	fprintf(o, "  threads not captured: %" PRIu64 " of %" PRIu64 " thread-captures",
+		r->cap_dropped, r->cap_total);
+	if (r->cap_dropped) {
+		const char *sep = " (";
+
+		for (int i = 1; i < SPROBE_DROP__COUNT; i++)
+			if (r->cap_dropped_reason[i]) {
+				fprintf(o, "%s%s %" PRIu64, sep, sprobe_rep__drop_names[i], r->cap_dropped_reason[i]);
+				sep = ", ";
+			}
+		fputc(')', o);
+	}
+	fputc('\n', o);
+	for (size_t i = 0; i < r->threads.n; i++) {
+		const struct thread *t = &r->threads.v[i];
+		uint64_t d = 0;
+
+		if (!sprobe_rep__selected(r, t->tid))
+			continue;
+		for (int k = 1; k < SPROBE_DROP__COUNT; k++)
+			d += t->dropped[k];
+		if (!d)
+			continue;
+		if (!any_thread)
+			fprintf(o, "  dropped threads:\n  %8s  %-16s %8s  reasons\n", "tid", "name", "drops");
+		any_thread = true;
+		fprintf(o, "  %8u  %-16s %8" PRIu64 " ", t->tid, thread_label(t), d);
+		for (int k = 1; k < SPROBE_DROP__COUNT; k++)
+			if (t->dropped[k])
+				fprintf(o, " %s=%" PRIu64, sprobe_rep__drop_names[k], t->dropped[k]);
+		fputc('\n', o);
+	}
+}
+
+/* Threads by samples, most first; ties by tid. */
+static int cmp_thread(const void *a, const void *b, void *arg)
+{
+	const struct sprobe_report *r = arg;
+	const struct thread *x = &r->threads.v[*(const uint32_t *)a];
+	const struct thread *y = &r->threads.v[*(const uint32_t *)b];
+
+	if (x->samples != y->samples)
+		return x->samples > y->samples ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/*
+ * Sampled modules none of whose frames has a name. Names come from the
+ * symbol records the agent wrote, so such a module had no symbols for any
+ * of them when it was recorded: no symbol table, or one that covers none
+ * of the code the samples hit. Say so, with the package that fixes it,
+ * rather than leave the reader guessing at "libc.so.6+0x891f4". A module
+ * with some names gets no line: frames without one happen with full
+ * symbols too (PLT stubs), and the file does not say which symbol table
+ * named the others (libc's .dynsym names read but not start_thread).
+ */
+static void text_symbols(FILE *o, const struct sprobe_report *r)
+{
+	bool first = true;
+
+	for (size_t i = 0; i < r->modules.n; i++) {
+		const struct module *m = &r->modules.v[i];
+		const char *b = sprobe_rep__base_name(m->path);
+		bool libc = strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0;
+
+		if (!m->frames || m->named)
+			continue;
+		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
+			libc ? "install libc6-dbg for names"
+			     : "no symbol table; install its debug package (-dbgsym) or build with -g");
+		first = false;
+	}
+}
+
+int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
+{
+	uint64_t wall = sprobe_rep__wall_ns(r);
+	uint64_t nsel = r->nsel;
+	size_t nf;
+	uint32_t *ids;
+
+	fprintf(o, "stackprobe report%s%s\n", r->source ? ": " : "", r->source ? r->source : "");
+	if (r->has_header) {
+		time_t secs = (time_t)(r->header.start_realtime_ns / 1000000000u);
+		struct tm tm;
+		char when[64] = "?";
+
+		if (gmtime_r(&secs, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		fprintf(o, "  command:  ");
+		print_cmdline(o, r);
+		fprintf(o, "  pid %u, %s mode, %u Hz, started %s, wall time %.3f s\n", r->header.pid,
+			r->header.mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall", r->header.freq_hz,
+			when, (double)wall / 1e9);
+	}
+	if (r->status == SPROBE_DF_COMPLETE)
+		fprintf(o, "  file:     complete (%" PRIu64 " records, trailer present)\n", r->records);
+	else
+		fprintf(o, "  file:     %s: %s\n",
+			r->status == SPROBE_DF_CUT_SHORT ? "CUT SHORT" : "ERROR", r->message);
+	if (r->filter_tid)
+		fprintf(o, "  filter:   tid %u only\n", r->filter_tid);
+	fprintf(o, "  samples:  %" PRIu64 " in %" PRIu64 " captures; %" PRIu64
+		   " records lost in the stream; %" PRIu64 " thread-captures dropped\n",
+		nsel, r->captures, sprobe_rep__lost_total(r), r->cap_dropped);
+	if (r->nsel_stacks != nsel)
+		fprintf(o, "  weights:  the %" PRIu64 " samples come from %" PRIu64 " captured stacks,\n"
+			   "            each counted for the CPU timer periods it covers\n",
+			nsel, r->nsel_stacks);
+
+	text_symbols(o, r);
+
+	for (int pass = 0; pass < 2; pass++) {
+		ids = sprobe_rep__sorted_funcs(r, pass == 1, &nf);
+		if (!ids)
+			return -ENOMEM;
+		fprintf(o, "\nTop functions by %s samples\n", pass ? "total" : "self");
+		fprintf(o, "  %8s %7s %8s %7s  %s\n", "self", "self%", "total", "total%", "function");
+		for (size_t i = 0; i < nf && i < r->top; i++) {
+			const struct func *f = &r->funcs.v[ids[i]];
+
+			if (pass == 0 && !f->self)
+				break;
+			fprintf(o, "  %8" PRIu64 " %6.2f%% %8" PRIu64 " %6.2f%%  %s\n", f->self,
+				pcnt(f->self, nsel), f->total, pcnt(f->total, nsel),
+				sprobe_rep__func_name(r, ids[i]));
+		}
+		if (!nf)
+			fprintf(o, "  (no samples)\n");
+		free(ids);
+	}
+
+	fprintf(o, "\nThreads (by samples)\n");
+	fprintf(o, "  %8s  %-16s %8s %7s %9s %9s %9s %7s %10s %s\n", "tid", "name", "samples",
+		"share", "win-p50", "win-p99", "win-max", "pause%", "stack-max", "methods");
+	uint32_t *order = malloc((r->threads.n ? r->threads.n : 1) * sizeof(uint32_t));
+
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->threads.n; i++)
+		order[i] = (uint32_t)i;
+	if (r->threads.n > 1)
+		sprobe_qsort_r(order, r->threads.n, sizeof(uint32_t), cmp_thread, r);
+	for (size_t oi = 0; oi < r->threads.n; oi++) {
+		const struct thread *t = &r->threads.v[order[oi]];
+
+		if (!sprobe_rep__selected(r, t->tid))
+			continue;
+		if (!t->win.n) {
+			/* Seen only in drop lists or kernel windows, or no
+			 * window timestamps: say so instead of printing 0s. */
+			fprintf(o, "  %8u  %-16s %8" PRIu64 " %6.2f%% %9s %9s %9s %7s %10" PRIu64 " ",
+				t->tid, thread_label(t), t->samples, pcnt(t->samples, nsel), "-", "-",
+				"-", "-", t->stack_max);
+		} else {
+			fprintf(o, "  %8u  %-16s %8" PRIu64 " %6.2f%% %7.1fus %7.1fus %7.1fus %6.3f%% "
+				   "%10" PRIu64 " ",
+				t->tid, thread_label(t), t->samples, pcnt(t->samples, nsel),
+				us(sprobe_rep__pct(&t->win, 50)), us(sprobe_rep__pct(&t->win, 99)), us(sprobe_rep__pct(&t->win, 100)),
+				pcnt(sprobe_rep__sum(&t->win), wall), t->stack_max);
+		}
+		for (int m = 0; m < NMETHODS; m++)
+			if (t->methods[m])
+				fprintf(o, " %s=%" PRIu64, sprobe_rep__method_names[m], t->methods[m]);
+		if (t->truncated)
+			fprintf(o, " truncated=%" PRIu64, t->truncated);
+		fputc('\n', o);
+	}
+	free(order);
+
+	fprintf(o, "\nPause (capture window: handler entry -> exit, per sampled thread)\n");
+	if (r->all_win.n) {
+		uint64_t total = sprobe_rep__sum(&r->all_win);
+
+		char b1[32], b2[32], b3[32];
+
+		fprintf(o, "  overall: %zu windows, median %s, p99 %s, max %s\n", r->all_win.n,
+			dur(b1, sprobe_rep__pct(&r->all_win, 50)), dur(b2, sprobe_rep__pct(&r->all_win, 99)),
+			dur(b3, sprobe_rep__pct(&r->all_win, 100)));
+		fprintf(o, "  total pause %.3f ms = %.4f%% of %.3f s wall time\n", (double)total / 1e6,
+			pcnt(total, wall), (double)wall / 1e9);
+		if (r->captures && !r->filter_tid)
+			fprintf(o, "  capture, probe side (all threads of one capture): median %s, "
+				   "p99 %s, max %s\n",
+				dur(b1, sprobe_rep__pct(&r->capture_ns, 50)), dur(b2, sprobe_rep__pct(&r->capture_ns, 99)),
+				dur(b3, sprobe_rep__pct(&r->capture_ns, 100)));
+	} else {
+		fprintf(o, "  (no windows recorded)\n");
+	}
+	{
+		uint64_t m[NMETHODS] = { 0 };
+
+		for (size_t i = 0; i < r->threads.n; i++)
+			if (sprobe_rep__selected(r, r->threads.v[i].tid))
+				for (int k = 0; k < NMETHODS; k++)
+					m[k] += r->threads.v[i].methods[k];
+		fprintf(o, "  capture methods:");
+		for (int k = 0; k < NMETHODS; k++)
+			if (m[k])
+				fprintf(o, " %s %" PRIu64 " (%.1f%%)", sprobe_rep__method_names[k], m[k], pcnt(m[k], nsel));
+		if (!nsel)
+			fprintf(o, " (none)");
+		fputc('\n', o);
+		if (m[SPROBE_METHOD_ZERO_PAUSE])
+			fprintf(o, "  zero-pause: %" PRIu64 " samples read while blocked, without a "
+				   "signal: counted above as 0 ns windows\n",
+				m[SPROBE_METHOD_ZERO_PAUSE]);
+	}
+	if (r->kwindows) {
+		/* Every window seen from both sides: the kernel's (eBPF) and
+		 * the handler's own, matched and compared. */
+		struct sprobe_pause_merge *m = sprobe_rep__pause_check(r);
+		fputc('\n', o);
+		if (m)
+			sprobe_pause_merge__print(m, o);
+		else
+			fprintf(o, "Pause check: cannot match %" PRIu64 " kernel windows (%s)\n",
+				r->kwindows, strerror(errno));
+		sprobe_pause_merge__free(m);
+		struct sprobe_pause_zp_check zc;
+		if (r->zpv.n && sprobe_rep__zp_check(r, &zc) == 0)
+			sprobe_pause_zp__print(&zc, o);
+	}
+	text_drops(o, r);
+	return 0;
+}

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The emit step of the sampler's rounds: records into the stream (header,
+ * thread names, modules and symbols), each pc symbolized once. The stream
+ * is a bounded queue: a push never blocks the probe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <stackprobe/datafile.h>
+#include <stackprobe/stream.h>
+#include <stackprobe/symbolize.h>
+
+#include "userspace/common/clock.h"
+#include "userspace/common/fds.h"
+#include "userspace/sampler/sampler_internal.h"
+
+/* ---- set of pcs already symbolized ------------------------------------ */
+
+static int pcs_add(struct pc_set *p, uint64_t pc)
+{
+	if (pc == 0)
+		return 0;
+	if ((p->used + 1) * 2 > p->cap) {
+		size_t ncap = p->cap ? p->cap * 2 : 4096;
+		uint64_t *nk = calloc(ncap, sizeof(*nk));
+		if (!nk)
+			return -ENOMEM;
+		for (size_t i = 0; i < p->cap; i++) {
+			uint64_t k = p->keys[i];
+			if (!k)
+				continue;
+			size_t j = (k * 0x9e3779b97f4a7c15ull) >> 20 & (ncap - 1);
+			while (nk[j])
+				j = (j + 1) & (ncap - 1);
+			nk[j] = k;
+		}
+		free(p->keys);
+		p->keys = nk;
+		p->cap = ncap;
+	}
+	size_t j = (pc * 0x9e3779b97f4a7c15ull) >> 20 & (p->cap - 1);
+	while (p->keys[j]) {
+		if (p->keys[j] == pc)
+			return 0;
+		j = (j + 1) & (p->cap - 1);
+	}
+	p->keys[j] = pc;
+	p->used++;
+	return 1;
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+void sprobe_sampler_emit__header(struct sprobe_sampler *s)
+{
+	char buf[4096];
+	size_t len = 0;
+	const char *cmd = s->opts.command_line;
+
+	if (cmd) {
+		len = strlen(cmd);
+		if (len > sizeof(buf))
+			len = sizeof(buf);
+		memcpy(buf, cmd, len);
+	} else {
+		int h = sprobe_fd__open("/proc/self/cmdline", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+		int fd = sprobe_fd__get(h);
+		if (fd >= 0) {
+			ssize_t r = read(fd, buf, sizeof(buf));
+			len = r > 0 ? (size_t)r : 0;
+			sprobe_fd__put(h);
+		}
+		sprobe_fd__close(h);
+		while (len > 0 && buf[len - 1] == '\0')
+			len--;
+	}
+	struct sprobe_df_record rec = { .type = SPROBE_DF_HEADER };
+	rec.header.pid = (uint32_t)getpid();
+	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
+	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
+	rec.header.start_realtime_ns = sprobe_real_ns();
+	rec.header.start_mono_ns = sprobe_mono_ns();
+	rec.header.cmdline = buf;
+	rec.header.cmdline_len = (uint32_t)len;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)
+{
+	char path[64], name[64];
+	ssize_t n = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+	if (fd >= 0) {
+		n = read(fd, name, sizeof(name) - 1);
+		sprobe_fd__put(h);
+	}
+	sprobe_fd__close(h);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == '\0'))
+		n--;
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD };
+	rec.thread.tid = (uint32_t)tid;
+	rec.thread.name = name;
+	rec.thread.name_len = (uint32_t)n;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+/* Index under which module m was (or now is) written to the file. */
+static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
+{
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].start == m->start && s->mods[i].bias == m->bias &&
+		    strcmp(s->mods[i].path, m->path) == 0)
+			return (int)i;
+	if (s->nmods == s->mods_cap) {
+		size_t ncap = s->mods_cap ? s->mods_cap * 2 : 64;
+		struct emitted_module *nm = realloc(s->mods, ncap * sizeof(*nm));
+		if (!nm)
+			return -ENOMEM;
+		s->mods = nm;
+		s->mods_cap = ncap;
+	}
+	char *path = strdup(m->path);
+	if (!path)
+		return -ENOMEM;
+	struct emitted_module *e = &s->mods[s->nmods];
+	e->start = m->start;
+	e->bias = m->bias;
+	e->path = path;
+
+	struct sprobe_df_range ranges[SPROBE_MODULE_MAX_SEGS];
+	uint32_t nr = 0;
+	for (uint32_t i = 0; i < m->nsegs && nr < SPROBE_MODULE_MAX_SEGS; i++) {
+		ranges[nr].start = m->segs[i].start;
+		ranges[nr].end = m->segs[i].end;
+		ranges[nr].file_offset = m->segs[i].file_offset;
+		nr++;
+	}
+	struct sprobe_df_record rec = { .type = SPROBE_DF_MODULE };
+	rec.module.index = (uint32_t)s->nmods;
+	rec.module.load_bias = m->bias;
+	rec.module.build_id = m->build_id;
+	rec.module.build_id_len = m->build_id_len;
+	rec.module.path = m->path;
+	rec.module.path_len = (uint32_t)strlen(m->path);
+	rec.module.ranges = ranges;
+	rec.module.nranges = nr;
+	sprobe_stream__push(s->stream, &rec);
+	return (int)s->nmods++;
+}
+
+/* Push a SYMBOL record for each pc of the sample seen for the first time. */
+void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
+{
+	struct sprobe_modules *mods = sprobe_unwinder__modules(s->unwinder);
+
+	for (uint32_t i = 0; i < ts->nframes; i++) {
+		const struct sprobe_frame *f = &ts->frames[i];
+		if (pcs_add(&s->pcs, f->pc) <= 0)
+			continue;
+		struct sprobe_symbol sym;
+		struct sprobe_df_record rec = { .type = SPROBE_DF_SYMBOL };
+		rec.symbol.pc = f->pc;
+		rec.symbol.module = SPROBE_DF_NO_MODULE;
+		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
+			int mi = module_index(s, sym.module);
+			if (mi >= 0)
+				rec.symbol.module = (uint32_t)mi;
+			if (sym.name) {
+				rec.symbol.name = sym.name;
+				rec.symbol.name_len = (uint32_t)strlen(sym.name);
+				rec.symbol.offset = f->pc - sym.sym_start;
+			} else {
+				rec.symbol.offset = f->pc - sym.module->bias;
+			}
+		}
+		sprobe_stream__push(s->stream, &rec);
+	}
+}

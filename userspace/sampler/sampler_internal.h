@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Private to the sampler stage: the sampler's state, shared by the rounds
+ * (sampler.c) and the records they emit into the stream (emit.c).
+ * Everything here runs on the probe thread, outside any window.
+ */
+#ifndef SPROBE_USERSPACE_SAMPLER_INTERNAL_H
+#define SPROBE_USERSPACE_SAMPLER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/sampler.h>
+#include <stackprobe/stream.h>
+#include <stackprobe/table.h>
+#include <stackprobe/unwind.h>
+
+struct thread_ent {
+	pid_t tid;		/* 0: empty hash slot */
+	uint32_t node;		/* table node index, 0: none */
+	uint64_t round;		/* last round the thread was enumerated */
+	bool named;		/* a THREAD record was pushed */
+};
+
+struct pc_set {
+	uint64_t *keys;		/* 0: empty */
+	size_t cap, used;
+};
+
+struct emitted_module {
+	uint64_t start, bias;
+	char *path;
+};
+
+struct sprobe_sampler {
+	struct sprobe_sampler_opts opts;
+	pthread_t probe;
+	/* 0 while running, 1 once __stop() asks the probe to end. The probe
+	 * sleeps on it (FUTEX_WAIT_BITSET with an absolute CLOCK_MONOTONIC
+	 * deadline: one system call per round, where a condition variable
+	 * took two or three); __stop() stores 1 (seq_cst) then wakes it, so
+	 * the probe either sees 1 before sleeping or is woken. */
+	_Atomic uint32_t stop;
+	int probe_error;	/* -errno that ended the probe early (probe only) */
+
+	struct sprobe_capturer *capturer;
+	struct sprobe_snapshot *snap;
+	struct sprobe_unwinder *unwinder;
+	struct sprobe_table *table;
+
+	int fd;			/* the data file: a handle of fds.h, or -1 */
+	struct sprobe_datafile_writer *writer;
+	struct sprobe_stream *stream;
+	bool writer_excluded;	/* the stream's writer is out of captures */
+	bool zero_pause;	/* wall captures use zero-pause */
+
+	struct thread_ent *threads; /* open addressing, cap power of two */
+	size_t threads_cap;
+	size_t nents;		/* entries in threads[] */
+	size_t nseen;		/* of them, marked seen this round */
+	struct pc_set pcs;
+	struct emitted_module *mods;
+	size_t nmods, mods_cap;
+	uint64_t mods_generation;
+	uint64_t round;
+	uint64_t last_sweep_ns;	/* cpu mode: last keep-alive + sweep */
+	bool started;		/* wall mode: a capture into snap is started */
+	uint64_t started_ns;	/* and when */
+	uint64_t *windows;	/* scratch: window lengths of one round */
+	struct sprobe_df_dropped *dropped; /* scratch */
+
+	_Atomic uint64_t st_rounds_failed;
+	_Atomic int32_t st_last_error;
+	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
+		st_window_median;
+	_Atomic uint32_t st_threads;
+};
+
+/* ---- records into the stream (emit.c) ----------------------------------- */
+
+/* The HEADER record: the process, the clocks, the options. */
+void sprobe_sampler_emit__header(struct sprobe_sampler *s);
+/* A THREAD record with tid's name. */
+void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid);
+/* MODULE and SYMBOL records for the pcs of ts not symbolized before (each
+ * pc once per sampler, each module once). */
+void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts);
+
+#endif
