@@ -7,7 +7,7 @@
 #   make fuzz-table FUZZ_ARGS=-max_total_time=600     a longer run
 
 FUZZ_TABLE      := $(BUILD)/fuzz/fuzz_table
-FUZZ_TABLE_SRCS := tests/fuzz_table.c table/table.c table/table_posix.c userspace/common/fds.c
+FUZZ_TABLE_SRCS := tests/fuzz_table.c table/table_writer.c table/table_reader.c table/table_posix.c userspace/common/fds.c
 FUZZ_TABLE_RUN  ?= -runs=200000 -max_total_time=20
 FUZZ_ARGS       ?= $(FUZZ_TABLE_RUN)
 
