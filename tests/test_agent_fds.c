@@ -22,37 +22,12 @@
 #include <stackprobe/report.h>
 
 #include "userspace/common/fds.h"
+#include "run_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out/fds"
 #define GUEST "build/fdguest"
-
-/* Run a shell command; stdout (+stderr with 2>&1 in cmd) into *out. */
-static int run(const char *cmd, char **out)
-{
-	FILE *p = popen(cmd, "r");
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap);
-
-	assert_non_null(p);
-	assert_non_null(buf);
-	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-		len += n;
-		if (cap - len < 4096) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			assert_non_null(buf);
-		}
-	}
-	buf[len] = '\0';
-	int st = pclose(p);
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int setup_dir(void **state)
 {
@@ -67,7 +42,7 @@ static unsigned long guest_samples(const char *data)
 	unsigned long total = 0;
 
 	snprintf(cmd, sizeof(cmd), CLI " report -i %s --format folded", data);
-	if (run(cmd, &out) != 0) {
+	if (sprobe_test_run(cmd, &out) != 0) {
 		free(out);
 		return 0;
 	}
@@ -100,7 +75,7 @@ static void daemon_run(const char *how, int runs)
 				 "mkdir -p " OUT "/%s-%d && " CLI " record -q -F 999 -o %s -- " GUEST
 				 " %s " OUT "/%s-%d 300 2>&1",
 				 how, i, data, how, how, i);
-			int rc = run(cmd, &out);
+			int rc = sprobe_test_run(cmd, &out);
 			if (rc != 0 || strstr(out, "stackprobe agent:"))
 				print_message("%s run %d: rc %d\n%s", how, i, rc, out);
 			assert_int_equal(rc, 0);
@@ -158,7 +133,7 @@ static void test_dup2_onto_agent_fds(void **state)
 static void test_raw_close_then_reuse(void **state)
 {
 	char *out;
-	int rc = run("mkdir -p " OUT "/raw && STACKPROBE_OUTPUT=" OUT "/raw.data "
+	int rc = sprobe_test_run("mkdir -p " OUT "/raw && STACKPROBE_OUTPUT=" OUT "/raw.data "
 		     "STACKPROBE_FREQ=999 LD_PRELOAD=build/libstackprobe.so " GUEST " raw " OUT
 		     "/raw 600 2>&1",
 		     &out);
@@ -190,13 +165,13 @@ static int opened(const char *out)
 static void test_tight_rlimit(void **state)
 {
 	char *plain, *probed;
-	int rc = run(GUEST " rlimit 64", &plain);
+	int rc = sprobe_test_run(GUEST " rlimit 64", &plain);
 	assert_int_equal(rc, 0);
 	int n0 = opened(plain);
 	int worst = 1000, runs = 5;
 
 	for (int i = 0; i < runs; i++) {
-		rc = run(CLI " record -q -F 999 -o " OUT "/rlimit.data -- " GUEST " rlimit 64 2>&1",
+		rc = sprobe_test_run(CLI " record -q -F 999 -o " OUT "/rlimit.data -- " GUEST " rlimit 64 2>&1",
 			 &probed);
 		assert_int_equal(rc, 0);
 		int n = opened(probed);

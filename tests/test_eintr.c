@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "run_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -48,23 +49,6 @@ static const char *const time_calls[] = {
 	"sigwaitinfo",	 "msgrcv",	  "semop",
 };
 #define N_TIME_CALLS (sizeof(time_calls) / sizeof(time_calls[0]))
-
-/* Run a shell command; stdout (+stderr with 2>&1 in cmd) into *out. */
-static int run(const char *cmd, char **out)
-{
-	FILE *p = popen(cmd, "r");
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap);
-
-	assert_non_null(p);
-	assert_non_null(buf);
-	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0)
-		len += n;
-	buf[len] = '\0';
-	int st = pclose(p);
-	*out = buf;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int setup_dir(void **state)
 {
@@ -96,7 +80,7 @@ static char *record(const char *env, const char *zp, const char *args, const cha
 	snprintf(cmd, sizeof(cmd),
 		 "%s " CLI " record -q -F 999 %s -o " OUT "/%s.data -- " WAITER " %s 2>&1", env, zp,
 		 tag, args);
-	int rc = run(cmd, &out);
+	int rc = sprobe_test_run(cmd, &out);
 	if (rc != 0)
 		print_message("%s: rc %d\n%s", cmd, rc, out);
 	assert_int_equal(rc, 0);

@@ -26,37 +26,11 @@
 
 #include <stackprobe/report.h>
 
+#include "run_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"
-
-/* Run a shell command; capture stdout (and stderr if merge) into a malloc'd
- * string; return the exit status (-1 if it did not exit). */
-static int run(const char *cmd, char **out)
-{
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	assert_non_null(buf);
-	size_t n;
-	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-		len += n;
-		if (cap - len < 4096) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			assert_non_null(buf);
-		}
-	}
-	buf[len] = '\0';
-	int st = pclose(p);
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* Sum the counts of folded lines whose thread starts with `thread` and that
  * contain every one of the `need` substrings. */
@@ -105,12 +79,12 @@ static int setup_dir(void **state)
 static void test_record_wall_shares(void **state)
 {
 	char *out;
-	int rc = run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 4", &out);
+	int rc = sprobe_test_run(CLI " record -q -F 199 -o " OUT "/wall.data -- build/demo 4", &out);
 	assert_int_equal(rc, 0);
 	assert_non_null(strstr(out, "demo: "));
 	free(out);
 
-	rc = run(CLI " report -i " OUT "/wall.data --format folded", &out);
+	rc = sprobe_test_run(CLI " report -i " OUT "/wall.data --format folded", &out);
 	assert_int_equal(rc, 0);
 	unsigned long parse = folded_count(out, "compute-", ";parse_json;", NULL);
 	unsigned long compress = folded_count(out, "compute-", ";compress_reply;", NULL);
@@ -142,11 +116,11 @@ static void test_record_wall_shares(void **state)
 static void test_record_cpu_mode(void **state)
 {
 	char *out;
-	int rc = run(CLI " record -q -F 199 --mode cpu -o " OUT "/cpu.data -- build/demo 4", &out);
+	int rc = sprobe_test_run(CLI " record -q -F 199 --mode cpu -o " OUT "/cpu.data -- build/demo 4", &out);
 	assert_int_equal(rc, 0);
 	free(out);
 
-	rc = run(CLI " report -i " OUT "/cpu.data --format folded", &out);
+	rc = sprobe_test_run(CLI " report -i " OUT "/cpu.data --format folded", &out);
 	assert_int_equal(rc, 0);
 	unsigned long parse = folded_count(out, "compute-", ";parse_json;", NULL);
 	unsigned long compress = folded_count(out, "compute-", ";compress_reply;", NULL);
@@ -163,10 +137,10 @@ static void test_record_cpu_mode(void **state)
 	free(out);
 
 	/* The same through the agent's environment variable. */
-	rc = run("STACKPROBE_MODE=cpu STACKPROBE_OUTPUT=" OUT "/cpu-env.data STACKPROBE_FREQ=199 "
+	rc = sprobe_test_run("STACKPROBE_MODE=cpu STACKPROBE_OUTPUT=" OUT "/cpu-env.data STACKPROBE_FREQ=199 "
 		 "LD_PRELOAD=build/libstackprobe.so build/demo 2 >/dev/null", NULL);
 	assert_int_equal(rc, 0);
-	rc = run(CLI " report -i " OUT "/cpu-env.data --format folded", &out);
+	rc = sprobe_test_run(CLI " report -i " OUT "/cpu-env.data --format folded", &out);
 	assert_int_equal(rc, 0);
 	assert_int_equal(folded_count(out, "io-", NULL, NULL), 0);
 	assert_true(folded_count(out, "compute-", NULL, NULL) > 0);
@@ -176,23 +150,23 @@ static void test_record_cpu_mode(void **state)
 static void test_record_passes_exit_code_and_output(void **state)
 {
 	char *out;
-	assert_int_equal(run(CLI " record -q -o " OUT "/exit.data -- sh -c 'echo hello; exit 7'", &out), 7);
+	assert_int_equal(sprobe_test_run(CLI " record -q -o " OUT "/exit.data -- sh -c 'echo hello; exit 7'", &out), 7);
 	assert_string_equal(out, "hello\n");
 	free(out);
-	assert_int_equal(run(CLI " record -q -o " OUT "/kill.data -- "
+	assert_int_equal(sprobe_test_run(CLI " record -q -o " OUT "/kill.data -- "
 				 "sh -c 'echo $$ > " OUT "/kill.pid; kill -TERM $$' 2>/dev/null",
 			     NULL), 128 + SIGTERM);
 	/* record removed the table the killed command could not. */
 	assert_true(table_gone(OUT "/kill.pid"));
-	assert_int_equal(run(CLI " record -q -o " OUT "/none.data -- /nonexistent/program 2>/dev/null",
+	assert_int_equal(sprobe_test_run(CLI " record -q -o " OUT "/none.data -- /nonexistent/program 2>/dev/null",
 			     NULL), 127);
 	/* Usage errors. */
-	assert_int_equal(run(CLI " record 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " record -F 0 -- true 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " record -F 12abc -- true 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " record --mode fast -- true 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " record 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " record -F 0 -- true 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " record -F 12abc -- true 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " record --mode fast -- true 2>/dev/null", NULL), 2);
 	/* An output that cannot be written fails before anything runs. */
-	assert_int_equal(run(CLI " record -o /nonexistent/dir/x.data -- sh -c 'echo ran' 2>/dev/null", &out),
+	assert_int_equal(sprobe_test_run(CLI " record -o /nonexistent/dir/x.data -- sh -c 'echo ran' 2>/dev/null", &out),
 			 1);
 	assert_string_equal(out, "");
 	free(out);
@@ -217,7 +191,7 @@ static void test_dump_live_process(void **state)
 	int rc = -1;
 	for (;;) {
 		free(out);
-		rc = run(cmd, &out);
+		rc = sprobe_test_run(cmd, &out);
 		if (rc == 0 && strstr(out, "wait_for_input"))
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &now);
@@ -276,7 +250,7 @@ static void test_dump_live_process(void **state)
 	 * regression in finding debug files would pass unseen. */
 	char *dbg = NULL;
 	if (access("/usr/lib/debug/.build-id", F_OK) == 0 &&
-	    run("dpkg-query -W -f='${Status}' libc6-dbg 2>/dev/null", &dbg) == 0 &&
+	    sprobe_test_run("dpkg-query -W -f='${Status}' libc6-dbg 2>/dev/null", &dbg) == 0 &&
 	    strstr(dbg, "install ok installed"))
 		assert_true(named_start);
 	free(dbg);
@@ -292,12 +266,12 @@ static void test_dump_errors(void **state)
 		_exit(0);
 	waitpid(pid, NULL, 0);
 	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", pid);
-	assert_int_equal(run(cmd, &out), 1);
+	assert_int_equal(sprobe_test_run(cmd, &out), 1);
 	assert_non_null(strstr(out, "no process"));
 	free(out);
 	/* A live pid without a table (this test). */
 	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", getpid());
-	assert_int_equal(run(cmd, &out), 1);
+	assert_int_equal(sprobe_test_run(cmd, &out), 1);
 	assert_non_null(strstr(out, "no stackprobe table"));
 	free(out);
 	/* A corrupt table file. */
@@ -307,13 +281,13 @@ static void test_dump_errors(void **state)
 		fputc(i * 7, f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), CLI " dump %d --table " OUT "/corrupt.table 2>&1", getpid());
-	assert_int_equal(run(cmd, &out), 1);
+	assert_int_equal(sprobe_test_run(cmd, &out), 1);
 	assert_true(strlen(out) > 0 && strlen(out) < 400);
 	free(out);
 	/* Usage errors. */
-	assert_int_equal(run(CLI " dump 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " dump 12x 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " dump -5 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " dump 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " dump 12x 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " dump -5 2>/dev/null", NULL), 2);
 }
 
 /* The agent must not change what the program does. */
@@ -322,8 +296,8 @@ static void test_agent_is_transparent(void **state)
 	char *plain, *probed;
 	unlink(OUT "/victim.data");
 	unlink(OUT "/victim.data.1");
-	int rc1 = run("build/victim 2>&1", &plain);
-	int rc2 = run("VICTIM_PIDFILE=" OUT "/victim.pid "
+	int rc1 = sprobe_test_run("build/victim 2>&1", &plain);
+	int rc2 = sprobe_test_run("VICTIM_PIDFILE=" OUT "/victim.pid "
 		      "STACKPROBE_OUTPUT=" OUT "/victim.data STACKPROBE_FREQ=999 "
 		      "LD_PRELOAD=build/libstackprobe.so build/victim 2>&1", &probed);
 	print_message("%s", probed);
@@ -363,7 +337,7 @@ static long json_int(const char *json, const char *key)
 static void test_record_kernel_windows(void **state)
 {
 	char *out;
-	int rc = run(CLI " record --bpf -q -F 99 -o " OUT "/bpf.data -- build/demo 1 2>&1", &out);
+	int rc = sprobe_test_run(CLI " record --bpf -q -F 99 -o " OUT "/bpf.data -- build/demo 1 2>&1", &out);
 	if (rc == 1 && (strstr(out, "CAP_BPF") || strstr(out, "not supported"))) {
 		print_message("%s", out);
 		free(out);
@@ -371,7 +345,7 @@ static void test_record_kernel_windows(void **state)
 	}
 	assert_int_equal(rc, 0);
 	free(out);
-	assert_int_equal(run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/bpf.data --format json", &out), 0);
 	long samples = json_int(out, "samples"), kw = json_int(out, "kernel_windows");
 	/* The first "signal"/"zero-pause" members are the overall methods. */
 	long sig = json_int(out, "signal"), zp = json_int(out, "zero-pause");
@@ -395,9 +369,9 @@ static void test_record_kernel_windows(void **state)
 
 	/* --no-zero-pause: every sample through the signal path, each seen
 	 * by the kernel. */
-	assert_int_equal(run(CLI " record --bpf --no-zero-pause -q -F 99 -o " OUT "/bpfsig.data -- "
+	assert_int_equal(sprobe_test_run(CLI " record --bpf --no-zero-pause -q -F 99 -o " OUT "/bpfsig.data -- "
 				 "build/demo 0.5", NULL), 0);
-	assert_int_equal(run(CLI " report -i " OUT "/bpfsig.data --format json", &out), 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/bpfsig.data --format json", &out), 0);
 	samples = json_int(out, "samples");
 	kw = json_int(out, "kernel_windows");
 	assert_true(samples > 0);
@@ -407,8 +381,8 @@ static void test_record_kernel_windows(void **state)
 	free(out);
 
 	/* --no-bpf: none. */
-	assert_int_equal(run(CLI " record --no-bpf -q -F 99 -o " OUT "/nobpf.data -- build/demo 0.5", NULL), 0);
-	assert_int_equal(run(CLI " report -i " OUT "/nobpf.data --format json", &out), 0);
+	assert_int_equal(sprobe_test_run(CLI " record --no-bpf -q -F 99 -o " OUT "/nobpf.data -- build/demo 0.5", NULL), 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/nobpf.data --format json", &out), 0);
 	assert_int_equal(json_int(out, "kernel_windows"), 0);
 	assert_true(json_int(out, "samples") > 0);
 	free(out);
@@ -436,7 +410,7 @@ static void test_pause_command(void **state)
 	}
 	assert_int_equal(access(cmd, F_OK), 0);
 	snprintf(cmd, sizeof(cmd), CLI " pause %d -d 1 2>&1", pid);
-	int rc = run(cmd, &out);
+	int rc = sprobe_test_run(cmd, &out);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	snprintf(cmd, sizeof(cmd), "/dev/shm/stackprobe-%d.table", pid);
@@ -453,14 +427,14 @@ static void test_pause_command(void **state)
 	assert_true(strtol(p, NULL, 10) > 0);
 	free(out);
 	/* Usage and runtime errors. */
-	assert_int_equal(run(CLI " pause 2>/dev/null", NULL), 2);
-	assert_int_equal(run(CLI " pause 1 -d x 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " pause 2>/dev/null", NULL), 2);
+	assert_int_equal(sprobe_test_run(CLI " pause 1 -d x 2>/dev/null", NULL), 2);
 	pid = fork();
 	if (pid == 0)
 		_exit(0);
 	waitpid(pid, NULL, 0);
 	snprintf(cmd, sizeof(cmd), CLI " pause %d 2>/dev/null", pid);
-	assert_int_equal(run(cmd, NULL), 1);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 1);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -11,35 +11,11 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "run_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"
-
-static int run(const char *cmd, char **out)
-{
-	FILE *p = popen(cmd, "r");
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap);
-
-	assert_non_null(p);
-	assert_non_null(buf);
-	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-		len += n;
-		if (cap - len < 4096) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			assert_non_null(buf);
-		}
-	}
-	buf[len] = '\0';
-	int st = pclose(p);
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* Per-thread sample counts from the folded report: lines start with the
  * thread label ("name-TID" or similar) and end with the count. Sums the
@@ -83,7 +59,7 @@ static void masked_workers(const char *mode, const char *how)
 	snprintf(cmd, sizeof(cmd),
 		 CLI " record -q -F 499 --mode %s -o " OUT "/masked-%s.data -- build/maskedworkers 600 %s",
 		 mode, mode, how);
-	assert_int_equal(run(cmd, &out), 0);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
 	/* Both workers kept the program's mask but for the capture signal. */
 	const char *p = out;
 	int ok = 0;
@@ -95,7 +71,7 @@ static void masked_workers(const char *mode, const char *how)
 	free(out);
 
 	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/masked-%s.data --format folded", mode);
-	assert_int_equal(run(cmd, &out), 0);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
 	unsigned long n = fn_samples(out, "masked_spin", &threads);
 	print_message("%s mode: %lu samples in masked_spin, from %d threads\n", mode, n, threads);
 	/* 2 workers x 0.6 s at 499 Hz: hundreds on a quiet machine; none at

@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* Shared by the end-to-end tests (tests/run_helper.c). */
+#ifndef SPROBE_TESTS_RUN_HELPER_H
+#define SPROBE_TESTS_RUN_HELPER_H
+
+/* Run cmd with /bin/sh; its stdout (and stderr where cmd says 2>&1) into a
+ * malloc'd NUL-terminated *out (the caller frees it; NULL: discarded).
+ * Returns the exit status, -1 if it did not exit. Fails the test (cmocka)
+ * if the command cannot be started. */
+int sprobe_test_run(const char *cmd, char **out);
+
+#endif
