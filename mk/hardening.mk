@@ -178,3 +178,11 @@ $(BUILD)/maskedworkers: tests/workloads/maskedworkers.c | $(BUILD)
 
 all: $(BUILD)/maskedworkers
 $(BUILD)/tests/test_threads: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers
+
+# A workload periodic at F, for the wall-mode aliasing test (test_aliasing).
+$(BUILD)/phased: tests/workloads/phased.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+
+all: $(BUILD)/phased
+$(BUILD)/tests/test_aliasing: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/phased

@@ -396,6 +396,27 @@ static uint64_t probe_period_ns(const struct sprobe_sampler *s)
 	return period;
 }
 
+/*
+ * Wall mode's next wake-up: one period on average, each interval drawn
+ * uniformly from [period/2, 3*period/2]. A fixed interval samples a
+ * workload periodic at F (a 100 Hz loop, anything driven by the kernel
+ * tick) at a fixed phase, so the profile shows one part of its period for
+ * all of it. With the interval drawn, the phase of the samples walks
+ * randomly and is spread over the whole period after a few samples, while
+ * the rate stays F. xorshift64*: no lock, no syscall, a state per sampler.
+ */
+static uint64_t wall_interval(struct sprobe_sampler *s, uint64_t period)
+{
+	uint64_t x = s->jitter_state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	s->jitter_state = x;
+	x *= 0x2545F4914F6CDD1Dull;
+	return period / 2 + (uint64_t)(((unsigned __int128)(x >> 11) * period) >> 53);
+}
+
 static void *probe_main(void *arg)
 {
 	struct sprobe_sampler *s = arg;
@@ -410,7 +431,10 @@ static void *probe_main(void *arg)
 	uint64_t period = probe_period_ns(s);
 	uint64_t start = sprobe_mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
-	uint64_t next = start + period;
+	bool jitter = s->opts.mode == SPROBE_MODE_WALL;
+
+	s->jitter_state = (start ^ ((uint64_t)getpid() << 32)) | 1;
+	uint64_t next = start + (jitter ? wall_interval(s, period) : period);
 
 	while (!atomic_load(&s->stop) && !s->probe_error) {
 		struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
@@ -425,10 +449,11 @@ static void *probe_main(void *arg)
 		if (end && now >= end)
 			break;
 		round_once(s);
-		next += period;
+		uint64_t step = jitter ? wall_interval(s, period) : period;
+		next += step;
 		now = sprobe_mono_ns();
 		if (next < now) /* overran: skip the missed ticks, do not burst */
-			next = now + period;
+			next = now + step;
 	}
 	round_finish(s); /* the last wall capture, if one was started */
 	return NULL;

@@ -48,6 +48,7 @@ struct sprobe_sampler {
 	 * the probe either sees 1 before sleeping or is woken. */
 	_Atomic uint32_t stop;
 	int probe_error;	/* -errno that ended the probe early (probe only) */
+	uint64_t jitter_state;	/* wall mode's interval draw (probe only; sampler.c) */
 
 	struct sprobe_capturer *capturer;
 	struct sprobe_snapshot *snap;
