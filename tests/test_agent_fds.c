@@ -160,8 +160,12 @@ static int opened(const char *out)
 /* RLIMIT_NOFILE lowered to 40 by the program, 8 threads: it opens as many
  * files with the agent (wall mode, zero-pause: two /proc files per thread
  * before this change) as without. The agent's per-use /proc reads hold
- * one descriptor for microseconds at a time, so an open racing one of
- * them may see one fewer: allowed, and counted. */
+ * at most two descriptors at once (a zero-pause read keeps a thread's
+ * schedstat open across its syscall-file read and the copy), for
+ * microseconds, or longer when the probe is preempted there on a loaded
+ * machine (seen: 34 of 36 in a CI run with another build on both CPUs), so
+ * an open racing them may see two fewer: allowed. Before the registry the
+ * program got 10. */
 static void test_tight_rlimit(void **state)
 {
 	char *plain, *probed;
@@ -183,7 +187,7 @@ static void test_tight_rlimit(void **state)
 		      worst);
 	assert_true(n0 >= 30);
 	assert_true(worst >= 20); /* the program: 20 files */
-	assert_true(worst >= n0 - 1);
+	assert_true(worst >= n0 - 2);
 	free(plain);
 }
 
