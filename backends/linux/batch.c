@@ -209,7 +209,8 @@ void sprobe_lx_batch_wait(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				if ((st & 3) != SLOT_ARMED)
 					continue;
 				/* tgkill(0) is cheap; a status read is not (an
-				 * open, a 1.4 KB read and a close: ~9 us here),
+				 * open, a 1.4 KB read and a close; its cost is
+				 * in docs/PERFORMANCE.md "Record"),
 				 * and under CPU contention every syscall of the
 				 * probe costs a time slice: read it once per
 				 * thread and capture, and only after
