@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The public module API of <stackprobe/symbolize.h>, implemented for macOS
- * over dyld's image list and the Mach-O parser (macho.c). On Linux userspace/modules.c
+ * over dyld's image list and the Mach-O parser (macho.c). On Linux userspace/symbols/modules.c
  * and symbolize.c implement it with dl_iterate_phdr and libelf. Differences:
  *   - the current process only: opts.pid of another process is ENOTSUP
  *     (reading another task needs task_for_pid and its entitlement);

@@ -3,7 +3,7 @@
  * Captures cause no EINTR in the program (issue 19; docs/AGENT.md "Wait
  * calls", docs/LIMITATIONS.md "EINTR").
  *
- * The capture handler is installed with SA_RESTART (backends/linux.c
+ * The capture handler is installed with SA_RESTART (backends/linux/capturer.c
  * try_install), so the kernel restarts read, write, recv, accept, wait,
  * flock and the like by itself. The calls wrapped here are the libc entry
  * points the kernel fails with EINTR after *any* handler, whatever

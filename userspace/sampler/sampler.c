@@ -4,7 +4,7 @@
  *
  * Order inside one round, and why:
  *   1. capture every sibling (the only part that stops anyone: see
- *      backends/linux.c);
+ *      backends/linux/);
  *   2. unwind every copy (all threads run again by now);
  *   3. update the node table, push samples, symbols, thread and module
  *      records into the stream (bounded queue: never blocks the probe).
@@ -12,7 +12,7 @@
  * rarely (per new thread, per new pc), never inside a window.
  *
  * CPU mode: per-thread POSIX timers on each thread's own CPU clock
- * (sprobe_capturer__cpu_collect(), backends/linux.c): the kernel signals a
+ * (sprobe_capturer__cpu_collect(), backends/linux/cputime.c): the kernel signals a
  * thread after every 1/F of CPU time it consumed, the handler copies the
  * stack where that CPU was spent, and each round (every 1/F of wall time)
  * the probe collects the finished samples, weighted by the expirations each
