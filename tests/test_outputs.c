@@ -42,6 +42,7 @@
 #include <stackprobe/datafile.h>
 #include <stackprobe/report.h>
 
+#include "run_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -64,28 +65,7 @@ static int run(char **out, const char *fmt, ...)
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
 	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
-	FILE *p = popen(cmd, "r");
-	assert_non_null(p);
-	size_t cap = 1 << 16, len = 0, n;
-	char *buf = malloc(cap);
-
-	assert_non_null(buf);
-	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-		len += n;
-		if (cap - len < 4096) {
-			cap *= 2;
-			buf = realloc(buf, cap);
-			assert_non_null(buf);
-		}
-	}
-	buf[len] = '\0';
-	int st = pclose(p);
-
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return sprobe_test_run(cmd, out);
 }
 
 static bool have_node(void)
