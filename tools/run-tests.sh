@@ -28,6 +28,18 @@ for prog in "$@"; do
 	fi
 	[ $rc -eq 124 ] && echo "!! $prog timed out after ${timeout_s}s"
 	[ $rc -ne 0 ] && echo "!! $prog exited with status $rc"
+	if [ "$f" -gt 0 ]; then
+		# The summary (tools/test-summary.sh) prints these last, where a
+		# CI excerpt that keeps only the tail still shows why.
+		fdir="$(dirname "$res")/failures"
+		mkdir -p "$fdir"
+		{
+			echo "==== $(basename "$res" .res): $prog (exit $rc)"
+			grep -n -E '^\[  (FAILED|ERROR) |Sanitizer|runtime error|Segmentation fault|Aborted' "$log" | tail -n 20
+			echo "---- last 60 lines"
+			tail -n 60 "$log"
+		} > "$fdir/$(basename "$res" .res)-$(basename "${prog%% *}").log"
+	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	rm -f "$log"
 done

@@ -10,6 +10,12 @@ for f in "$dir"/*.res; do
 	lanes="$lanes $(basename "$f" .res):$p/$f2/$s"
 	pass=$((pass + p)); fail=$((fail + f2)); skip=$((skip + s))
 done
+# What failed, last, so that an output cut to its tail still says why.
+if [ -d "$dir/failures" ]; then
+	for l in "$dir"/failures/*.log; do
+		[ -e "$l" ] && cat "$l"
+	done
+fi
 echo "lanes (passed/failed/skipped):$lanes"
 if [ "$skip" -gt 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
