@@ -375,7 +375,6 @@ static void test_malformed_payloads(void **state)
 		{ SPROBE_DF_SAMPLE, 60, "more frames", NULL },
 		{ SPROBE_DF_SAMPLE, 20, "too short", NULL },
 		{ SPROBE_DF_THREAD, 8, "runs past", NULL },
-		{ SPROBE_DF_HEADER, 40, "second header", NULL },
 	};
 
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
@@ -429,14 +428,102 @@ static void test_unknown_type_skipped_and_data_after_trailer(void **state)
 	assert_int_equal(read_all(b.bytes, b.len, &n, msg, sizeof(msg)), 0);
 	assert_int_equal(n, 3);
 
-	/* Anything after the trailer is corruption. */
-	uint8_t *more = malloc(b.len + 3);
+	/* After a part's trailer only a new part (HEADER) or the notes on
+	 * processes (EXIT, PROCESS) may follow: an intact thread record
+	 * there is corruption, and so are bytes that are not a record. */
+	uint8_t payload[64], frame[SPROBE_DF_FRAME_SIZE];
+	long plen = sprobe_df__encode(&th, payload, sizeof(payload));
 
+	assert_true(plen > 0 && plen <= (long)sizeof(payload));
+	sprobe_df__frame(frame, SPROBE_DF_THREAD, payload, (uint32_t)plen);
+	uint8_t *more = malloc(b.len + sizeof(frame) + (size_t)plen + 32);
+
+	assert_non_null(more);
 	memcpy(more, b.bytes, b.len);
-	memcpy(more + b.len, "xyz", 3);
-	assert_int_equal(read_all(more, b.len + 3, &n, msg, sizeof(msg)), -EBADMSG);
-	assert_non_null(strstr(msg, "after the trailer"));
+	memcpy(more + b.len, frame, sizeof(frame));
+	memcpy(more + b.len + sizeof(frame), payload, (size_t)plen);
+	assert_int_equal(read_all(more, b.len + sizeof(frame) + (size_t)plen, &n, msg, sizeof(msg)),
+			 -EBADMSG);
+	assert_non_null(strstr(msg, "follows its part's trailer"));
+	memset(more + b.len, 'x', 32);
+	assert_int_equal(read_all(more, b.len + 32, &n, msg, sizeof(msg)), -EBADMSG);
+	assert_non_null(strstr(msg, "corrupt record header"));
 	free(more);
+	df_buf_close(&b);
+}
+
+/* Version 3: several processes' parts in one file, each from its HEADER;
+ * a part cut short (no trailer) is followed by the next; PROCESS and EXIT
+ * records round-trip; the file is whole when it ends after an EXIT. */
+static void test_multi_part_file(void **state)
+{
+	struct sprobe_df_record h1 = { .type = SPROBE_DF_HEADER, .header = { .pid = 10 } };
+	struct sprobe_df_record h2 = { .type = SPROBE_DF_HEADER, .header = { .pid = 11 } };
+	struct sprobe_df_record pr = {
+		.type = SPROBE_DF_PROCESS,
+		.process = { .pid = 11, .ppid = 10, .exec_index = 2, .flags = 0, .start_mono_ns = 77,
+			     .name = "cc1", .name_len = 3, .exe = "/usr/bin/cc1", .exe_len = 12 },
+	};
+	struct sprobe_df_record ex = {
+		.type = SPROBE_DF_EXIT,
+		.exit = { .pid = 10, .how = SPROBE_DF_EXIT_KILLED, .code = 9, .time_ns = 5,
+			  .part_status = SPROBE_DF_CUT_SHORT, .note = "cut", .note_len = 3 },
+	};
+	struct sprobe_df_record got[8];
+	struct sprobe_datafile_reader *rd;
+	struct df_buf b;
+	int k = 0, rc;
+
+	assert_int_equal(df_buf_open(&b), 0);
+	assert_int_equal(sprobe_datafile_writer__write(b.w, &h1), 0);
+	assert_int_equal(sprobe_datafile_writer__write(b.w, &ex), 0);
+	assert_int_equal(sprobe_datafile_writer__write(b.w, &h2), 0);
+	assert_int_equal(sprobe_datafile_writer__write(b.w, &pr), 0);
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, NULL), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+	rd = sprobe_datafile_reader__from_mem(b.bytes, b.len);
+	assert_non_null(rd);
+	while (k < 8 && (rc = sprobe_datafile_reader__next(rd, &got[k])) == 1) {
+		if (got[k].type == SPROBE_DF_PROCESS) {
+			assert_int_equal(got[k].process.ppid, 10);
+			assert_int_equal(got[k].process.exec_index, 2);
+			assert_int_equal(got[k].process.start_mono_ns, 77);
+			assert_string_equal(got[k].process.name, "cc1");
+			assert_string_equal(got[k].process.exe, "/usr/bin/cc1");
+		}
+		if (got[k].type == SPROBE_DF_EXIT) {
+			assert_int_equal(got[k].exit.how, SPROBE_DF_EXIT_KILLED);
+			assert_int_equal(got[k].exit.code, 9);
+			assert_int_equal(got[k].exit.part_status, SPROBE_DF_CUT_SHORT);
+			assert_string_equal(got[k].exit.note, "cut");
+		}
+		k++;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(k, 5);
+	assert_int_equal(got[2].type, SPROBE_DF_HEADER);
+	assert_int_equal(got[2].header.pid, 11);
+	assert_int_equal(sprobe_datafile_reader__status(rd), SPROBE_DF_COMPLETE);
+	sprobe_datafile_reader__free(rd);
+	/* Ending on the EXIT of a part without trailer is whole too; ending
+	 * on any other record is cut short. */
+	size_t cut[3] = { 0 };
+
+	rd = sprobe_datafile_reader__from_mem(b.bytes, b.len);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(sprobe_datafile_reader__next(rd, &got[0]), 1);
+		cut[i] = (size_t)sprobe_datafile_reader__good_bytes(rd);
+	}
+	sprobe_datafile_reader__free(rd);
+	for (int i = 0; i < 3; i++) {
+		rd = sprobe_datafile_reader__from_mem(b.bytes, cut[i]);
+		while (sprobe_datafile_reader__next(rd, &got[0]) == 1)
+			;
+		/* after h1: cut short; after its EXIT: whole; after h2: cut */
+		assert_int_equal(sprobe_datafile_reader__status(rd),
+				 i == 1 ? SPROBE_DF_COMPLETE : SPROBE_DF_CUT_SHORT);
+		sprobe_datafile_reader__free(rd);
+	}
 	df_buf_close(&b);
 }
 
@@ -582,6 +669,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_not_a_data_file_and_empty),
 	cmocka_unit_test(test_malformed_payloads),
 	cmocka_unit_test(test_unknown_type_skipped_and_data_after_trailer),
+	cmocka_unit_test(test_multi_part_file),
 	cmocka_unit_test(test_encode_limits),
 	cmocka_unit_test(test_unfinished_writer_reads_cut_short),
 };

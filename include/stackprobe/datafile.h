@@ -44,8 +44,11 @@ extern "C" {
 
 #define SPROBE_DF_MAGIC "SPRBDATA"	/* 8 bytes, no NUL in the file */
 /* Bumped on incompatible change. 2: sample weights (flags bits 16..31),
- * which a version-1 reader would count once each. Readers read 1 and 2. */
-#define SPROBE_DF_VERSION 2
+ * which a version-1 reader would count once each. 3: a file may hold
+ * several processes (parts, each from its HEADER on) and PROCESS / EXIT
+ * records, which a version-2 reader would mix into one process. Readers
+ * read 1 to 3. */
+#define SPROBE_DF_VERSION 3
 #define SPROBE_DF_VERSION_MIN 1
 #define SPROBE_DF_PREAMBLE_SIZE 16
 #define SPROBE_DF_FRAME_SIZE 16		/* per-record header */
@@ -70,6 +73,8 @@ enum sprobe_df_type {
 	SPROBE_DF_KWINDOW = 7,
 	SPROBE_DF_LOST = 8,
 	SPROBE_DF_TRAILER = 9,
+	SPROBE_DF_PROCESS = 10,
+	SPROBE_DF_EXIT = 11,
 	SPROBE_DF__TYPE_COUNT
 };
 
@@ -193,6 +198,53 @@ struct sprobe_df_trailer {
 	uint64_t lost[SPROBE_DF__TYPE_COUNT]; /* final stream drops */
 };
 
+/* Who a part's process is (version 3). The agent writes one right after its
+ * HEADER; `stackprobe record` writes a standalone one (flags UNSAMPLED, why
+ * in note) for a process of the tree the agent could not enter. */
+#define SPROBE_DF_PROCESS_UNSAMPLED 0x1u
+struct sprobe_df_process {
+	uint32_t pid;
+	uint32_t ppid;			/* parent when the image started, 0 unknown */
+	uint32_t exec_index;		/* images of this pid before this one (execs) */
+	uint32_t flags;			/* SPROBE_DF_PROCESS_* */
+	uint64_t start_mono_ns;		/* CLOCK_MONOTONIC when the image started */
+	const char *name;		/* comm (basename of the program) */
+	uint32_t name_len;
+	const char *exe;		/* /proc/self/exe or the exec'd path */
+	uint32_t exe_len;
+	const char *note;		/* UNSAMPLED: why, one line */
+	uint32_t note_len;
+};
+
+/* How a process image ended (version 3), and what its part of the file
+ * holds. Written by `stackprobe record` after each part it merges (and
+ * after a standalone PROCESS record), from the wait status it or the
+ * process's parent saw, the kernel's word (eBPF companion), or the agent's
+ * own note (exit, _exit, exec). */
+enum sprobe_df_exit_how {
+	SPROBE_DF_EXIT_UNKNOWN = 0,	/* nobody saw it end */
+	SPROBE_DF_EXIT_EXITED = 1,	/* code = exit status */
+	SPROBE_DF_EXIT_KILLED = 2,	/* code = signal number */
+	SPROBE_DF_EXIT_EXECED = 3,	/* replaced by a new image of the same pid */
+	SPROBE_DF_EXIT_RUNNING = 4,	/* still running when the recording ended */
+};
+struct sprobe_df_exit {
+	uint32_t pid;
+	uint32_t exec_index;
+	uint32_t how;			/* enum sprobe_df_exit_how */
+	int32_t code;
+	uint64_t time_ns;		/* CLOCK_MONOTONIC, 0 unknown */
+	uint32_t part_status;		/* enum sprobe_df_status of its part:
+					 * COMPLETE, CUT_SHORT or CORRUPT;
+					 * OK when it had no part */
+	const char *note;		/* part_status not COMPLETE: where and why */
+	uint32_t note_len;
+};
+
+/* Name of an enum sprobe_df_exit_how ("exited", ...). Static string. */
+SPROBE_API
+const char *sprobe_df_exit_how__name(uint32_t how);
+
 /* A tagged record, used both to write and to read. */
 struct sprobe_df_record {
 	uint32_t type;			/* enum sprobe_df_type */
@@ -207,6 +259,8 @@ struct sprobe_df_record {
 		struct sprobe_df_kwindow kwindow;
 		struct sprobe_df_lost lost;
 		struct sprobe_df_trailer trailer;
+		struct sprobe_df_process process;
+		struct sprobe_df_exit exit;
 	};
 };
 

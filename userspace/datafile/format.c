@@ -69,11 +69,22 @@ const char *sprobe_df_type__name(uint32_t type)
 		[SPROBE_DF_MODULE] = "module",	 [SPROBE_DF_SYMBOL] = "symbol",
 		[SPROBE_DF_SAMPLE] = "sample",	 [SPROBE_DF_CAPTURE] = "capture",
 		[SPROBE_DF_KWINDOW] = "kwindow", [SPROBE_DF_LOST] = "lost",
-		[SPROBE_DF_TRAILER] = "trailer",
+		[SPROBE_DF_TRAILER] = "trailer", [SPROBE_DF_PROCESS] = "process",
+		[SPROBE_DF_EXIT] = "exit",
 	};
 	if (type < SPROBE_DF__TYPE_COUNT && names[type])
 		return names[type];
 	return "unknown";
+}
+
+const char *sprobe_df_exit_how__name(uint32_t how)
+{
+	static const char *const names[] = {
+		[SPROBE_DF_EXIT_UNKNOWN] = "unknown", [SPROBE_DF_EXIT_EXITED] = "exited",
+		[SPROBE_DF_EXIT_KILLED] = "killed",   [SPROBE_DF_EXIT_EXECED] = "exec'd",
+		[SPROBE_DF_EXIT_RUNNING] = "running",
+	};
+	return how < sizeof(names) / sizeof(names[0]) ? names[how] : "unknown";
 }
 
 /* ---- encoder ---------------------------------------------------------- */
@@ -251,6 +262,41 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 		for (uint32_t i = 0; i < SPROBE_DF__TYPE_COUNT; i++)
 			enc64(&e, rec->trailer.lost[i]);
 		break;
+	case SPROBE_DF_PROCESS: {
+		const struct sprobe_df_process *p = &rec->process;
+
+		if (!str_ok(p->name, p->name_len) || !str_ok(p->exe, p->exe_len) ||
+		    !str_ok(p->note, p->note_len))
+			return -EINVAL;
+		enc32(&e, p->pid);
+		enc32(&e, p->ppid);
+		enc32(&e, p->exec_index);
+		enc32(&e, p->flags);
+		enc64(&e, p->start_mono_ns);
+		enc32(&e, p->name_len);
+		enc32(&e, p->exe_len);
+		enc32(&e, p->note_len);
+		enc32(&e, 0);
+		enc_bytes(&e, p->name, p->name_len);
+		enc_bytes(&e, p->exe, p->exe_len);
+		enc_bytes(&e, p->note, p->note_len);
+		break;
+	}
+	case SPROBE_DF_EXIT: {
+		const struct sprobe_df_exit *x = &rec->exit;
+
+		if (!str_ok(x->note, x->note_len))
+			return -EINVAL;
+		enc32(&e, x->pid);
+		enc32(&e, x->exec_index);
+		enc32(&e, x->how);
+		enc32(&e, (uint32_t)x->code);
+		enc64(&e, x->time_ns);
+		enc32(&e, x->part_status);
+		enc32(&e, x->note_len);
+		enc_bytes(&e, x->note, x->note_len);
+		break;
+	}
 	default:
 		return -EINVAL;
 	}

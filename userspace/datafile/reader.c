@@ -29,6 +29,8 @@ struct sprobe_datafile_reader {
 	size_t mem_len, mem_pos;
 
 	bool preamble_done, trailer_seen, done;
+	uint32_t version;		/* of the preamble */
+	uint32_t last_type;		/* of the last record returned */
 	int done_rc;			/* what __next returns once done */
 	int status;			/* enum sprobe_df_status */
 	uint64_t pos;			/* bytes consumed */
@@ -56,7 +58,7 @@ static struct sprobe_datafile_reader *reader_alloc(void)
 
 /* Make room for a payload of len bytes (len <= SPROBE_DF_MAX_PAYLOAD, so
  * the allocation is bounded by the format, not by the file). Strings of
- * one payload never exceed it, plus one NUL each (at most two strings per
+ * one payload never exceed it, plus one NUL each (at most three strings per
  * record), hence + 8. */
 static int reserve_payload(struct sprobe_datafile_reader *r, uint32_t len)
 {
@@ -264,7 +266,7 @@ static const char *dec_str(struct sprobe_datafile_reader *r, struct dec *d, uint
 	if (!src)
 		return "";
 	/* n <= remaining payload, so strings_len + n + 1 stays within
-	 * buf_cap + 8 for the at most two strings of one record. */
+	 * buf_cap + 8 for the at most three strings of one record. */
 	dst = r->strings + r->strings_len;
 	memcpy(dst, src, n);
 	dst[n] = '\0';
@@ -397,6 +399,38 @@ static void decode(struct sprobe_datafile_reader *r, struct dec *d, struct sprob
 		rec->kwindow.sigreturn_ns = dec64(d);
 		rec->kwindow.offcpu_ns = dec64(d);
 		break;
+	case SPROBE_DF_PROCESS: {
+		struct sprobe_df_process *p = &rec->process;
+
+		p->pid = dec32(d);
+		p->ppid = dec32(d);
+		p->exec_index = dec32(d);
+		p->flags = dec32(d);
+		p->start_mono_ns = dec64(d);
+		p->name_len = dec32(d);
+		p->exe_len = dec32(d);
+		p->note_len = dec32(d);
+		(void)dec32(d);
+		p->name = dec_str(r, d, p->name_len);
+		p->exe = dec_str(r, d, p->exe_len);
+		p->note = dec_str(r, d, p->note_len);
+		break;
+	}
+	case SPROBE_DF_EXIT: {
+		struct sprobe_df_exit *x = &rec->exit;
+
+		x->pid = dec32(d);
+		x->exec_index = dec32(d);
+		x->how = dec32(d);
+		x->code = (int32_t)dec32(d);
+		x->time_ns = dec64(d);
+		x->part_status = dec32(d);
+		x->note_len = dec32(d);
+		x->note = dec_str(r, d, x->note_len);
+		if (x->part_status > SPROBE_DF_CORRUPT)
+			dec_fail(d, "unknown part status");
+		break;
+	}
 	case SPROBE_DF_LOST:
 	case SPROBE_DF_TRAILER: {
 		uint64_t *lost;
@@ -462,6 +496,7 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 				      "corrupt preamble: size %u, expected %u", get32(hdr + 12),
 				      SPROBE_DF_PREAMBLE_SIZE);
 		r->preamble_done = true;
+		r->version = get32(hdr + 8);
 		r->good = r->pos;
 	}
 	for (;;) {
@@ -473,13 +508,19 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 		if (n < 0)
 			return finish(r, SPROBE_DF_CORRUPT, (int)n, "read error at offset %llu: %s",
 				      (unsigned long long)off, strerror((int)-n));
-		if (r->trailer_seen) {
+		if (r->trailer_seen && r->version < 3) {
 			if (n == 0)
 				return finish(r, SPROBE_DF_COMPLETE, 0, "%s", "");
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      "corrupt: unexpected data after the trailer at offset %llu",
 				      (unsigned long long)off);
 		}
+		/* Version 3: parts follow each other; the file is whole when it
+		 * ends after a part's trailer or after the EXIT record that
+		 * `stackprobe record` writes behind each part it merged. */
+		if (n == 0 && r->version >= 3 && r->records &&
+		    (r->last_type == SPROBE_DF_TRAILER || r->last_type == SPROBE_DF_EXIT))
+			return finish(r, SPROBE_DF_COMPLETE, 0, "%s", "");
 		if (n == 0)
 			return finish(r, SPROBE_DF_CUT_SHORT, 0,
 				      "file cut short: ends after %llu records (%llu bytes) without a trailer; "
@@ -522,7 +563,23 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 			r->good = r->pos;	/* intact record of a newer kind: skip */
 			continue;
 		}
-		if ((r->records == 0) != (type == SPROBE_DF_HEADER))
+		if (r->version >= 3) {
+			/* A part starts at its HEADER, anywhere; a process the
+			 * agent never ran in has only PROCESS and EXIT. */
+			if (r->records == 0 && type != SPROBE_DF_HEADER && type != SPROBE_DF_PROCESS &&
+			    type != SPROBE_DF_EXIT)
+				return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
+					      "corrupt: first record at offset %llu is a %s record, not "
+					      "the header",
+					      (unsigned long long)off, sprobe_df_type__name(type));
+			if (type == SPROBE_DF_HEADER)
+				r->trailer_seen = false;
+			else if (r->trailer_seen && type != SPROBE_DF_EXIT && type != SPROBE_DF_PROCESS)
+				return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
+					      "corrupt: a %s record at offset %llu follows its part's "
+					      "trailer",
+					      sprobe_df_type__name(type), (unsigned long long)off);
+		} else if ((r->records == 0) != (type == SPROBE_DF_HEADER))
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      r->records == 0 ? "corrupt: first record at offset %llu is a %s record, not the header"
 						      : "corrupt: second header record at offset %llu (%s)",
@@ -538,6 +595,7 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 				      (unsigned long long)off, d.why ? d.why : "malformed");
 		if (type == SPROBE_DF_TRAILER)
 			r->trailer_seen = true;
+		r->last_type = type;
 		r->records++;
 		r->good = r->pos;
 		return 1;
