@@ -516,6 +516,26 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c);
 }
 
+int sprobe_capturer__forget(struct sprobe_capturer *c)
+{
+	if (!c)
+		return -EINVAL;
+	/* A parent thread may have held the lock at fork(): a fresh one. */
+	pthread_mutex_init(&g_owner_lock, NULL);
+	atomic_store(&sprobe_lx_g.active, 0);
+	atomic_store(&sprobe_lx_g.in_handler, 0);
+	/* No capture signal is pending here (fork() clears the child's
+	 * pending set), so the disposition can go back at once. */
+	sigaction(c->signo, &c->old_sa, NULL);
+	sprobe_lx_g.slots = NULL;
+	sprobe_lx_g.nslots = 0;
+	sprobe_lx_g.ranges = NULL;
+	sprobe_lx_g.nranges = 0;
+	g_owner = NULL;
+	g_last_gen = c->gen;
+	return 0;
+}
+
 int sprobe_capturer__signo(const struct sprobe_capturer *c)
 {
 	return c ? c->signo : -EINVAL;

@@ -19,6 +19,12 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	return NULL;
 }
 
+int sprobe_capturer__forget(struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP; /* the agent follows fork() children on Linux only */
+}
+
 void sprobe_capturer__free(struct sprobe_capturer *c)
 {
 	(void)c;

@@ -108,6 +108,12 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	return c;
 }
 
+int sprobe_capturer__forget(struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP; /* the agent follows fork() children on Linux only */
+}
+
 void sprobe_capturer__free(struct sprobe_capturer *c)
 {
 	if (!c)

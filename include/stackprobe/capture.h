@@ -245,6 +245,19 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 SPROBE_API
 void sprobe_capturer__free(struct sprobe_capturer *c);
 
+/*
+ * In the child of a fork(), on its only thread: give up capturer C
+ * inherited from the parent without touching what did not survive the
+ * fork (the parent's other threads, locks they held): the capture
+ * signal's disposition goes back to what C found at start, and the
+ * process-wide claim is released, so that a new capturer can be created.
+ * C's memory is abandoned (never freed: it describes the parent).
+ * -ENOTSUP where the backend has no fork (Windows) or does not support
+ * this; 0 otherwise. Not async-signal-safe.
+ */
+SPROBE_API
+int sprobe_capturer__forget(struct sprobe_capturer *c);
+
 /* The signal number the capturer uses, or -EINVAL for NULL. Thread-safe. */
 SPROBE_API
 int sprobe_capturer__signo(const struct sprobe_capturer *c);

@@ -94,6 +94,9 @@ struct sprobe_sampler_opts {
 	 * kernel's view cannot be trusted (qemu-user) it is off anyway:
 	 * sprobe_sampler__zero_pause() says why. */
 	bool no_zero_pause;
+	/* Images of this pid before this one (execs that kept the pid),
+	 * written in the PROCESS record that follows the header. */
+	uint32_t exec_index;
 };
 
 struct sprobe_sampler_stats {
@@ -129,6 +132,19 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
  */
 SPROBE_API
 int sprobe_sampler__stop(struct sprobe_sampler *s);
+
+/*
+ * In the child of a fork(), on its only thread: give up sampler S
+ * inherited from the parent (its probe and writer threads did not survive
+ * the fork) without touching its threads, files or table, so that a new
+ * sampler can start in the child. The capture signal's disposition goes
+ * back to what S found at start. S's memory is abandoned: never use or
+ * stop S afterwards. The caller closes the inherited descriptors (the
+ * agent: the descriptor registry's atfork reset). Returns 0, or -ENOTSUP
+ * where the backend cannot (then no sampler can start in the child).
+ */
+SPROBE_API
+int sprobe_sampler__forget(struct sprobe_sampler *s);
 
 /* A consistent copy of the counters; thread-safe (relaxed atomics). */
 SPROBE_API

@@ -44,13 +44,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <stackprobe/datafile.h>
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
 #include "userspace/agent/agent.h"
+#include "userspace/common/clock.h"
+#include "userspace/common/fds.h"
 
 /* The agent's state: one sampler per process image. */
 static struct sprobe_sampler *agent_sampler;
@@ -59,6 +64,16 @@ static int agent_quiet;
 /* The capture signal the agent chose (0: none). Read by the sigaction and
  * signal wrappers below; written before the sampler starts. */
 static int agent_signo;
+/* Fixed by the constructor: where data goes, whether children are
+ * followed, this image's exec index, whether this process descends from
+ * the one the recording started in, the rate. */
+static char *agent_dir;
+static char *agent_output;
+static bool agent_inherit = true;
+static unsigned agent_exec_index;
+static bool agent_descendant;
+static double agent_freq = 99;
+static bool agent_exit_registered;
 
 static void agent_msg(const char *fmt, const char *a, const char *b)
 {
@@ -85,22 +100,28 @@ static int parse_double(const char *name, double lo, double hi, double *out)
 	return 0;
 }
 
-/* Expand %p to the pid; add ".N" when this image follows an exec. */
-static char *output_path(const char *tmpl, unsigned exec_count)
+/* Expand %p to the pid; a descendant's file gets ".PID" when the template
+ * has no %p (so a tree's files never overwrite each other); ".N" when this
+ * image follows an exec. */
+static char *output_path(const char *tmpl, unsigned exec_count, bool descendant)
 {
 	size_t cap = strlen(tmpl) + 64;
 	char *out = malloc(cap), *o = out;
+	bool had_pid = false;
 	if (!out)
 		return NULL;
 	for (const char *p = tmpl; *p; p++) {
 		if (p[0] == '%' && p[1] == 'p') {
 			o += snprintf(o, cap - (size_t)(o - out) - 24, "%d", (int)getpid());
+			had_pid = true;
 			p++;
-		} else if ((size_t)(o - out) < cap - 24) {
+		} else if ((size_t)(o - out) < cap - 48) {
 			*o++ = *p;
 		}
 	}
 	*o = '\0';
+	if (descendant && !had_pid)
+		o += snprintf(o, 24, ".%d", (int)getpid());
 	if (exec_count)
 		snprintf(o, 24, ".%u", exec_count);
 	return out;
@@ -125,31 +146,71 @@ static void agent_stop(void)
 		agent_msg("could not finish the data file: %s%s", strerror(-err), "");
 }
 
-__attribute__((constructor)) static void agent_start(void)
+void sprobe_agent__stop(void)
 {
-	const char *out = getenv("STACKPROBE_OUTPUT");
-	const char *force = getenv("STACKPROBE_AGENT");
-	const char *owner = getenv("STACKPROBE_AGENT_PID");
-	const char *follow = getenv("STACKPROBE_FOLLOW_FORK");
-	unsigned exec_count = 0;
+	agent_stop();
+}
+
+bool sprobe_agent__active(void)
+{
+	return agent_sampler && getpid() == agent_pid;
+}
+
+const char *sprobe_agent__dir(void)
+{
+	return agent_dir;
+}
+
+unsigned sprobe_agent__exec_index(void)
+{
+	return agent_exec_index;
+}
+
+bool sprobe_agent__inherit(void)
+{
+	return agent_inherit;
+}
+
+double sprobe_agent__freq(void)
+{
+	return agent_freq;
+}
+
+/* exit() and returning from main: the status is known here (on_exit),
+ * and the recording's events file gets it. */
+static void agent_on_exit(int status, void *arg)
+{
+	(void)arg;
+	if (!agent_sampler || getpid() != agent_pid)
+		return;
+	agent_stop();
+	char line[96];
+	int n = snprintf(line, sizeof(line), "exit %d %u %u %d %llu\n", (int)getpid(),
+			 agent_exec_index, (unsigned)SPROBE_DF_EXIT_EXITED, status & 0xff,
+			 (unsigned long long)sprobe_mono_ns());
+	sprobe_agent__event(line, (size_t)n);
+}
+
+/* Is there a part (or file) named PATH already? */
+static bool exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* Start this image's sampler: exec_count images of this pid ran before
+ * (as far as the environment tells). FORKED: on the start thread of a
+ * forked child, which leaves the environment alone (the program's own
+ * threads may read it meanwhile; getenv is not safe against setenv). */
+static void agent_begin(unsigned exec_count, bool forked)
+{
 	char buf[64];
 
-	if ((!out || !*out) && !(force && strcmp(force, "1") == 0))
-		return;
-	agent_quiet = getenv("STACKPROBE_QUIET") && strcmp(getenv("STACKPROBE_QUIET"), "1") == 0;
-
-	/* Who started sampling first? A different pid is a child that exec'd
-	 * (fork + exec inherits the environment): skip unless asked. */
-	if (owner && *owner) {
-		unsigned long opid = strtoul(owner, NULL, 10);
-		const char *dot = strchr(owner, ':');
-		if ((pid_t)opid != getpid() && !(follow && strcmp(follow, "1") == 0))
-			return;
-		if ((pid_t)opid == getpid() && dot)
-			exec_count = (unsigned)strtoul(dot + 1, NULL, 10) + 1;
+	if (!forked) {
+		snprintf(buf, sizeof(buf), "%d:%u:%d", (int)getpid(), exec_count,
+			 agent_descendant ? 1 : 0);
+		setenv("STACKPROBE_AGENT_PID", buf, 1);
 	}
-	snprintf(buf, sizeof(buf), "%d:%u", (int)getpid(), exec_count);
-	setenv("STACKPROBE_AGENT_PID", buf, 1);
 
 	struct sprobe_sampler_opts o = { .sz = sizeof(o) };
 	double freq = 0, sig = 0, maxstack = 0;
@@ -158,12 +219,17 @@ __attribute__((constructor)) static void agent_start(void)
 	    parse_double("STACKPROBE_MAX_STACK", 4096, 256 * 1024, &maxstack))
 		return;
 	o.freq_hz = freq;
+	if (freq > 0)
+		agent_freq = freq;
 	o.signo = (int)sig;
 	/* Without STACKPROBE_SIGNAL, take the highest free real-time signal:
 	 * programs that use real-time signals conventionally number theirs
 	 * up from SIGRTMIN, and a program that installs its handler after
 	 * the agent started would otherwise collide with ours (see the
-	 * sigaction wrapper below and docs/LIMITATIONS.md). */
+	 * sigaction wrapper below and docs/LIMITATIONS.md). A forked child
+	 * keeps its parent's (the handler it inherited is the agent's). */
+	if (!o.signo && agent_signo)
+		o.signo = agent_signo;
 	if (!o.signo) {
 		for (int sg = SIGRTMAX; sg >= SIGRTMIN && !o.signo; sg--) {
 			struct sigaction cur;
@@ -196,8 +262,8 @@ __attribute__((constructor)) static void agent_start(void)
 	const char *table = getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)
 		o.no_table = true;
-	else if (table && *table)
-		o.table_path = table;
+	else if (table && *table && !agent_descendant)
+		o.table_path = table; /* one path: the first process's */
 	/* A table already named after our pid is stale: left by our previous
 	 * image (exec runs no exit handler) or by a dead process whose pid we
 	 * reuse (killed: no exit handler either). open_pid() only succeeds
@@ -212,15 +278,39 @@ __attribute__((constructor)) static void agent_start(void)
 		}
 	}
 	char *path = NULL;
-	if (out && *out) {
-		path = output_path(out, exec_count);
+	if (agent_dir) {
+		/* The first free name of this pid: the environment cannot tell
+		 * a forked child's exec'd image from a new child (the start
+		 * thread does not write it), the directory can. */
+		size_t cap = strlen(agent_dir) + 48;
+		path = malloc(cap);
 		if (!path)
 			return;
+		for (;; exec_count++) {
+			snprintf(path, cap, "%s/%d.%u.part", agent_dir, (int)getpid(), exec_count);
+			if (!exists(path) || exec_count > 100000)
+				break;
+		}
+		o.output = path;
+	} else if (agent_output) {
+		for (;; exec_count++) {
+			path = output_path(agent_output, exec_count, agent_descendant);
+			if (!path)
+				return;
+			/* The first process's file is its own to overwrite
+			 * (as before); a descendant never overwrites. */
+			if (!agent_descendant || !exists(path) || exec_count > 100000)
+				break;
+			free(path);
+		}
 		o.output = path;
 	}
-	/* Live counters for `stackprobe record` (a memfd it created). Map it
-	 * and close the descriptor so the program never sees it. */
-	const char *sfd = getenv("STACKPROBE_STATUS_FD");
+	agent_exec_index = exec_count;
+	o.exec_index = exec_count;
+	/* Live counters for `stackprobe record` (a memfd it created): the
+	 * first process's only. Map it and close the descriptor so the
+	 * program never sees it. */
+	const char *sfd = forked ? NULL : getenv("STACKPROBE_STATUS_FD");
 	if (sfd && *sfd) {
 		char *end;
 		long fd = strtol(sfd, &end, 10);
@@ -240,9 +330,85 @@ __attribute__((constructor)) static void agent_start(void)
 	if (!agent_sampler)
 		agent_msg("not sampling: %s%s", strerror(errno),
 			  errno == EEXIST ? " (a node table for this pid already exists)" : "");
-	else
-		atexit(agent_stop);
+	else if (!agent_exit_registered) {
+		/* Inherited by a forked child, which checks the pid. */
+		agent_exit_registered = true;
+		on_exit(agent_on_exit, NULL);
+	}
 	free(path);
+}
+
+bool sprobe_agent__forked_from_sampler(void)
+{
+	return agent_sampler && getpid() != agent_pid;
+}
+
+void sprobe_agent__forget_parent(void)
+{
+	sprobe_fd__atfork_child();
+	/* The parent's sampler is inert here (its threads did not survive
+	 * the fork); what it claimed process-wide is released, its memory
+	 * abandoned (it describes the parent). */
+	if (agent_sampler && getpid() != agent_pid)
+		sprobe_sampler__forget(agent_sampler);
+	agent_sampler = NULL;
+}
+
+void sprobe_agent__start_forked(void)
+{
+	if (agent_sampler)
+		return;
+	agent_descendant = true;
+	agent_begin(0, true);
+}
+
+static bool env_is(const char *name, const char *val)
+{
+	const char *v = getenv(name);
+	return v && strcmp(v, val) == 0;
+}
+
+__attribute__((constructor)) static void agent_start(void)
+{
+	const char *out = getenv("STACKPROBE_OUTPUT");
+	const char *dir = getenv("STACKPROBE_OUTPUT_DIR");
+	const char *owner = getenv("STACKPROBE_AGENT_PID");
+	unsigned exec_count = 0;
+
+	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1"))
+		return;
+	agent_quiet = env_is("STACKPROBE_QUIET", "1");
+	/* Children are followed unless STACKPROBE_INHERIT=0 (`record
+	 * --no-inherit`); STACKPROBE_FOLLOW_FORK=1 is the old spelling of
+	 * the default. */
+	agent_inherit = !env_is("STACKPROBE_INHERIT", "0");
+
+	/* Who started sampling first? STACKPROBE_AGENT_PID is "pid:exec:d"
+	 * of the image that set it (d: it descends from the first process).
+	 * The same pid: this image follows an exec of that one. Another pid:
+	 * a child that exec'd (fork + exec inherits the environment). */
+	if (owner && *owner) {
+		char *end;
+		unsigned long opid = strtoul(owner, &end, 10);
+		unsigned long n = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+		bool desc = *end == ':' && end[1] == '1';
+
+		if ((pid_t)opid != getpid()) {
+			if (!agent_inherit)
+				return;
+			agent_descendant = true;
+		} else {
+			exec_count = (unsigned)n + 1;
+			agent_descendant = desc;
+		}
+	}
+	if (dir && *dir)
+		agent_dir = strdup(dir);
+	else if (out && *out)
+		agent_output = strdup(out);
+	agent_begin(exec_count, false);
+	if (agent_sampler)
+		sprobe_agent__process_init();
 }
 
 /* ---- exec wrappers --------------------------------------------------- */
@@ -262,7 +428,31 @@ static void *next_fn(const char *name)
 	return dlsym(RTLD_NEXT, name);
 }
 
-#define EXEC_PREPARE() agent_stop()
+/* Before an exec: finish this image's part, and tell the recording the
+ * image ended by exec (and, if the new program is one the agent cannot
+ * enter, that it will not be sampled). The exec may still fail: then the
+ * program goes on unsampled in this image (a restart would truncate its
+ * part), and the recording lists the exec that did not happen as the
+ * end of the part. */
+static void exec_prepare(const char *path)
+{
+	if (!agent_sampler || getpid() != agent_pid)
+		return;
+	agent_stop();
+	char line[PATH_MAX + 192], why[96];
+	unsigned long long now = (unsigned long long)sprobe_mono_ns();
+	int n = snprintf(line, sizeof(line), "exit %d %u %u 0 %llu\n", (int)getpid(),
+			 agent_exec_index, (unsigned)SPROBE_DF_EXIT_EXECED, now);
+	sprobe_agent__event(line, (size_t)n);
+	if (path && sprobe_agent__unenterable(path, why, sizeof(why))) {
+		n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s\n", (int)getpid(),
+			     agent_exec_index + 1, now, path, why);
+		if (n > 0 && (size_t)n < sizeof(line))
+			sprobe_agent__event(line, (size_t)n);
+	}
+}
+
+#define EXEC_PREPARE(path) exec_prepare(path)
 
 /* ---- the program takes the capture signal ---------------------------- */
 /*
@@ -536,7 +726,7 @@ static int agent_stop_sampler(struct sprobe_sampler *s)
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	execve_fn f = (execve_fn)next_fn("execve");
-	EXEC_PREPARE();
+	EXEC_PREPARE(path);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -547,7 +737,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	execvpe_fn f = (execvpe_fn)next_fn("execvpe");
-	EXEC_PREPARE();
+	EXEC_PREPARE(file);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -558,7 +748,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	fexecve_fn f = (fexecve_fn)next_fn("fexecve");
-	EXEC_PREPARE();
+	EXEC_PREPARE(NULL);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;

@@ -30,6 +30,11 @@ typedef sighandler_t (*sprobe_signal_fn)(int, sighandler_t);
  * EINTR knows the capture handler interrupted it. */
 extern __thread unsigned long sprobe_agent__handler_runs __attribute__((tls_model("initial-exec")));
 
+/* Program handlers running on this thread now (nested count). A handler
+ * that leaves by longjmp leaves it raised: readers treat > 0 as "maybe in
+ * a handler", which only costs them the work they skip there. */
+extern __thread unsigned sprobe_agent__in_handler __attribute__((tls_model("initial-exec")));
+
 /* sigaction(sig, act, old) through next (the real one), with act's handler
  * behind the trampoline and old's translated back. For the sigaction and
  * __sigaction wrappers. */
@@ -43,6 +48,43 @@ sighandler_t sprobe_agent__signal(sprobe_signal_fn next, int sig, sighandler_t h
 /* ---- the wait wrappers (wait_wrappers.c) ---- */
 /* false when STACKPROBE_RESUME_WAITS=0: no resume, no trampoline. */
 bool sprobe_agent__resume_waits(void);
+
+/* ---- the process tree (agent.c, process_wrappers.c) ---- */
+/* Is the agent sampling in this very process (not a forked child that
+ * has not started its own sampler)? Any thread. */
+bool sprobe_agent__active(void);
+/* Stop sampling in this process (flush, trailer); no-op elsewhere. Not
+ * async-signal-safe. */
+void sprobe_agent__stop(void);
+/* Start a sampler in a forked child (called by process_wrappers.c's start
+ * thread in the child): a new part, exec index 0. */
+void sprobe_agent__start_forked(void);
+/* The recording's directory (STACKPROBE_OUTPUT_DIR) or NULL: where the
+ * parts go and the events file is appended to. */
+const char *sprobe_agent__dir(void);
+/* This image's exec index, and whether children are followed. */
+unsigned sprobe_agent__exec_index(void);
+bool sprobe_agent__inherit(void);
+/* The capture rate (for the forked child's start delay). */
+double sprobe_agent__freq(void);
+/* Append one line to DIR/events (no-op without a directory). How each
+ * process ended, as its agent or its parent saw it, and processes the
+ * agent could not enter:
+ *   "exit PID EXEC HOW CODE MONO_NS"  (HOW: enum sprobe_df_exit_how)
+ *   "unsampled PID EXEC MONO_NS PATH\tREASON"
+ * One write(2) per line to an O_APPEND file: lines never interleave. */
+void sprobe_agent__event(const char *line, size_t len);
+/* In a fork child: did the parent sample (its inert sampler came along)?
+ * And give that copy up (sprobe_sampler__forget(), the descriptor
+ * registry's atfork reset) so that a new sampler can start. */
+bool sprobe_agent__forked_from_sampler(void);
+void sprobe_agent__forget_parent(void);
+/* Register the fork handler and the start thread (process_wrappers.c);
+ * called once by the agent's constructor when it samples. */
+void sprobe_agent__process_init(void);
+/* Is the program at PATH one the agent cannot enter (statically linked,
+ * set-user/group-ID)? Fills why ("statically linked") and returns true. */
+bool sprobe_agent__unenterable(const char *path, char *why, size_t len);
 
 #pragma GCC visibility pop
 

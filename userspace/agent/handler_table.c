@@ -51,6 +51,7 @@
  * thread-pointer-relative load, safe in a signal handler (no
  * __tls_get_addr, which may allocate). */
 __thread unsigned long sprobe_agent__handler_runs __attribute__((tls_model("initial-exec")));
+__thread unsigned sprobe_agent__in_handler __attribute__((tls_model("initial-exec")));
 
 #define NSIG_TABLE 65 /* signals 1..64 */
 
@@ -166,7 +167,9 @@ static void handler_trampoline(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
+	__atomic_fetch_add(&sprobe_agent__in_handler, 1, __ATOMIC_RELAXED);
 	((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
+	__atomic_fetch_sub(&sprobe_agent__in_handler, 1, __ATOMIC_RELAXED);
 }
 
 /* What the program sees of a disposition the kernel holds: the trampoline

@@ -27,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <elf.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +43,7 @@
 #include <stackprobe/table.h>
 
 #include "userspace/common/clock.h"
+#include "userspace/datafile/merge.h"
 
 #include "cli.h"
 
@@ -49,12 +53,13 @@ static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
-	      "                         [--no-zero-pause]\n"
+	      "                         [--no-zero-pause] [--no-inherit]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
-	      "Run COMMAND with the stackprobe agent loaded: every thread is sampled\n"
+	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
+	      "process it starts (children, exec chains, forked workers) is sampled\n"
 	      "from inside the process, each capture's pause is measured, and the\n"
-	      "result is written to a data file and summarised.\n"
+	      "result is written to one data file and summarised.\n"
 	      "\n"
 	      "Options:\n"
 	      "  -F, --freq HZ        captures per second (default 99, max 10000)\n"
@@ -71,6 +76,8 @@ static void usage(FILE *f)
 	      "      --no-zero-pause  wall mode: signal every thread, also those blocked\n"
 	      "                       in the kernel (default: read blocked threads without\n"
 	      "                       a signal or pause; docs/capture.md)\n"
+	      "      --no-inherit     sample COMMAND's first process only, not the\n"
+	      "                       processes it starts\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -121,16 +128,177 @@ static int find_agent(char *out, size_t len)
 }
 
 static volatile sig_atomic_t forward_sig;
-static void on_signal(int sig)
+/* A terminal's Ctrl-C (SIGINT, SIGQUIT) reaches the command's process
+ * group, the command included, by itself: passing it on would deliver it
+ * twice (a program that stops cleanly on the first would take the second
+ * as "force quit"). The kernel sends those with SI_KERNEL; what someone
+ * sent record alone with kill() is passed on. */
+static void on_signal(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
+	if (si && si->si_code == SI_KERNEL)
+		return;
 	forward_sig = sig;
 }
 
-static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed_ns)
+/* Processes of the recording so far: the parts in its directory. */
+static unsigned count_processes(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".0.part"))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Is CMD (looked up on PATH like execvp) one the agent cannot enter?
+ * why gets the reason. Same test as the agent's exec wrapper. */
+static bool unenterable(const char *cmd, char *why, size_t len, int depth)
+{
+	char path[PATH_MAX], buf[512];
+	const char *p = getenv("PATH");
+	struct stat st;
+	bool found = false;
+
+	if (strchr(cmd, '/')) {
+		snprintf(path, sizeof(path), "%s", cmd);
+		found = true;
+	}
+	for (const char *q = p ? p : "/bin:/usr/bin"; !found;) {
+		const char *c = strchr(q, ':');
+		size_t n = c ? (size_t)(c - q) : strlen(q);
+
+		if ((size_t)snprintf(path, sizeof(path), "%.*s%s%s", (int)n, q, n ? "/" : "", cmd) <
+			    sizeof(path) && access(path, X_OK) == 0)
+			found = true;
+		else if (!c)
+			return false;
+		else
+			q = c + 1;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) == 0 && (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
+				    ((st.st_mode & S_ISGID) && st.st_gid != getgid()))) {
+		close(fd);
+		snprintf(why, len, "is set-user/group-ID: the loader ignores LD_PRELOAD there");
+		return true;
+	}
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+		char ip[256];
+
+		close(fd);
+		buf[n] = '\0';
+		return depth < 2 && sscanf(buf + 2, " %255s", ip) == 1 && unenterable(ip, why, len, depth + 1);
+	}
+	bool interp = false, elf = false;
+	Elf64_Ehdr eh;
+
+	if (n >= (ssize_t)sizeof(eh) && memcmp(buf, ELFMAG, SELFMAG) == 0 && buf[EI_CLASS] == ELFCLASS64) {
+		elf = true;
+		memcpy(&eh, buf, sizeof(eh));
+		for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
+			Elf64_Phdr ph;
+
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) !=
+			    (ssize_t)sizeof(ph))
+				break;
+			if (ph.p_type == PT_INTERP)
+				interp = true;
+		}
+	}
+	close(fd);
+	if (elf && !interp && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+		snprintf(why, len, "is statically linked: the agent cannot be loaded into it");
+		return true;
+	}
+	return false;
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < sizeof(path))
+			unlink(path);
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Node tables left by processes of the tree that died without exit
+ * handlers (killed): only files of ours naming a dead pid. */
+static void remove_stale_tables(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		unsigned pid;
+		char proc[32], tpath[64];
+		struct stat st;
+
+		if (sscanf(de->d_name, "%u.0.part", &pid) != 1)
+			continue;
+		snprintf(proc, sizeof(proc), "/proc/%u", pid);
+		if (stat(proc, &st) == 0)
+			continue;
+		struct sprobe_table *left = sprobe_table__open_pid((pid_t)pid, NULL);
+		if (left) {
+			snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%u.table", pid);
+			sprobe_table__close(left);
+			unlink(tpath);
+		}
+	}
+	closedir(d);
+}
+
+struct exits {
+	struct sprobe_merge_exit *v;
+	size_t n, cap;
+};
+
+static void exits_add(struct exits *e, pid_t pid, int wst)
+{
+	if (!WIFEXITED(wst) && !WIFSIGNALED(wst))
+		return;
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 16;
+		struct sprobe_merge_exit *v = realloc(e->v, cap * sizeof(*v));
+		if (!v)
+			return;
+		e->v = v;
+		e->cap = cap;
+	}
+	e->v[e->n++] = (struct sprobe_merge_exit){
+		.pid = (uint32_t)pid, .exec_index = SPROBE_MERGE_LATEST,
+		.how = WIFEXITED(wst) ? SPROBE_DF_EXIT_EXITED : SPROBE_DF_EXIT_KILLED,
+		.code = WIFEXITED(wst) ? WEXITSTATUS(wst) : WTERMSIG(wst),
+		.time_ns = sprobe_mono_ns(),
+	};
+}
+
+static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed_ns,
+			unsigned procs)
 {
 	uint64_t med = atomic_load_explicit(&st->window_median_ns, memory_order_relaxed);
-	fprintf(stderr, "\r\033[Kstackprobe: %6.1fs  samples %-8llu threads %-4u drops %-6llu window p50 %.1f us",
-		(double)elapsed_ns / 1e9,
+	fprintf(stderr, "\r\033[Kstackprobe: %6.1fs  processes %-4u samples %-8llu threads %-4u drops %-6llu window p50 %.1f us",
+		(double)elapsed_ns / 1e9, procs,
 		(unsigned long long)atomic_load_explicit(&st->samples, memory_order_relaxed),
 		atomic_load_explicit(&st->threads, memory_order_relaxed),
 		(unsigned long long)(atomic_load_explicit(&st->threads_dropped, memory_order_relaxed) +
@@ -153,12 +321,13 @@ int cmd_record(int argc, char **argv)
 		{ "no-bpf", no_argument, NULL, 'N' },
 		{ "signal", required_argument, NULL, 'S' },
 		{ "no-zero-pause", no_argument, NULL, 'Z' },
+		{ "no-inherit", no_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *output = DEFAULT_OUTPUT, *mode = "wall";
 	double freq = 99;
-	bool quiet = false, report = true, zero_pause = true;
+	bool quiet = false, report = true, zero_pause = true, inherit = true;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -197,6 +366,9 @@ int cmd_record(int argc, char **argv)
 		case 'Z':
 			zero_pause = false;
 			break;
+		case 'I':
+			inherit = false;
+			break;
 		case 'S':
 			if (cli_parse_rtsig(optarg, &signo)) {
 				fprintf(stderr, "stackprobe record: --signal %s: expected a real-time signal "
@@ -228,6 +400,21 @@ int cmd_record(int argc, char **argv)
 	}
 	close(probe_fd);
 	char *abs_out = realpath(output, NULL);
+	/* Each process of the tree writes its own part here (next to the
+	 * output: same file system); they are merged into the output when
+	 * the command has ended, and the directory removed. */
+	char dir[PATH_MAX];
+	if ((size_t)snprintf(dir, sizeof(dir), "%s.parts.XXXXXX", abs_out ? abs_out : output) >=
+		    sizeof(dir) || !mkdtemp(dir)) {
+		fprintf(stderr, "stackprobe record: cannot create a directory next to %s: %s\n", output,
+			strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
+	char why[160];
+	bool unsampled_root = unenterable(argv[optind], why, sizeof(why), 0);
+	if (unsampled_root)
+		fprintf(stderr, "stackprobe record: %s %s; it runs unsampled (its exit status is "
+				"passed through)\n", argv[optind], why);
 
 	int sfd = memfd_create("stackprobe-status", 0);
 	struct sprobe_sampler_status *st = NULL;
@@ -257,8 +444,12 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 
-	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term, old_quit;
+	struct sigaction sa = { .sa_sigaction = on_signal, .sa_flags = SA_SIGINFO }, old_int, old_term,
+			 old_quit;
 	sigemptyset(&sa.sa_mask);
+	/* Orphans of the tree (a daemonising child, a killed parent's
+	 * workers) are reparented here, so their end is known too. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGQUIT, &sa, &old_quit);
@@ -274,7 +465,9 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGTERM, &old_term, NULL);
 		sigaction(SIGQUIT, &old_quit, NULL);
 		setenv("LD_PRELOAD", preload, 1);
-		setenv("STACKPROBE_OUTPUT", abs_out ? abs_out : output, 1);
+		unsetenv("STACKPROBE_OUTPUT");
+		setenv("STACKPROBE_OUTPUT_DIR", dir, 1);
+		setenv("STACKPROBE_INHERIT", inherit ? "1" : "0", 1);
 		setenv("STACKPROBE_FREQ", fbuf, 1);
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
@@ -307,18 +500,18 @@ int cmd_record(int argc, char **argv)
 		};
 		kp = sprobe_pause__new(&po);
 		if (!kp) {
-			char why[512];
+			char bwhy[512];
 			int e = errno;
-			sprobe_pause__strerror(-e, why, sizeof(why));
+			sprobe_pause__strerror(-e, bwhy, sizeof(bwhy));
 			if (bpf == 2) {
-				fprintf(stderr, "stackprobe record: --bpf: %s\n", why);
+				fprintf(stderr, "stackprobe record: --bpf: %s\n", bwhy);
 				kill(pid, SIGKILL);
 				waitpid(pid, NULL, 0);
 				return CLI_EXIT_ERROR;
 			}
 			if (!quiet)
 				fprintf(stderr, "stackprobe record: recording without kernel timestamps: %s\n",
-					why);
+					bwhy);
 		}
 	}
 	/* Let the child exec the command. */
@@ -331,12 +524,35 @@ int cmd_record(int argc, char **argv)
 	}
 	close(gate[1]);
 
+	if (unsampled_root) {
+		char line[PATH_MAX + 256];
+		int n = snprintf(line, sizeof(line), "unsampled %d 0 %llu %s\t%s\n", (int)pid,
+				 (unsigned long long)sprobe_mono_ns(), argv[optind], why + 3);
+		char ev[PATH_MAX + 8];
+		snprintf(ev, sizeof(ev), "%s/events", dir);
+		int efd = open(ev, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (efd >= 0) {
+			if (n > 0 && (size_t)n < sizeof(line) && write(efd, line, (size_t)n) < 0)
+				n = 0;
+			close(efd);
+		}
+	}
+
 	bool tty = !quiet && st && isatty(STDERR_FILENO);
 	int wst = 0;
+	struct exits ends = { 0 };
 	for (;;) {
-		pid_t w = waitpid(pid, &wst, tty || kp ? WNOHANG : 0);
-		if (w == pid)
-			break;
+		int ws;
+		/* Any child: the command, or an orphan of its tree. */
+		pid_t w = waitpid(-1, &ws, tty || kp ? WNOHANG : 0);
+		if (w > 0) {
+			exits_add(&ends, w, ws);
+			if (w == pid) {
+				wst = ws;
+				break;
+			}
+			continue;
+		}
 		if (w < 0 && errno != EINTR) {
 			fprintf(stderr, "stackprobe record: waitpid: %s\n", strerror(errno));
 			return CLI_EXIT_ERROR;
@@ -346,11 +562,18 @@ int cmd_record(int argc, char **argv)
 			forward_sig = 0;
 		}
 		if (tty)
-			status_line(st, sprobe_mono_ns() - t0);
+			status_line(st, sprobe_mono_ns() - t0, count_processes(dir));
 		if (kp)
 			sprobe_pause__poll(kp, tty ? 250 : 50);
 		else if (tty)
 			poll(NULL, 0, 250);
+	}
+	/* Orphans that ended meanwhile. */
+	for (int ws; ;) {
+		pid_t w = waitpid(-1, &ws, WNOHANG);
+		if (w <= 0)
+			break;
+		exits_add(&ends, w, ws);
 	}
 	if (kp) {
 		/* The command is gone: collect what the ring buffer still holds. */
@@ -363,38 +586,58 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGQUIT, &old_quit, NULL);
 
-	/* A command killed by a signal ran no exit handler: remove the node
-	 * table its agent left (only a file of ours naming that pid). */
-	struct sprobe_table *left = sprobe_table__open_pid(pid, NULL);
-	if (left) {
-		char tpath[64];
-		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.table", (int)pid);
-		sprobe_table__close(left);
-		unlink(tpath);
-	}
+	/* Processes killed by a signal ran no exit handler: remove the node
+	 * tables they left. */
+	remove_stale_tables(dir);
 
 	int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
-	if (!quiet) {
-		if (WIFSIGNALED(wst))
-			fprintf(stderr, "stackprobe record: %s was killed by signal %d (%s)\n",
-				argv[optind], WTERMSIG(wst), strsignal(WTERMSIG(wst)));
-		fprintf(stderr, "stackprobe record: wrote %s (%.2f s)\n", output,
-			(double)(sprobe_mono_ns() - t0) / 1e9);
+	if (!quiet && WIFSIGNALED(wst))
+		fprintf(stderr, "stackprobe record: %s was killed by signal %d (%s)\n", argv[optind],
+			WTERMSIG(wst), strsignal(WTERMSIG(wst)));
+
+	size_t nk = 0;
+	const struct sprobe_pause_kwindow *kw = kp ? sprobe_pause__windows(kp, &nk) : NULL;
+	struct sprobe_df_kwindow *dkw = nk ? calloc(nk, sizeof(*dkw)) : NULL;
+	if (nk && !dkw)
+		nk = 0;
+	for (size_t i = 0; i < nk; i++)
+		dkw[i] = (struct sprobe_df_kwindow){ .tid = (uint32_t)kw[i].tid,
+						     .generate_ns = kw[i].generate_ns,
+						     .deliver_ns = kw[i].deliver_ns,
+						     .sigreturn_ns = kw[i].sigreturn_ns,
+						     .offcpu_ns = kw[i].offcpu_ns };
+	struct sprobe_merge_opts mo = { .dir = dir, .output = output, .exits = ends.v,
+					.nexits = ends.n, .kw = dkw, .nkw = nk, .root_pid = pid };
+	struct sprobe_merge_result mr;
+	int merr = sprobe_merge__dir(&mo, &mr);
+	free(dkw);
+	free(ends.v);
+	if (merr < 0) {
+		fprintf(stderr, "stackprobe record: could not write %s: %s; the processes' parts are "
+				"kept in %s\n", output, strerror(-merr), dir);
+		report = false;
+		if (code == 0)
+			code = CLI_EXIT_ERROR;
+	} else {
+		remove_dir(dir);
+		if (!quiet) {
+			fprintf(stderr, "stackprobe record: wrote %s (%.2f s, %u process%s", output,
+				(double)(sprobe_mono_ns() - t0) / 1e9, mr.processes,
+				mr.processes == 1 ? "" : "es");
+			if (mr.unsampled)
+				fprintf(stderr, ", %u not sampled", mr.unsampled);
+			if (kp) {
+				struct sprobe_pause_stats ps;
+				sprobe_pause__stats(kp, &ps);
+				fprintf(stderr, ", %zu kernel windows, %llu lost", mr.kwindows,
+					(unsigned long long)(ps.lost + ps.no_state + ps.missed));
+			}
+			fputs(")\n", stderr);
+			if (mr.damaged)
+				fprintf(stderr, "stackprobe record: damaged part: %s\n", mr.damaged_what);
+		}
 	}
-	if (kp) {
-		size_t nk = 0;
-		const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(kp, &nk);
-		struct sprobe_pause_stats ps;
-		sprobe_pause__stats(kp, &ps);
-		int merr = sprobe_pause__splice_windows(output, kw, nk);
-		if (merr < 0)
-			fprintf(stderr, "stackprobe record: could not add %zu kernel windows to %s: %s\n",
-				nk, output, strerror(-merr));
-		else if (!quiet)
-			fprintf(stderr, "stackprobe record: %zu kernel windows (%llu lost) added to %s\n", nk,
-				(unsigned long long)(ps.lost + ps.no_state + ps.missed), output);
-		sprobe_pause__free(kp);
-	}
+	sprobe_pause__free(kp);
 	if (report) {
 		struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };
 		struct sprobe_report *r = sprobe_report__new(&ro);

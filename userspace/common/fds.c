@@ -459,6 +459,37 @@ void sprobe_fd__close(int h)
 	atomic_store(&ents[h].fd, ENT_FREE);
 }
 
+void sprobe_fd__atfork_child(void)
+{
+	if (atomic_load(&ents_init) != 2)
+		return;
+	/* Only the forking thread lives on: the sections, guards and pins
+	 * other threads held at fork() are nobody's now. */
+	atomic_store(&alloc_owner, 0);
+	alloc_depth = 0;
+	atomic_store(&guards, 0);
+	for (int h = 0; h < ENT_MAX; h++) {
+		int fd = atomic_load(&ents[h].fd);
+
+		atomic_store(&ents[h].pins, 0);
+		if (fd == ENT_FREE || ents[h].kind == SPROBE_FD_FOREIGN)
+			continue;
+		if (fd >= 0) {
+			struct stat st;
+
+			bit_set(fd, false);
+			if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == ents[h].dev &&
+			    (uint64_t)st.st_ino == ents[h].ino)
+				raw_close(fd);
+		}
+		ents[h].kind = 0;
+		atomic_store(&ents[h].fd, ENT_FREE);
+	}
+	atomic_store(&n_keep, 0);
+	atomic_store(&n_cache, 0);
+	atomic_store(&n_lost, 0);
+}
+
 /* The thread inside foreign_begin/end (0: none). pthread_self() as an
  * integer: a thread's own value is stable and no live thread shares it. */
 static _Atomic uintptr_t foreign_thread;

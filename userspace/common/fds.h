@@ -126,6 +126,15 @@ int sprobe_fd__verify(int h);
  * entry. Accepts -1. */
 void sprobe_fd__close(int h);
 
+/* In the child of a fork() (the agent's atfork handler, on the only thread
+ * left): close every KEEP and CACHE descriptor inherited from the parent
+ * (its data file, its task directory, its threads' /proc files: they
+ * describe the parent, and the child's program never opened them) and
+ * reset what the parent's other threads held (sections, guards, pins).
+ * FOREIGN entries stay: the library that made them keeps using them.
+ * Handles held before the fork are invalid afterwards. */
+void sprobe_fd__atfork_child(void);
+
 /* Unpin and close: the end of a transient use (get, read, done). */
 static inline void sprobe_fd__done(int h)
 {

@@ -564,7 +564,9 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 			continue;
 		}
 		if (r->version >= 3) {
-			/* A part starts at its HEADER, anywhere; a process the
+			/* A part starts at its HEADER, anywhere; after its trailer
+			 * come only what `record` adds (kernel windows, EXIT)
+			 * or the next part; a process the
 			 * agent never ran in has only PROCESS and EXIT. */
 			if (r->records == 0 && type != SPROBE_DF_HEADER && type != SPROBE_DF_PROCESS &&
 			    type != SPROBE_DF_EXIT)
@@ -574,7 +576,8 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 					      (unsigned long long)off, sprobe_df_type__name(type));
 			if (type == SPROBE_DF_HEADER)
 				r->trailer_seen = false;
-			else if (r->trailer_seen && type != SPROBE_DF_EXIT && type != SPROBE_DF_PROCESS)
+			else if (r->trailer_seen && type != SPROBE_DF_EXIT && type != SPROBE_DF_PROCESS &&
+				 type != SPROBE_DF_KWINDOW)
 				return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 					      "corrupt: a %s record at offset %llu follows its part's "
 					      "trailer",

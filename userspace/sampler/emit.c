@@ -88,6 +88,36 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	rec.header.cmdline = buf;
 	rec.header.cmdline_len = (uint32_t)len;
 	sprobe_stream__push(s->stream, &rec);
+
+	/* Who this part's process is: the reader of a recording of a whole
+	 * process tree tells the parts apart and links them by these. */
+	char comm[64], exe[4096];
+	ssize_t n = 0, e;
+	int h = sprobe_fd__open("/proc/self/comm", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+
+	if (fd >= 0) {
+		n = read(fd, comm, sizeof(comm) - 1);
+		sprobe_fd__put(h);
+	}
+	sprobe_fd__close(h);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0'))
+		n--;
+	e = readlink("/proc/self/exe", exe, sizeof(exe));
+	if (e < 0 || e >= (ssize_t)sizeof(exe))
+		e = 0;
+	struct sprobe_df_record pr = { .type = SPROBE_DF_PROCESS };
+	pr.process.pid = (uint32_t)getpid();
+	pr.process.ppid = (uint32_t)getppid();
+	pr.process.exec_index = s->opts.exec_index;
+	pr.process.start_mono_ns = rec.header.start_mono_ns;
+	pr.process.name = comm;
+	pr.process.name_len = (uint32_t)n;
+	pr.process.exe = exe;
+	pr.process.exe_len = (uint32_t)e;
+	sprobe_stream__push(s->stream, &pr);
 }
 
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)

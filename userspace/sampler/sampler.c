@@ -635,6 +635,18 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 	return err;
 }
 
+int sprobe_sampler__forget(struct sprobe_sampler *s)
+{
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = sprobe_capturer__forget(s->capturer);
+	if (!err)
+		atomic_flag_clear(&sampler_running);
+	return err;
+}
+
 void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler_stats *out)
 {
 	struct sprobe_sampler *m = (struct sprobe_sampler *)s;

@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The agent follows the process tree (`stackprobe record` samples every
+ * process the command starts; docs/AGENT.md "Process trees"):
+ *
+ *  - fork without exec (prefork servers, Python multiprocessing): the
+ *    child inherits an inert copy of the parent's sampler (its threads did
+ *    not survive the fork). The atfork child handler gives up that copy
+ *    (descriptors closed, the capture signal's disposition put back, the
+ *    process-wide claims released) and starts one thread that waits one
+ *    capture period, then starts the child's own sampler with its own part.
+ *    A child that execs or exits within that period (the common fork+exec
+ *    of shells and make) costs that thread only: no file, no table.
+ *  - exec: agent.c's exec wrappers finish the old image's part; the new
+ *    image's constructor starts the next one (its exec index is the first
+ *    free part name of its pid).
+ *  - vfork / posix_spawn: the child runs nothing of ours until its exec.
+ *  - _exit / _Exit: wrapped here, so a program (a shell) that leaves that
+ *    way still finishes its part (exit() runs the agent's on_exit
+ *    handler). Inside one of the program's signal handlers the part is not
+ *    flushed (stopping joins threads that may wait on a lock the
+ *    interrupted code holds); its end is still noted.
+ *  - the wait family: what a parent reaps (exit status, killing signal) is
+ *    noted for the recording, which otherwise knows only its own child's
+ *    status. The program's call and its result are unchanged.
+ *
+ * Notes go to DIR/events (STACKPROBE_OUTPUT_DIR), one line per write(2) of
+ * an O_APPEND file, read by `stackprobe record` when it merges the parts.
+ * Without a directory (a hand-run agent writing STACKPROBE_OUTPUT) nothing
+ * is noted.
+ *
+ * Every non-static function below except the sprobe_agent__ ones is a libc
+ * wrapper, listed in userspace/libstackprobe.map.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/datafile.h>
+
+#include "userspace/agent/agent.h"
+#include "userspace/common/clock.h"
+#include "userspace/common/fds.h"
+
+/* ---- events ----------------------------------------------------------- */
+
+void sprobe_agent__event(const char *line, size_t len)
+{
+	const char *dir = sprobe_agent__dir();
+	char path[PATH_MAX];
+	int saved = errno;
+
+	if (!dir || !len || (size_t)snprintf(path, sizeof(path), "%s/events", dir) >= sizeof(path))
+		return;
+	int h = sprobe_fd__open(path, O_WRONLY | O_APPEND | O_CREAT, 0644, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+
+	if (fd >= 0) {
+		ssize_t n = write(fd, line, len);
+
+		(void)n;
+		sprobe_fd__put(h);
+	}
+	sprobe_fd__close(h);
+	errno = saved;
+}
+
+static void note_exit(pid_t pid, unsigned exec_index, int wstatus)
+{
+	char line[96];
+	unsigned how;
+	int code, n;
+
+	if (WIFEXITED(wstatus)) {
+		how = SPROBE_DF_EXIT_EXITED;
+		code = WEXITSTATUS(wstatus);
+	} else if (WIFSIGNALED(wstatus)) {
+		how = SPROBE_DF_EXIT_KILLED;
+		code = WTERMSIG(wstatus);
+	} else {
+		return; /* stopped or continued: not an end */
+	}
+	n = snprintf(line, sizeof(line), "exit %d %u %u %d %llu\n", (int)pid, exec_index, how, code,
+		     (unsigned long long)sprobe_mono_ns());
+	if (n > 0 && (size_t)n < sizeof(line))
+		sprobe_agent__event(line, (size_t)n);
+}
+
+/* ---- fork ------------------------------------------------------------- */
+
+/* A fork child of a sampling process (or of a child still waiting to
+ * start) starts its own sampler; set in the child by the handler. */
+static int fork_pending;
+
+static void *fork_start_thread(void *arg)
+{
+	(void)arg;
+	double f = sprobe_agent__freq();
+	uint64_t ns = f > 0 ? (uint64_t)(1e9 / f) : 10000000ull;
+
+	if (ns < 1000000ull)
+		ns = 1000000ull;
+	if (ns > 20000000ull)
+		ns = 20000000ull;
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	/* Absolute-free relative sleep; EINTR cannot happen (every signal
+	 * is blocked here), but loop anyway on a remaining time. */
+	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+		;
+	__atomic_store_n(&fork_pending, 0, __ATOMIC_RELAXED);
+	sprobe_agent__start_forked();
+	return NULL;
+}
+
+static void atfork_child(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+
+	if (!sprobe_agent__inherit())
+		return;
+	/* The parent sampled (its inert sampler came along), or was itself
+	 * a child waiting to start. */
+	if (!sprobe_agent__forked_from_sampler() && !__atomic_load_n(&fork_pending, __ATOMIC_RELAXED))
+		return;
+	sprobe_agent__forget_parent();
+	__atomic_store_n(&fork_pending, 1, __ATOMIC_RELAXED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_attr_init(&a) == 0) {
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&a, 64 * 1024);
+		if (pthread_create(&t, &a, fork_start_thread, NULL) == 0)
+			pthread_setname_np(t, "sprobe-fork");
+		pthread_attr_destroy(&a);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void sprobe_agent__process_init(void)
+{
+	static int done;
+
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
+		return;
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* ---- _exit ------------------------------------------------------------ */
+
+typedef void (*exit_fn)(int);
+
+static void before_exit(int status)
+{
+	if (!sprobe_agent__active())
+		return;
+	if (!__atomic_load_n(&sprobe_agent__in_handler, __ATOMIC_RELAXED))
+		sprobe_agent__stop();
+	note_exit(getpid(), sprobe_agent__exec_index(), (status & 0xff) << 8);
+}
+
+__attribute__((noreturn)) static void really_exit(const char *name, int status)
+{
+	exit_fn f = (exit_fn)dlsym(RTLD_NEXT, name);
+
+	if (f)
+		f(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+void _exit(int status)
+{
+	before_exit(status);
+	really_exit("_exit", status);
+}
+
+void _Exit(int status)
+{
+	before_exit(status);
+	really_exit("_Exit", status);
+}
+
+/* ---- the wait family -------------------------------------------------- */
+
+/* The exec index a parent cannot know: "the latest image of that pid". */
+#define LATEST_IMAGE 4294967295u
+
+typedef pid_t (*waitpid_fn)(pid_t, int *, int);
+typedef pid_t (*wait_fn)(int *);
+typedef pid_t (*wait3_fn)(int *, int, struct rusage *);
+typedef pid_t (*wait4_fn)(pid_t, int *, int, struct rusage *);
+typedef int (*waitid_fn)(idtype_t, id_t, siginfo_t *, int);
+
+static void *next_wait(void **slot, const char *name)
+{
+	void *f = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	if (!f) {
+		f = dlsym(RTLD_NEXT, name);
+		__atomic_store_n(slot, f, __ATOMIC_RELAXED);
+	}
+	return f;
+}
+
+static void *nx_waitpid, *nx_wait, *nx_wait3, *nx_wait4, *nx_waitid;
+
+__attribute__((constructor)) static void process_wrappers_init(void)
+{
+	next_wait(&nx_waitpid, "waitpid");
+	next_wait(&nx_wait, "wait");
+	next_wait(&nx_wait3, "wait3");
+	next_wait(&nx_wait4, "wait4");
+	next_wait(&nx_waitid, "waitid");
+}
+
+/* After a wait call returned pid with *status (status may be NULL: the
+ * program did not ask; then nothing is known). */
+static void reaped(pid_t pid, const int *status)
+{
+	if (pid > 0 && status && sprobe_agent__dir())
+		note_exit(pid, LATEST_IMAGE, *status);
+}
+
+pid_t waitpid(pid_t pid, int *status, int options)
+{
+	waitpid_fn f = (waitpid_fn)next_wait(&nx_waitpid, "waitpid");
+	int st, saved;
+	pid_t r;
+
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(pid, &st, options);
+	saved = errno;
+	if (r > 0 && status)
+		*status = st;
+	reaped(r, &st);
+	errno = saved;
+	return r;
+}
+
+pid_t wait(int *status)
+{
+	wait_fn f = (wait_fn)next_wait(&nx_wait, "wait");
+	int st, saved;
+	pid_t r;
+
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(&st);
+	saved = errno;
+	if (r > 0 && status)
+		*status = st;
+	reaped(r, &st);
+	errno = saved;
+	return r;
+}
+
+pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	wait3_fn f = (wait3_fn)next_wait(&nx_wait3, "wait3");
+	int st, saved;
+	pid_t r;
+
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(&st, options, ru);
+	saved = errno;
+	if (r > 0 && status)
+		*status = st;
+	reaped(r, &st);
+	errno = saved;
+	return r;
+}
+
+pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	wait4_fn f = (wait4_fn)next_wait(&nx_wait4, "wait4");
+	int st, saved;
+	pid_t r;
+
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(pid, &st, options, ru);
+	saved = errno;
+	if (r > 0 && status)
+		*status = st;
+	reaped(r, &st);
+	errno = saved;
+	return r;
+}
+
+int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	waitid_fn f = (waitid_fn)next_wait(&nx_waitid, "waitid");
+	int r, saved;
+
+	if (!f) {
+		errno = ENOSYS;
+		return -1;
+	}
+	r = f(idtype, id, info, options);
+	saved = errno;
+	if (r == 0 && info && info->si_pid > 0 && sprobe_agent__dir()) {
+		int st = -1;
+
+		if (info->si_code == CLD_EXITED)
+			st = (info->si_status & 0xff) << 8;
+		else if (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED)
+			st = info->si_status & 0x7f;
+		if (st >= 0)
+			note_exit(info->si_pid, LATEST_IMAGE, st);
+	}
+	errno = saved;
+	return r;
+}
+
+/* ---- programs the agent cannot enter ---------------------------------- */
+
+/* Find FILE on PATH as execvp would (first executable match). */
+static bool resolve(const char *file, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(file, '/')) {
+		snprintf(out, len, "%s", file);
+		return true;
+	}
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;;) {
+		const char *c = strchr(p, ':');
+		size_t n = c ? (size_t)(c - p) : strlen(p);
+
+		if ((size_t)snprintf(out, len, "%.*s%s%s", (int)n, p, n ? "/" : "", file) < len &&
+		    access(out, X_OK) == 0)
+			return true;
+		if (!c)
+			return false;
+		p = c + 1;
+	}
+}
+
+static bool check(const char *path, char *why, size_t len, int depth)
+{
+	char buf[512];
+	struct stat st;
+	ssize_t n;
+	bool interp = false, elf = false;
+	Elf64_Ehdr eh;
+	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) != 0) {
+		sprobe_fd__done(h);
+		return false;
+	}
+	/* The loader ignores LD_PRELOAD in a secure-execution program
+	 * (AT_SECURE: its set-ID bits change the credentials). */
+	if (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
+	    ((st.st_mode & S_ISGID) && st.st_gid != getgid())) {
+		sprobe_fd__done(h);
+		snprintf(why, len, "set-user/group-ID: the loader ignores LD_PRELOAD there");
+		return true;
+	}
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+		/* A script: its interpreter is what runs. */
+		char ip[256];
+
+		sprobe_fd__done(h);
+		buf[n] = '\0';
+		return depth < 2 && sscanf(buf + 2, " %255s", ip) == 1 && check(ip, why, len, depth + 1);
+	}
+	if (n >= (ssize_t)sizeof(Elf64_Ehdr) && memcmp(buf, ELFMAG, SELFMAG) == 0 &&
+	    buf[EI_CLASS] == ELFCLASS64) {
+		elf = true;
+		memcpy(&eh, buf, sizeof(eh));
+		for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
+			Elf64_Phdr ph;
+
+			if (pread(fd, &ph, sizeof(ph),
+				  (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != (ssize_t)sizeof(ph))
+				break;
+			if (ph.p_type == PT_INTERP)
+				interp = true;
+		}
+	}
+	sprobe_fd__done(h);
+	if (elf && !interp && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+		snprintf(why, len, "statically linked: the agent cannot be loaded into it");
+		return true;
+	}
+	return false;
+}
+
+bool sprobe_agent__unenterable(const char *file, char *why, size_t len)
+{
+	char path[PATH_MAX];
+
+	if (!file || !resolve(file, path, sizeof(path)))
+		return false;
+	return check(path, why, len, 0);
+}
