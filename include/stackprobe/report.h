@@ -47,6 +47,7 @@ struct sprobe_report_opts {
 	uint32_t tid;		/* 0: all threads; else only this thread */
 	uint32_t top;		/* text: rows of the function tables; 0: 25 */
 	const char *source;	/* name shown for the input (e.g. its path) */
+	uint32_t pid;		/* 0: all processes; else only this pid's */
 };
 
 struct sprobe_report;
@@ -142,11 +143,18 @@ int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info
 struct sprobe_report_sample {
 	uint32_t tid;
 	const char *thread_name;	/* last name seen, or "thread" (as folded) */
+	uint32_t pid;			/* its process (0 if the file does not say) */
+	const char *process_name;	/* that process's name ("" if unknown) */
+	bool multi_process;		/* the report holds several processes */
 	uint64_t time_ns;		/* CLOCK_MONOTONIC */
 	uint64_t window_ns;		/* capture window entry -> exit; 0 if none */
 	uint32_t method;		/* enum sprobe_method */
 	bool truncated;			/* stack longer than the copy cap */
-	const uint64_t *pcs;		/* innermost first; NULL if nframes is 0 */
+	/* Innermost first; NULL if nframes is 0. In a report of several
+	 * processes these are keys, not addresses (the process in bits
+	 * 48..63): pass them to sprobe_report__resolve(), whose .address is
+	 * the address. */
+	const uint64_t *pcs;
 	uint32_t nframes;
 	/* Samples this one stands for, >= 1: cpu mode records one stack for
 	 * the timer periods the kernel folded together (every count the
@@ -173,6 +181,8 @@ struct sprobe_report_frame {
 	bool symbolized;		/* name came from a symbol record */
 	const char *module;		/* module path, or NULL */
 	uint32_t module_index;		/* or SPROBE_DF_NO_MODULE */
+	uint64_t address;		/* the pc itself (a key's address part) */
+	uint32_t module_pos;		/* for sprobe_report__module(), or SPROBE_DF_NO_MODULE */
 };
 
 /* Resolve PC into *f. Returns 0, -EINVAL or -ENOMEM. Resolution is cached:
@@ -183,6 +193,7 @@ int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_r
 /* A module (executable or shared object) announced in the file. */
 struct sprobe_report_module {
 	uint32_t index;
+	uint32_t pid;			/* its process (0 if the file does not say) */
 	const char *path;
 	const char *build_id;		/* lowercase hex, "" if none */
 	uint64_t load_bias;		/* runtime address - ELF vaddr */

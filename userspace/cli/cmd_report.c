@@ -20,7 +20,8 @@
 
 static void usage(FILE *f)
 {
-	fputs("Usage: stackprobe report [-i FILE] [--format FMT] [--tid TID] [--top N] [-o FILE]\n"
+	fputs("Usage: stackprobe report [-i FILE] [--format FMT] [--tid TID] [--pid PID]\n"
+	      "                         [--top N] [-o FILE]\n"
 	      "\n"
 	      "Summarise a data file written by 'stackprobe record' or the agent.\n"
 	      "\n"
@@ -39,6 +40,7 @@ static void usage(FILE *f)
 	      "                              chrome://tracing): every capture window, kernel\n"
 	      "                              and self-reported, and every sample, per thread\n"
 	      "  -t, --tid TID        only this thread\n"
+	      "  -p, --pid PID        only this process (a recording of a process tree)\n"
 	      "  -n, --top N          rows in the text function tables (default 25)\n"
 	      "  -o, --output FILE    write there instead of standard output\n"
 	      "  -h, --help           show this help\n"
@@ -64,6 +66,7 @@ int cmd_report(int argc, char **argv)
 		{ "input", required_argument, NULL, 'i' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "tid", required_argument, NULL, 't' },
+		{ "pid", required_argument, NULL, 'p' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -71,12 +74,12 @@ int cmd_report(int argc, char **argv)
 	};
 	const char *input = DEFAULT_INPUT, *output = NULL;
 	int fmt = SPROBE_REPORT_TEXT, c, err;
-	uint32_t tid = 0, top = 0;
+	uint32_t tid = 0, top = 0, fpid = 0;
 	unsigned long num;
 	struct sprobe_report *r;
 	FILE *out = stdout;
 
-	while ((c = getopt_long(argc, argv, "i:f:t:n:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:f:t:p:n:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
@@ -89,6 +92,16 @@ int cmd_report(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			break;
+		case 'p': {
+			pid_t pp;
+			if (cli_parse_pid(optarg, &pp)) {
+				fprintf(stderr, "stackprobe report: --pid wants a process id, got '%s'\n",
+					optarg);
+				return CLI_EXIT_USAGE;
+			}
+			fpid = (uint32_t)pp;
+			break;
+		}
 		case 't':
 			if (cli_parse_ulong(optarg, 1, 0x7fffffffUL, &num)) {
 				fprintf(stderr, "stackprobe report: --tid wants a thread id "
@@ -125,7 +138,8 @@ int cmd_report(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	r = sprobe_report__new(&(struct sprobe_report_opts){
-		.sz = sizeof(struct sprobe_report_opts), .tid = tid, .top = top, .source = input });
+		.sz = sizeof(struct sprobe_report_opts), .tid = tid, .top = top, .source = input,
+		.pid = fpid });
 	if (!r) {
 		fprintf(stderr, "stackprobe report: %s\n", strerror(errno));
 		return CLI_EXIT_ERROR;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stackprobe/datafile.h>
@@ -105,6 +106,21 @@ static int list_parts(const char *dir, struct parts *ps)
 		p->pid = pid;
 		p->exec = exec;
 		part_scan(p);
+		if (!p->start) {
+			/* No header: place it by when its file was made. */
+			struct stat st;
+			struct timespec rt, mt;
+
+			if (stat(p->path, &st) == 0 && clock_gettime(CLOCK_REALTIME, &rt) == 0 &&
+			    clock_gettime(CLOCK_MONOTONIC, &mt) == 0) {
+				int64_t off = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000ll +
+					      (rt.tv_nsec - mt.tv_nsec);
+				int64_t t = (int64_t)st.st_mtim.tv_sec * 1000000000ll +
+					    st.st_mtim.tv_nsec - off;
+
+				p->start = t > 0 ? (uint64_t)t : 1;
+			}
+		}
 	}
 	closedir(d);
 	return 0;
@@ -350,6 +366,7 @@ int sprobe_merge__dir(const struct sprobe_merge_opts *o, struct sprobe_merge_res
 				struct sprobe_df_record pr = { .type = SPROBE_DF_PROCESS };
 
 				pr.process = (struct sprobe_df_process){ .pid = p->pid, .exec_index = p->exec,
+									 .start_mono_ns = p->start,
 									 .note = "its part holds no record",
 									 .note_len = 24 };
 				out_record(&out, &pr);

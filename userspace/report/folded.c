@@ -41,7 +41,14 @@ int sprobe_rep__write_folded(struct sprobe_report *r, FILE *o)
 		char label[64];
 
 		/* The thread is the root frame: "name-tid" ("thread-tid" when
-		 * the file has no name for it). */
+		 * the file has no name for it); with several processes, the
+		 * process ("name-pid") above it. */
+		if (sprobe_rep__multi(r)) {
+			char nb[32];
+
+			folded_frame(o, sprobe_rep__proc_name(r, t->proc, nb, sizeof(nb)));
+			fprintf(o, "-%u;", r->procs.v[t->proc].pid);
+		}
 		snprintf(label, sizeof(label), "-%u", t->tid);
 		folded_frame(o, t->name && *t->name ? t->name : "thread");
 		fputs(label, o);

@@ -162,14 +162,40 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 		fprintf(o, "\"%s\": %" PRIu64 ", ", sprobe_rep__drop_names[k], r->cap_dropped_reason[k]);
 	fprintf(o, "\"total\": %" PRIu64 "}},\n", r->cap_dropped);
 
+	/* Every process image of the recording (one for a single-process
+	 * file): who, how it ended, what its part holds. */
+	fputs("  \"processes\": [", o);
+	for (size_t i = 0; i < r->procs.n; i++) {
+		const struct process *p = &r->procs.v[i];
+
+		if (r->filter_pid && p->pid != r->filter_pid)
+			continue;
+		fprintf(o, "%s\n    {\"pid\": %u, \"exec_index\": %u, \"ppid\": %u, \"name\": ",
+			i ? "," : "", p->pid, p->exec_index, p->ppid);
+		ro_json_str(o, p->name ? p->name : "");
+		fputs(", \"exe\": ", o);
+		ro_json_str(o, p->exe ? p->exe : "");
+		fprintf(o, ", \"sampled\": %s, \"samples\": %" PRIu64 ", \"end\": \"%s\", \"code\": %d, "
+			   "\"data\": \"%s\", \"note\": ",
+			p->flags & SPROBE_DF_PROCESS_UNSAMPLED ? "false" : "true", p->samples,
+			p->has_exit ? sprobe_df_exit_how__name(p->exit_how) : "unknown", p->exit_code,
+			sprobe_rep__status_name(p->has_exit ? (int)p->part_status
+							    : p->has_trailer ? SPROBE_DF_COMPLETE
+									     : SPROBE_DF_CUT_SHORT));
+		ro_json_str(o, p->flags & SPROBE_DF_PROCESS_UNSAMPLED ? p->note
+				: (p->exit_note ? p->exit_note : ""));
+		fputc('}', o);
+	}
+	fputs("\n  ],\n", o);
 	fputs("  \"threads\": [", o);
 	first = true;
 	for (size_t i = 0; i < r->threads.n; i++) {
 		const struct thread *t = &r->threads.v[i];
 
-		if (!sprobe_rep__selected(r, t->tid))
+		if (!sprobe_rep__thread_selected(r, (uint32_t)i))
 			continue;
-		fprintf(o, "%s\n    {\"tid\": %u, \"name\": ", first ? "" : ",", t->tid);
+		fprintf(o, "%s\n    {\"tid\": %u, \"pid\": %u, \"name\": ", first ? "" : ",", t->tid,
+			r->procs.n ? r->procs.v[t->proc].pid : 0);
 		first = false;
 		if (t->name)
 			ro_json_str(o, t->name);

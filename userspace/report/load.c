@@ -31,21 +31,75 @@ static void seen_time(struct sprobe_report *r, uint64_t t)
 		r->t_max = t;
 }
 
-/* Index of the thread TID, created on first sight. Returns -ENOMEM. */
+/* Index of the thread TID of the current process, created on first
+ * sight. Returns -ENOMEM. */
 static long thread_get(struct sprobe_report *r, uint32_t tid)
 {
+	uint64_t key = (uint64_t)r->cur_proc << 32 | tid;
 	uint32_t i;
 
-	if (ro_map__get(&r->tid_idx, tid, &i))
+	if (ro_map__get(&r->tid_idx, key, &i))
 		return i;
-	struct thread t = { .tid = tid };
+	struct thread t = { .tid = tid, .proc = r->cur_proc };
 
 	if (VEC_PUSH(r->threads, t))
 		return -ENOMEM;
 	i = (uint32_t)(r->threads.n - 1);
-	if (ro_map__put(&r->tid_idx, tid, i))
+	if (ro_map__put(&r->tid_idx, key, i) || ro_map__put(&r->tid_any, tid, i))
 		return -ENOMEM;
 	return i;
+}
+
+static char *dup_str(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d) {
+		if (n)
+			memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* A new process entry (a part's HEADER, or a standalone PROCESS). */
+static long proc_new(struct sprobe_report *r, uint32_t pid)
+{
+	struct process p = { .pid = pid };
+
+	if (r->procs.n >= MAX_PROCS)
+		return -E2BIG;
+	p.name = strdup("");
+	p.exe = strdup("");
+	p.note = strdup("");
+	p.exit_note = strdup("");
+	if (!p.name || !p.exe || !p.note || !p.exit_note || VEC_PUSH(r->procs, p)) {
+		free(p.name);
+		free(p.exe);
+		free(p.note);
+		free(p.exit_note);
+		return -ENOMEM;
+	}
+	return (long)(r->procs.n - 1);
+}
+
+/* The current part's process (one is made for a file that starts without
+ * a header: a corrupt one still loads what it can). */
+static struct process *cur(struct sprobe_report *r)
+{
+	if (!r->procs.n && proc_new(r, 0) < 0)
+		return NULL;
+	return &r->procs.v[r->cur_proc];
+}
+
+/* The process image (pid, exec) an EXIT record is about: the latest entry
+ * with that pid and exec index. */
+static struct process *proc_find(struct sprobe_report *r, uint32_t pid, uint32_t exec)
+{
+	for (size_t i = r->procs.n; i-- > 0;)
+		if (r->procs.v[i].pid == pid && r->procs.v[i].exec_index == exec)
+			return &r->procs.v[i];
+	return NULL;
 }
 
 static char *hex(const uint8_t *b, uint32_t n)
@@ -70,23 +124,104 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 	long ti;
 	bool added;
 
+	/* Past MAX_PROCS parts, the rest is counted, not loaded (until an
+	 * EXIT, which may name a loaded one). */
+	if (rec->type == SPROBE_DF_HEADER && r->procs.n >= MAX_PROCS) {
+		r->procs_skipped++;
+		r->skipping = true;
+		return 0;
+	}
+	if (r->skipping && rec->type != SPROBE_DF_HEADER)
+		return 0;
 	switch (rec->type) {
 	case SPROBE_DF_HEADER: {
-		char *cmd = malloc((size_t)rec->header.cmdline_len + 1);
+		long pi = r->procs.n == 1 && !r->procs.v[0].has_header && !r->threads.n
+				  ? 0 /* the entry made for records before it */
+				  : proc_new(r, rec->header.pid);
+		struct process *p;
 
-		if (!cmd)
+		if (pi < 0)
+			return (int)pi;
+		r->cur_proc = (uint32_t)pi;
+		p = &r->procs.v[pi];
+		p->pid = rec->header.pid;
+		p->has_header = true;
+		p->mode = rec->header.mode;
+		p->freq_hz = rec->header.freq_hz;
+		p->start_realtime_ns = rec->header.start_realtime_ns;
+		p->start_mono_ns = rec->header.start_mono_ns;
+		free(p->cmdline);
+		p->cmdline = dup_str(rec->header.cmdline, rec->header.cmdline_len);
+		p->cmdline_len = rec->header.cmdline_len;
+		if (!p->cmdline)
 			return -ENOMEM;
-		memcpy(cmd, rec->header.cmdline, rec->header.cmdline_len);
-		cmd[rec->header.cmdline_len] = '\0';
-		free((char *)r->header.cmdline);
-		r->header = rec->header;
-		r->header.cmdline = cmd;
-		r->has_header = true;
+		/* The recording's header is its first process's. */
+		if (!r->has_header) {
+			char *cmd = dup_str(rec->header.cmdline, rec->header.cmdline_len);
+
+			if (!cmd)
+				return -ENOMEM;
+			r->header = rec->header;
+			r->header.cmdline = cmd;
+			r->has_header = true;
+		}
+		break;
+	}
+	case SPROBE_DF_PROCESS: {
+		const struct sprobe_df_process *x = &rec->process;
+		struct process *p;
+
+		/* Standalone (unsampled, or a part with nothing intact), or
+		 * the one after its part's header. */
+		if ((x->flags & SPROBE_DF_PROCESS_UNSAMPLED) || !r->procs.n ||
+		    !r->procs.v[r->cur_proc].has_header || r->procs.v[r->cur_proc].pid != x->pid) {
+			long pi = proc_new(r, x->pid);
+
+			if (pi < 0)
+				return pi == -E2BIG ? 0 : (int)pi;
+			r->cur_proc = (uint32_t)pi;
+		}
+		p = &r->procs.v[r->cur_proc];
+		p->ppid = x->ppid;
+		p->exec_index = x->exec_index;
+		p->flags = x->flags;
+		if (x->start_mono_ns)
+			p->start_mono_ns = x->start_mono_ns;
+		free(p->name);
+		free(p->exe);
+		free(p->note);
+		p->name = strdup(x->name);
+		p->exe = strdup(x->exe);
+		p->note = strdup(x->note);
+		if (!p->name || !p->exe || !p->note)
+			return -ENOMEM;
+		break;
+	}
+	case SPROBE_DF_EXIT: {
+		const struct sprobe_df_exit *x = &rec->exit;
+		struct process *p = proc_find(r, x->pid, x->exec_index);
+
+		if (!p)
+			break;
+		p->has_exit = true;
+		p->exit_how = x->how;
+		p->exit_code = x->code;
+		p->part_status = x->part_status;
+		if (x->time_ns && x->time_ns > p->end_mono_ns)
+			p->end_mono_ns = x->time_ns;
+		free(p->exit_note);
+		p->exit_note = strdup(x->note);
+		if (!p->exit_note)
+			return -ENOMEM;
 		break;
 	}
 	case SPROBE_DF_THREAD: {
 		char *name = strdup(rec->thread.name);
 
+		if (!cur(r)) {
+			free(name);
+			return -ENOMEM;
+		}
 		ti = thread_get(r, rec->thread.tid);
 		if (ti < 0 || !name) {
 			free(name);
@@ -102,6 +237,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 				      .nranges = m->nranges };
 		uint32_t pos;
 
+		mod.proc = r->cur_proc;
 		mod.path = strdup(m->path);
 		mod.build_id = hex(m->build_id, m->build_id_len);
 		mod.ranges = calloc(m->nranges ? m->nranges : 1, sizeof(*mod.ranges));
@@ -113,7 +249,11 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		}
 		if (m->nranges)
 			memcpy(mod.ranges, m->ranges, m->nranges * sizeof(*mod.ranges));
-		if (ro_map__get(&r->mod_idx, m->index, &pos)) {
+		uint64_t mkey = (uint64_t)r->cur_proc << 32 | m->index;
+
+		if (!cur(r))
+			return -ENOMEM;
+		if (ro_map__get(&r->mod_idx, mkey, &pos)) {
 			/* Same index again (re-announced): replace. */
 			free(r->modules.v[pos].path);
 			free(r->modules.v[pos].build_id);
@@ -122,7 +262,7 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			break;
 		}
 		if (VEC_PUSH(r->modules, mod) ||
-		    ro_map__put(&r->mod_idx, m->index, (uint32_t)(r->modules.n - 1))) {
+		    ro_map__put(&r->mod_idx, mkey, (uint32_t)(r->modules.n - 1))) {
 			free(mod.path);
 			free(mod.build_id);
 			free(mod.ranges);
@@ -133,13 +273,17 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 	case SPROBE_DF_SYMBOL: {
 		const struct sprobe_df_symbol *s = &rec->symbol;
 		long name = sprobe_rep__bytemap_intern(&r->names, s->name, s->name_len, &added);
-		struct symbol sym = { .module = s->module, .offset = s->offset };
+		struct symbol sym = { .module = SPROBE_DF_NO_MODULE, .offset = s->offset };
+		uint32_t mpos;
 
 		if (name < 0)
 			return (int)name;
+		if (s->module != SPROBE_DF_NO_MODULE &&
+		    ro_map__get(&r->mod_idx, (uint64_t)r->cur_proc << 32 | s->module, &mpos))
+			sym.module = mpos;
 		sym.name = (uint32_t)name;
 		if (VEC_PUSH(r->syms, sym) ||
-		    ro_map__put(&r->sym_idx, s->pc, (uint32_t)(r->syms.n - 1)))
+		    ro_map__put(&r->sym_idx, pc_key(r->cur_proc, s->pc), (uint32_t)(r->syms.n - 1)))
 			return -ENOMEM;
 		break;
 	}
@@ -153,19 +297,22 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		};
 		struct thread *t;
 
+		if (!cur(r))
+			return -ENOMEM;
 		ti = thread_get(r, s->tid);
 		if (ti < 0)
 			return -ENOMEM;
 		smp.thread = (uint32_t)ti;
 		if (ro_grow((void **)&r->pcs.v, &r->pcs.cap, r->pcs.n + s->nframes, 8))
 			return -ENOMEM;
-		if (s->nframes)
-			memcpy(r->pcs.v + r->pcs.n, s->pcs, s->nframes * sizeof(uint64_t));
+		for (uint32_t k = 0; k < s->nframes; k++)
+			r->pcs.v[r->pcs.n + k] = pc_key(r->cur_proc, s->pcs[k]);
 		r->pcs.n += s->nframes;
 		if (VEC_PUSH(r->samples, smp))
 			return -ENOMEM;
 		t = &r->threads.v[ti];
 		t->samples += smp.weight;
+		r->procs.v[t->proc].samples += smp.weight;
 		t->truncated += smp.truncated ? smp.weight : 0;
 		t->methods[smp.method] += smp.weight;
 		if (s->stack_used > t->stack_max)
@@ -199,6 +346,8 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		const struct sprobe_df_capture *c = &rec->capture;
 
 		r->captures++;
+		if (cur(r))
+			cur(r)->captures++;
 		r->cap_total += c->threads_total;
 		r->cap_captured += c->threads_captured;
 		r->cap_dropped += c->threads_dropped;
@@ -228,6 +377,8 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		const struct sprobe_df_kwindow *k = &rec->kwindow;
 		struct thread *t;
 
+		if (!cur(r))
+			return -ENOMEM;
 		ti = thread_get(r, k->tid);
 		if (ti < 0)
 			return -ENOMEM;
@@ -256,7 +407,15 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 				r->lost[i] = rec->lost.lost[i];
 		break;
 	case SPROBE_DF_TRAILER:
-		r->trailer = rec->trailer;
+		if (cur(r)) {
+			cur(r)->has_trailer = true;
+			if (rec->trailer.end_mono_ns > cur(r)->end_mono_ns)
+				cur(r)->end_mono_ns = rec->trailer.end_mono_ns;
+		}
+		/* The recording's trailer: its first process's (or the
+		 * latest end, see sprobe_rep__wall_ns()). */
+		if (!r->has_trailer || r->cur_proc == 0)
+			r->trailer = rec->trailer;
 		r->has_trailer = true;
 		for (int i = 0; i < SPROBE_DF__TYPE_COUNT; i++)
 			if (rec->trailer.lost[i] > r->lost[i])

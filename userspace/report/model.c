@@ -89,6 +89,8 @@ struct sprobe_report *sprobe_report__new(const struct sprobe_report_opts *opts)
 	r->top = 25;
 	if (opts && opts->sz >= offsetof(struct sprobe_report_opts, tid) + sizeof(uint32_t))
 		r->filter_tid = opts->tid;
+	if (opts && opts->sz >= offsetof(struct sprobe_report_opts, pid) + sizeof(uint32_t))
+		r->filter_pid = opts->pid;
 	if (opts && opts->sz >= offsetof(struct sprobe_report_opts, top) + sizeof(uint32_t) &&
 	    opts->top)
 		r->top = opts->top;
@@ -121,6 +123,17 @@ void sprobe_report__free(struct sprobe_report *r)
 	}
 	free(r->threads.v);
 	ro_map__free(&r->tid_idx);
+	ro_map__free(&r->tid_any);
+	for (size_t i = 0; i < r->procs.n; i++) {
+		struct process *p = &r->procs.v[i];
+
+		free(p->name);
+		free(p->exe);
+		free(p->note);
+		free(p->cmdline);
+		free(p->exit_note);
+	}
+	free(r->procs.v);
 	for (size_t i = 0; i < r->modules.n; i++) {
 		free(r->modules.v[i].path);
 		free(r->modules.v[i].build_id);
@@ -168,40 +181,50 @@ const char *sprobe_rep__base_name(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
-static const struct module *module_of(const struct sprobe_report *r, uint64_t pc)
+/* Position of the module of KEY (its process's), or -1. */
+static long module_of(const struct sprobe_report *r, uint64_t key)
 {
+	uint32_t proc = key_proc(key);
+	uint64_t pc = key_pc(key);
+
 	for (size_t i = 0; i < r->modules.n; i++) {
 		const struct module *m = &r->modules.v[i];
 
+		if (m->proc != proc)
+			continue;
 		for (uint32_t j = 0; j < m->nranges; j++)
 			if (pc >= m->ranges[j].start && pc < m->ranges[j].end)
-				return m;
+				return (long)i;
 	}
-	return NULL;
+	return -1;
 }
 
-/* Function id of PC: its symbol's name, else module+0xoff, else 0xpc. */
-long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc)
+/* Function id of a pc key: its symbol's name, else module+0xoff, else
+ * 0xpc. */
+long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
 {
 	uint32_t id, si;
 	long name;
 	uint32_t module = SPROBE_DF_NO_MODULE;
 	bool added, named = false;
+	uint64_t pc = key_pc(key);
 
-	if (ro_map__get(&r->pc_func, pc, &id))
+	if (ro_map__get(&r->pc_func, key, &id))
 		return id;
-	if (ro_map__get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len) {
+	if (ro_map__get(&r->sym_idx, key, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
 		named = true;
 	} else {
-		const struct module *m = module_of(r, pc);
+		long mp = module_of(r, key);
 		char buf[512];
 
-		if (m) {
+		if (mp >= 0) {
+			const struct module *m = &r->modules.v[mp];
+
 			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, sprobe_rep__base_name(m->path),
 				 pc - m->load_bias);
-			module = m->index;
+			module = (uint32_t)mp;
 		} else {
 			snprintf(buf, sizeof(buf), "0x%" PRIx64, pc);
 		}
@@ -222,7 +245,7 @@ long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc)
 		r->funcs.v[name].module = module;
 		r->funcs.v[name].unnamed = !named;
 	}
-	if (ro_map__put(&r->pc_func, pc, (uint32_t)name))
+	if (ro_map__put(&r->pc_func, key, (uint32_t)name))
 		return -ENOMEM;
 	return name;
 }
@@ -241,9 +264,36 @@ static void sort_u64(u64vec *v)
 		qsort(v->v, v->n, sizeof(uint64_t), cmp_u64);
 }
 
+bool sprobe_rep__thread_selected(const struct sprobe_report *r, uint32_t ti)
+{
+	const struct thread *t = &r->threads.v[ti];
+
+	if (r->filter_tid && r->filter_tid != t->tid)
+		return false;
+	return !r->filter_pid || r->procs.v[t->proc].pid == r->filter_pid;
+}
+
 bool sprobe_rep__selected(const struct sprobe_report *r, uint32_t tid)
 {
-	return !r->filter_tid || r->filter_tid == tid;
+	uint32_t ti;
+
+	if (r->filter_tid && r->filter_tid != tid)
+		return false;
+	if (!r->filter_pid)
+		return true;
+	return ro_map__get(&r->tid_any, tid, &ti) && sprobe_rep__thread_selected(r, ti);
+}
+
+const char *sprobe_rep__proc_name(const struct sprobe_report *r, uint32_t p, char *buf, size_t len)
+{
+	const struct process *pr = &r->procs.v[p];
+
+	if (pr->name && *pr->name)
+		return pr->name;
+	if (pr->cmdline && *pr->cmdline)
+		return sprobe_rep__base_name(pr->cmdline);
+	snprintf(buf, len, "pid %u", pr->pid);
+	return buf;
 }
 
 int sprobe_rep__aggregate(struct sprobe_report *r)
@@ -266,11 +316,10 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 		r->modules.v[i].frames = r->modules.v[i].named = 0;
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
-		const struct thread *t = &r->threads.v[s->thread];
 		const uint64_t *pcs = s->nframes ? r->pcs.v + s->pc_off : NULL;
 		long fid, sid;
 
-		if (!sprobe_rep__selected(r, t->tid))
+		if (!sprobe_rep__thread_selected(r, s->thread))
 			continue;
 		r->nsel += s->weight;
 		r->nsel_stacks++;
@@ -280,12 +329,10 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 			if (fid < 0)
 				return (int)fid;
 			struct func *f = &r->funcs.v[fid];
-			uint32_t mpos;
 
-			if (f->module != SPROBE_DF_NO_MODULE &&
-			    ro_map__get(&r->mod_idx, f->module, &mpos)) {
-				r->modules.v[mpos].frames++;
-				r->modules.v[mpos].named += !f->unnamed;
+			if (f->module != SPROBE_DF_NO_MODULE && f->module < r->modules.n) {
+				r->modules.v[f->module].frames++;
+				r->modules.v[f->module].named += !f->unnamed;
 			}
 			if (i == 0)
 				f->self += s->weight;
@@ -309,7 +356,7 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 	for (size_t i = 0; i < r->threads.n; i++) {
 		struct thread *t = &r->threads.v[i];
 
-		if (!sprobe_rep__selected(r, t->tid))
+		if (!sprobe_rep__thread_selected(r, (uint32_t)i))
 			continue;
 		for (size_t j = 0; j < t->win.n; j++)
 			if (VEC_PUSH(r->all_win, t->win.v[j]))
@@ -332,7 +379,7 @@ uint64_t sprobe_report__samples(const struct sprobe_report *r)
 	if (!r)
 		return 0;
 	for (size_t i = 0; i < r->threads.n; i++)
-		if (sprobe_rep__selected(r, r->threads.v[i].tid))
+		if (sprobe_rep__thread_selected(r, (uint32_t)i))
 			n += r->threads.v[i].samples;
 	return n;
 }
@@ -365,6 +412,13 @@ uint64_t sprobe_rep__wall_ns(const struct sprobe_report *r)
 								  : r->t_min;
 	uint64_t end = r->has_trailer && r->trailer.end_mono_ns ? r->trailer.end_mono_ns
 							       : r->t_max;
+
+	/* Several processes: from the first start to the last end. */
+	for (size_t i = 0; i < r->procs.n; i++)
+		if (r->procs.v[i].end_mono_ns > end)
+			end = r->procs.v[i].end_mono_ns;
+	if (r->procs.n > 1 && r->t_max != 0 && r->t_max > end)
+		end = r->t_max;
 
 	if (start == UINT64_MAX || end <= start)
 		return 0;
@@ -414,11 +468,9 @@ const char *sprobe_rep__func_name(const struct sprobe_report *r, uint32_t fid)
 	return sprobe_rep__bytemap_key(&r->names, r->funcs.v[fid].name);
 }
 
-const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t index)
+const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t pos)
 {
-	uint32_t pos;
-
-	if (index != SPROBE_DF_NO_MODULE && ro_map__get(&r->mod_idx, index, &pos))
+	if (pos != SPROBE_DF_NO_MODULE && pos < r->modules.n)
 		return r->modules.v[pos].path;
 	return NULL;
 }
@@ -571,8 +623,12 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 		const struct thread *t = &r->threads.v[s->thread];
 		/* The folded report's thread label, so every stack format
 		 * names threads alike. */
+		char pbuf[32];
 		struct sprobe_report_sample out = {
 			.tid = t->tid, .thread_name = t->name && *t->name ? t->name : "thread",
+			.pid = r->procs.n ? r->procs.v[t->proc].pid : 0,
+			.process_name = r->procs.n ? sprobe_rep__proc_name(r, t->proc, pbuf, sizeof(pbuf)) : "",
+			.multi_process = sprobe_rep__multi(r),
 			.time_ns = s->time_ns, .window_ns = s->window_ns, .method = s->method,
 			.truncated = s->truncated,
 			.pcs = s->nframes ? r->pcs.v + s->pc_off : NULL, .nframes = s->nframes,
@@ -580,7 +636,7 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 		};
 		int rc;
 
-		if (!sprobe_rep__selected(r, t->tid))
+		if (!sprobe_rep__thread_selected(r, s->thread))
 			continue;
 		rc = fn(&out, ctx);
 		if (rc)
@@ -603,13 +659,17 @@ int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_r
 	f->name = sprobe_rep__func_name(r, (uint32_t)fid);
 	f->symbolized = ro_map__get(&r->sym_idx, pc, &si) && r->names.keys.v[r->syms.v[si].name].len;
 	if (f->symbolized) {
-		f->module_index = r->syms.v[si].module;
+		f->module_pos = r->syms.v[si].module;
 	} else {
-		const struct module *m = module_of(r, pc);
+		long mp = module_of(r, pc);
 
-		f->module_index = m ? m->index : SPROBE_DF_NO_MODULE;
+		f->module_pos = mp >= 0 ? (uint32_t)mp : SPROBE_DF_NO_MODULE;
 	}
-	f->module = sprobe_rep__module_name(r, f->module_index);
+	f->module_index = f->module_pos != SPROBE_DF_NO_MODULE && f->module_pos < r->modules.n
+				  ? r->modules.v[f->module_pos].index
+				  : SPROBE_DF_NO_MODULE;
+	f->module = sprobe_rep__module_name(r, f->module_pos);
+	f->address = key_pc(pc);
 	return 0;
 }
 
@@ -626,7 +686,8 @@ int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe
 		return -EINVAL;
 	mod = &r->modules.v[i];
 	*m = (struct sprobe_report_module){
-		.index = mod->index, .path = mod->path, .build_id = mod->build_id,
+		.index = mod->index, .pid = r->procs.n ? r->procs.v[mod->proc].pid : 0,
+		.path = mod->path, .build_id = mod->build_id,
 		.load_bias = mod->load_bias, .ranges = mod->ranges, .nranges = mod->nranges,
 	};
 	return 0;

@@ -17,7 +17,8 @@
  *                  pause/nanoseconds (sum of the capture windows the thread
  *                  spent stopped in that stack; only when windows exist)
  *   samples        one per distinct (thread, pcs), leaf first, with the
- *                  labels thread_id (number) and thread_name (string)
+ *                  labels thread_id (number) and thread_name (string),
+ *                  pid (number) and comm (string: the process's name)
  *   locations      one per distinct pc: address = pc, its mapping, one line
  *                  pointing at the function
  *   functions      one per distinct name; the names are the text/folded
@@ -95,6 +96,7 @@ static void pb_packed(struct ro_buf *b, struct ro_buf *tmp, uint32_t field, cons
 
 struct pp_mapping {
 	uint64_t start, limit, file_offset;
+	size_t module;			/* position (sprobe_report__module()) */
 	uint32_t path, build_id;	/* string ids */
 	bool all_symbolized;
 	bool used;
@@ -107,8 +109,8 @@ struct pp_location {
 };
 
 struct pp_sample {
-	uint32_t tid;
-	uint32_t thread_name;		/* string id */
+	uint32_t tid, pid;
+	uint32_t thread_name, comm;	/* string ids */
 	uint32_t key;			/* id in keys: (tid, pcs) */
 	uint64_t count, pause_ns;
 };
@@ -159,7 +161,7 @@ static int pp_mappings(struct pp *p)
 			continue;
 		for (uint32_t j = 0; j < m.nranges; j++, k++)
 			p->maps[k] = (struct pp_mapping){
-				.start = m.ranges[j].start, .limit = m.ranges[j].end,
+				.start = m.ranges[j].start, .limit = m.ranges[j].end, .module = i,
 				.file_offset = m.ranges[j].file_offset,
 				.path = pp_str(p, m.path), .build_id = pp_str(p, m.build_id),
 				.all_symbolized = true,
@@ -173,7 +175,7 @@ static int pp_mappings(struct pp *p)
 static uint32_t pp_location(struct pp *p, uint64_t pc)
 {
 	struct sprobe_report_frame f;
-	struct pp_location loc = { .pc = pc };
+	struct pp_location loc = { 0 };
 	uint32_t idx;
 	long fi;
 	int err;
@@ -194,8 +196,12 @@ static uint32_t pp_location(struct pp *p, uint64_t pc)
 		p->fname_str[p->nfuncs++] = pp_str(p, f.name);
 	}
 	loc.function = (uint32_t)fi + 1;
+	/* The address, not the key (several processes: see report.h), in
+	 * a mapping of the frame's own module (its process's). */
+	loc.pc = f.address;
 	for (size_t i = 0; i < p->nmaps; i++)
-		if (pc >= p->maps[i].start && pc < p->maps[i].limit) {
+		if ((f.module_pos == SPROBE_DF_NO_MODULE || p->maps[i].module == f.module_pos) &&
+		    f.address >= p->maps[i].start && f.address < p->maps[i].limit) {
 			loc.mapping = (uint32_t)i + 1;
 			p->maps[i].used = true;
 			if (!f.symbolized)
@@ -229,6 +235,7 @@ static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 			return -ENOMEM;
 		p->samples[p->nsamples++] = (struct pp_sample){
 			.tid = s->tid, .thread_name = pp_str(p, s->thread_name), .key = (uint32_t)id,
+			.pid = s->pid, .comm = pp_str(p, s->process_name ? s->process_name : ""),
 		};
 		/* Locations in leaf-first order, created now so the ids are
 		 * stable before encoding. */
@@ -275,6 +282,7 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 	uint32_t s_time = pp_str(p, info->mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall");
 	uint32_t s_pause = pp_str(p, "pause");
 	uint32_t s_tid = pp_str(p, "thread_id"), s_tname = pp_str(p, "thread_name");
+	uint32_t s_pid = pp_str(p, "pid"), s_comm = pp_str(p, "comm");
 	uint64_t values[3], comments[8];
 	size_t nvalues = 0, ncomments = 0;
 	char cmd[768];
@@ -318,6 +326,17 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		pb_uint(&lab, 1, s_tname);
 		pb_uint(&lab, 2, s->thread_name);
 		pb_msg(&msg, 3, &lab);
+		/* The process (Parca's and Pyroscope's label names). */
+		if (s->pid) {
+			lab.n = 0;
+			pb_uint(&lab, 1, s_pid);
+			pb_uint(&lab, 3, s->pid);
+			pb_msg(&msg, 3, &lab);
+			lab.n = 0;
+			pb_uint(&lab, 1, s_comm);
+			pb_uint(&lab, 2, s->comm);
+			pb_msg(&msg, 3, &lab);
+		}
 		pb_msg(b, 2, &msg);
 	}
 

@@ -51,8 +51,47 @@ struct bytemap {
 
 #define NMETHODS 5
 
+/* Several processes in one report (data file version 3): each part's pcs
+ * become keys with the process index in bits 48..63 (user-space addresses
+ * are below 2^48 on x86_64 and aarch64), so that equal addresses in two
+ * processes never share a symbol or a function; the first process's keys
+ * are its addresses. Module indexes and tids are per process too. */
+#define PROC_SHIFT 48
+#define PC_MASK ((1ull << PROC_SHIFT) - 1)
+#define MAX_PROCS 65535u
+static inline uint64_t pc_key(uint32_t proc, uint64_t pc)
+{
+	return proc ? (pc & PC_MASK) | (uint64_t)proc << PROC_SHIFT : pc;
+}
+static inline uint32_t key_proc(uint64_t key)
+{
+	return (uint32_t)(key >> PROC_SHIFT);
+}
+static inline uint64_t key_pc(uint64_t key)
+{
+	return key >> PROC_SHIFT ? key & PC_MASK : key;
+}
+
+/* One process image of the recording (a part, or an unsampled one). */
+struct process {
+	uint32_t pid, ppid, exec_index, flags;
+	char *name, *exe, *note;	/* owned; "" when unknown */
+	char *cmdline;			/* owned, NUL-joined arguments */
+	uint32_t cmdline_len;
+	bool has_header, has_trailer, has_exit;
+	uint32_t mode, freq_hz;
+	uint64_t start_realtime_ns, start_mono_ns, end_mono_ns;
+	uint32_t exit_how;		/* enum sprobe_df_exit_how */
+	int32_t exit_code;
+	uint32_t part_status;		/* enum sprobe_df_status */
+	char *exit_note;		/* owned */
+	uint64_t samples;		/* weighted */
+	uint64_t captures;
+};
+
 struct thread {
 	uint32_t tid;
+	uint32_t proc;		/* index into procs */
 	char *name;
 	uint64_t samples;
 	uint64_t truncated;
@@ -68,6 +107,7 @@ struct thread {
 
 struct module {
 	uint32_t index;
+	uint32_t proc;		/* index into procs */
 	char *path;
 	char *build_id;		/* hex */
 	uint64_t load_bias;
@@ -81,7 +121,7 @@ struct module {
 
 struct symbol {
 	uint32_t name;		/* id in names */
-	uint32_t module;
+	uint32_t module;	/* position in modules, or SPROBE_DF_NO_MODULE */
 	uint64_t offset;
 };
 
@@ -98,7 +138,7 @@ struct sample {
 
 struct func {
 	uint32_t name;		/* id in names */
-	uint32_t module;	/* module index or NO_MODULE */
+	uint32_t module;	/* position in modules, or NO_MODULE */
 	bool unnamed;		/* module+0xoff or 0xpc: no symbol had a name */
 	uint64_t self, total;
 	uint64_t mark;		/* last sample counted in total, + 1 */
@@ -112,6 +152,7 @@ struct stack {
 
 struct sprobe_report {
 	uint32_t filter_tid;
+	uint32_t filter_pid;
 	uint32_t top;
 	char *source;
 
@@ -124,12 +165,17 @@ struct sprobe_report {
 	struct sprobe_df_trailer trailer;
 	uint64_t lost[SPROBE_DF__TYPE_COUNT];	/* max of LOST and trailer */
 
+	VEC(struct process) procs;	/* in file order (record: by start time) */
+	uint32_t cur_proc;		/* the part being loaded */
+	uint64_t procs_skipped;		/* parts past MAX_PROCS, not loaded */
+	bool skipping;
 	VEC(struct thread) threads;
-	struct ro_map tid_idx;
+	struct ro_map tid_idx;		/* proc << 32 | tid -> position */
+	struct ro_map tid_any;		/* tid -> position (its last process) */
 	VEC(struct module) modules;
-	struct ro_map mod_idx;		/* module index -> position */
+	struct ro_map mod_idx;		/* proc << 32 | module index -> position */
 	struct bytemap names;		/* interned function / symbol names */
-	struct ro_map sym_idx;		/* pc -> position in syms */
+	struct ro_map sym_idx;		/* pc key -> position in syms */
 	VEC(struct symbol) syms;
 	VEC(struct sample) samples;	/* all threads; filtered at output */
 	u64vec pcs;
@@ -179,8 +225,17 @@ const char *sprobe_rep__bytemap_key(const struct bytemap *m, uint32_t id);
 /* pcs -> functions, stacks, distributions; every writer runs it first
  * (sprobe_report__write()). Returns 0 or -ENOMEM. */
 int sprobe_rep__aggregate(struct sprobe_report *r);
-/* The filter (opts.tid): does thread tid take part? */
+/* The filters (opts.tid, opts.pid): does thread tid take part? And the
+ * thread at position ti (exact when tids repeat across processes). */
 bool sprobe_rep__selected(const struct sprobe_report *r, uint32_t tid);
+bool sprobe_rep__thread_selected(const struct sprobe_report *r, uint32_t ti);
+/* More than one process in the report. */
+static inline bool sprobe_rep__multi(const struct sprobe_report *r)
+{
+	return r->procs.n > 1;
+}
+/* "name" of the process at position p ("pid N" when it has none). */
+const char *sprobe_rep__proc_name(const struct sprobe_report *r, uint32_t p, char *buf, size_t len);
 /* The function id of pc (interned on first sight: its symbol, else
  * module+offset, else the bare address), or -ENOMEM. */
 long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);

@@ -99,14 +99,22 @@ static int ss_add(const struct sprobe_report_sample *smp, void *ctx)
 
 		if (ro_grow((void **)&s->profs, &s->profs_cap, s->nprofs + 1, sizeof(*s->profs)))
 			return -ENOMEM;
+		char proc[96] = "";
+
 		snprintf(label, sizeof(label), "-%u", smp->tid);
+		/* One profile per thread; with several processes the name
+		 * says whose ("make-4242/make-4242"). */
+		if (smp->multi_process)
+			snprintf(proc, sizeof(proc), "%s-%u/", smp->process_name, smp->pid);
 		ln = strlen(smp->thread_name);
 		p = &s->profs[s->nprofs];
-		*p = (struct ss_profile){ .tid = smp->tid, .name = malloc(ln + strlen(label) + 1) };
+		*p = (struct ss_profile){ .tid = smp->tid,
+					  .name = malloc(strlen(proc) + ln + strlen(label) + 1) };
 		if (!p->name)
 			return -ENOMEM;
-		memcpy(p->name, smp->thread_name, ln);
-		strcpy(p->name + ln, label);
+		strcpy(p->name, proc);
+		memcpy(p->name + strlen(proc), smp->thread_name, ln);
+		strcpy(p->name + strlen(proc) + ln, label);
 		pi = (uint32_t)s->nprofs++;
 		if (ro_map__put(&s->prof_of_tid, smp->tid, pi))
 			return -ENOMEM;

@@ -147,13 +147,111 @@ static void text_symbols(FILE *o, const struct sprobe_report *r)
 		const char *b = sprobe_rep__base_name(m->path);
 		bool libc = strncmp(b, "libc.so", 7) == 0 || strncmp(b, "libc-", 5) == 0;
 
+		bool dup = false;
+
 		if (!m->frames || m->named)
+			continue;
+		/* Several processes map the same file: one line for it. */
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = r->modules.v[j].frames && !r->modules.v[j].named &&
+			      strcmp(r->modules.v[j].path, m->path) == 0;
+		if (dup)
 			continue;
 		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
 			libc ? "install libc6-dbg for names"
 			     : "no symbol table; install its debug package (-dbgsym) or build with -g");
 		first = false;
 	}
+}
+
+/* How a process image ended, in words: "exit 0", "killed by SIGINT". */
+static void proc_end(const struct process *p, char *buf, size_t len)
+{
+	if (!p->has_exit) {
+		snprintf(buf, len, "%s", p->has_trailer ? "ended" : "?");
+		return;
+	}
+	switch (p->exit_how) {
+	case SPROBE_DF_EXIT_EXITED:
+		snprintf(buf, len, "exit %d", p->exit_code);
+		break;
+	case SPROBE_DF_EXIT_KILLED: {
+		const char *n = sigabbrev_np(p->exit_code);
+
+		if (n)
+			snprintf(buf, len, "killed by SIG%s", n);
+		else
+			snprintf(buf, len, "killed by signal %d", p->exit_code);
+		break;
+	}
+	case SPROBE_DF_EXIT_EXECED:
+		snprintf(buf, len, "exec'd");
+		break;
+	case SPROBE_DF_EXIT_RUNNING:
+		snprintf(buf, len, "still running");
+		break;
+	default:
+		snprintf(buf, len, "end not seen");
+	}
+}
+
+/* One line per process image: who, how many samples, how it ended, and
+ * whether its part of the file is whole (a process killed by a signal
+ * writes no trailer: that is how it ended, not damage). */
+static void text_processes(FILE *o, const struct sprobe_report *r)
+{
+	uint64_t total = 0;
+	size_t unsampled = 0, shown = 0;
+
+	for (size_t i = 0; i < r->procs.n; i++) {
+		total += r->procs.v[i].samples;
+		unsampled += !!(r->procs.v[i].flags & SPROBE_DF_PROCESS_UNSAMPLED);
+	}
+	fprintf(o, "  processes: %zu (%zu not sampled)%s\n", r->procs.n, unsampled,
+		r->procs_skipped ? "" : "");
+	if (r->procs_skipped)
+		fprintf(o, "             %" PRIu64 " more not loaded (over %u)\n", r->procs_skipped,
+			MAX_PROCS);
+	fprintf(o, "\nProcesses (by start; pid/exec)\n");
+	fprintf(o, "  %8s %4s %8s  %-16s %8s %7s  %-18s %s\n", "pid", "exec", "ppid", "name", "samples",
+		"share", "end", "data");
+	for (size_t i = 0; i < r->procs.n; i++) {
+		const struct process *p = &r->procs.v[i];
+		char end[48], nb[32];
+		const char *data;
+
+		if (r->filter_pid && p->pid != r->filter_pid)
+			continue;
+		/* Keep the table readable for a big build: every process
+		 * with samples, and up to 40 without. */
+		if (!p->samples && !(p->flags & SPROBE_DF_PROCESS_UNSAMPLED) && shown >= 40)
+			continue;
+		shown += !p->samples;
+		proc_end(p, end, sizeof(end));
+		if (p->flags & SPROBE_DF_PROCESS_UNSAMPLED)
+			data = p->note;
+		else if (!p->has_header)
+			data = "no data: it ended while its sampler started";
+		else if (!p->has_exit)
+			data = p->has_trailer ? "complete" : "no trailer";
+		else if (p->part_status == SPROBE_DF_COMPLETE)
+			data = "complete";
+		else if (p->part_status == SPROBE_DF_CORRUPT)
+			data = "DAMAGED: kept up to the damage";
+		else if (p->exit_how == SPROBE_DF_EXIT_KILLED)
+			data = "up to its last write before the signal";
+		else if (p->exit_how == SPROBE_DF_EXIT_RUNNING)
+			data = "up to the end of the recording";
+		else
+			data = "CUT SHORT";
+		fprintf(o, "  %8u %4u %8u  %-16s %8" PRIu64 " %6.2f%%  %-18s %s\n", p->pid, p->exec_index,
+			p->ppid, sprobe_rep__proc_name(r, (uint32_t)i, nb, sizeof(nb)), p->samples,
+			pcnt(p->samples, total), end, data);
+		if (p->part_status == SPROBE_DF_CORRUPT && p->exit_note && *p->exit_note)
+			fprintf(o, "  %8s %s\n", "", p->exit_note);
+	}
+	if (shown >= 40)
+		fprintf(o, "  (processes without samples beyond 40 not listed)\n");
 }
 
 int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
@@ -178,12 +276,17 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 			when, (double)wall / 1e9);
 	}
 	if (r->status == SPROBE_DF_COMPLETE)
-		fprintf(o, "  file:     complete (%" PRIu64 " records, trailer present)\n", r->records);
+		fprintf(o, "  file:     complete (%" PRIu64 " records%s)\n", r->records,
+			sprobe_rep__multi(r) ? "" : ", trailer present");
 	else
 		fprintf(o, "  file:     %s: %s\n",
 			r->status == SPROBE_DF_CUT_SHORT ? "CUT SHORT" : "ERROR", r->message);
 	if (r->filter_tid)
 		fprintf(o, "  filter:   tid %u only\n", r->filter_tid);
+	if (r->filter_pid)
+		fprintf(o, "  filter:   pid %u only\n", r->filter_pid);
+	if (sprobe_rep__multi(r))
+		text_processes(o, r);
 	fprintf(o, "  samples:  %" PRIu64 " in %" PRIu64 " captures; %" PRIu64
 		   " records lost in the stream; %" PRIu64 " thread-captures dropped\n",
 		nsel, r->captures, sprobe_rep__lost_total(r), r->cap_dropped);
@@ -214,7 +317,11 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		free(ids);
 	}
 
+	bool multi = sprobe_rep__multi(r);
+
 	fprintf(o, "\nThreads (by samples)\n");
+	if (multi)
+		fprintf(o, "  %8s  %-16s ", "pid", "process");
 	fprintf(o, "  %8s  %-16s %8s %7s %9s %9s %9s %7s %10s %s\n", "tid", "name", "samples",
 		"share", "win-p50", "win-p99", "win-max", "pause%", "stack-max", "methods");
 	uint32_t *order = malloc((r->threads.n ? r->threads.n : 1) * sizeof(uint32_t));
@@ -228,8 +335,14 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 	for (size_t oi = 0; oi < r->threads.n; oi++) {
 		const struct thread *t = &r->threads.v[order[oi]];
 
-		if (!sprobe_rep__selected(r, t->tid))
+		if (!sprobe_rep__thread_selected(r, order[oi]))
 			continue;
+		if (multi) {
+			char nb[32];
+
+			fprintf(o, "  %8u  %-16s ", r->procs.v[t->proc].pid,
+				sprobe_rep__proc_name(r, t->proc, nb, sizeof(nb)));
+		}
 		if (!t->win.n) {
 			/* Seen only in drop lists or kernel windows, or no
 			 * window timestamps: say so instead of printing 0s. */
@@ -275,7 +388,7 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		uint64_t m[NMETHODS] = { 0 };
 
 		for (size_t i = 0; i < r->threads.n; i++)
-			if (sprobe_rep__selected(r, r->threads.v[i].tid))
+			if (sprobe_rep__thread_selected(r, (uint32_t)i))
 				for (int k = 0; k < NMETHODS; k++)
 					m[k] += r->threads.v[i].methods[k];
 		fprintf(o, "  capture methods:");
