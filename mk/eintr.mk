@@ -9,3 +9,4 @@ $(BUILD)/waiter: tests/workloads/waiter.c | $(BUILD)
 
 all: $(BUILD)/waiter
 $(BUILD)/tests/test_eintr: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/waiter
+

@@ -436,17 +436,35 @@ static void *next_fn(const char *name)
  * end of the part. */
 static void exec_prepare(const char *path)
 {
-	if (!agent_sampler || getpid() != agent_pid)
-		return;
-	agent_stop();
+	bool active = agent_sampler && getpid() == agent_pid;
 	char line[PATH_MAX + 192], why[96];
 	unsigned long long now = (unsigned long long)sprobe_mono_ns();
-	int n = snprintf(line, sizeof(line), "exit %d %u %u 0 %llu\n", (int)getpid(),
-			 agent_exec_index, (unsigned)SPROBE_DF_EXIT_EXECED, now);
-	sprobe_agent__event(line, (size_t)n);
-	if (path && sprobe_agent__unenterable(path, why, sizeof(why))) {
-		n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s\n", (int)getpid(),
-			     agent_exec_index + 1, now, path, why);
+	unsigned next;
+	int n;
+
+	if (active) {
+		agent_stop();
+		n = snprintf(line, sizeof(line), "exit %d %u %u 0 %llu\n", (int)getpid(),
+			     agent_exec_index, (unsigned)SPROBE_DF_EXIT_EXECED, now);
+		sprobe_agent__event(line, (size_t)n);
+		next = agent_exec_index + 1;
+	} else if (agent_dir && agent_inherit) {
+		/* A forked child that execs before its sampler started (the
+		 * fork + exec of shells), or a vfork child: the new image is
+		 * the first of this pid the recording has a part for. */
+		char part[PATH_MAX];
+
+		for (next = 0; next < 100000; next++) {
+			snprintf(part, sizeof(part), "%s/%d.%u.part", agent_dir, (int)getpid(), next);
+			if (!exists(part))
+				break;
+		}
+	} else {
+		return;
+	}
+	if (agent_dir && path && sprobe_agent__unenterable(path, why, sizeof(why))) {
+		n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s\n", (int)getpid(), next,
+			     now, path, why);
 		if (n > 0 && (size_t)n < sizeof(line))
 			sprobe_agent__event(line, (size_t)n);
 	}

@@ -14,7 +14,10 @@
  *  - exec: agent.c's exec wrappers finish the old image's part; the new
  *    image's constructor starts the next one (its exec index is the first
  *    free part name of its pid).
- *  - vfork / posix_spawn: the child runs nothing of ours until its exec.
+ *  - vfork / posix_spawn: the child runs nothing of ours until its exec
+ *    (glibc's posix_spawn execs with its internal execve, which no
+ *    wrapper sees): the posix_spawn wrappers note a program the agent
+ *    cannot enter, with the pid it got.
  *  - _exit / _Exit: wrapped here, so a program (a shell) that leaves that
  *    way still finishes its part (exit() runs the agent's on_exit
  *    handler). Inside one of the program's signal handlers the part is not
@@ -39,6 +42,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +340,52 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
 	}
 	errno = saved;
 	return r;
+}
+
+/* ---- posix_spawn ------------------------------------------------------ */
+
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn(const char *name, pid_t *pid, const char *file,
+		 const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at, char *const argv[],
+		 char *const envp[])
+{
+	spawn_fn f = (spawn_fn)dlsym(RTLD_NEXT, name);
+	char why[96];
+	bool note = sprobe_agent__dir() && sprobe_agent__inherit() &&
+		    sprobe_agent__unenterable(file, why, sizeof(why));
+	pid_t got = 0;
+	int r;
+
+	if (!f)
+		return ENOSYS;
+	r = f(&got, file, fa, at, argv, envp);
+	if (pid)
+		*pid = got;
+	if (r == 0 && note) {
+		char line[PATH_MAX + 192];
+		int saved = errno;
+		int n = snprintf(line, sizeof(line), "unsampled %d 0 %llu %s\t%s\n", (int)got,
+				 (unsigned long long)sprobe_mono_ns(), file, why);
+
+		if (n > 0 && (size_t)n < sizeof(line))
+			sprobe_agent__event(line, (size_t)n);
+		errno = saved;
+	}
+	return r;
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	return spawn("posix_spawn", pid, path, fa, at, argv, envp);
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *at, char *const argv[], char *const envp[])
+{
+	return spawn("posix_spawnp", pid, file, fa, at, argv, envp);
 }
 
 /* ---- programs the agent cannot enter ---------------------------------- */

@@ -1,0 +1,12 @@
+# ---- the process tree (issue 23; tests/test_tree.c) ----------------------
+# build/treework: forks, exec chains, a killed child, _exit; build/treework-static:
+# the same program linked statically (the agent cannot enter it).
+$(BUILD)/treework: tests/workloads/treework.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+$(BUILD)/treework-static: tests/workloads/treework.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O1 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+
+all: $(BUILD)/treework $(BUILD)/treework-static
+$(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static

@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * `record -- CMD` samples the whole process tree CMD starts (issue 23):
+ * fork without exec, exec chains, a shell that execs or runs a child,
+ * make -j2, a child killed by SIGKILL, _exit, Ctrl-C from a terminal, a
+ * static binary, --no-inherit; and a recording with one damaged part
+ * still reports the others. The workload is tests/workloads/treework.c
+ * (each mode burns CPU in a function of its own name); everything runs
+ * for real under build/stackprobe and is read back through its reports.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/datafile.h>
+#include <stackprobe/report.h>
+
+#include "userspace/datafile/merge.h"
+
+#include "run_helper.h"
+#include "sprobe_test.h"
+
+#define CLI "build/stackprobe"
+#define OUT "build/test-out"
+#define TW "build/treework"
+
+/* Samples whose stack holds fn, and the distinct processes ("name-PID"
+ * root frames of the folded report of a multi-process recording) they
+ * come from. */
+static unsigned long fn_samples(const char *folded, const char *fn, int *procs)
+{
+	unsigned long total = 0;
+	char seen[32][64];
+	int nseen = 0;
+	char *copy = strdup(folded);
+
+	assert_non_null(copy);
+	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' '), *semi = strchr(line, ';');
+
+		if (!sp || !strstr(line, fn))
+			continue;
+		total += strtoul(sp + 1, NULL, 10);
+		if (semi && nseen < 32) {
+			size_t l = (size_t)(semi - line) < 63 ? (size_t)(semi - line) : 63;
+			bool dup = false;
+
+			for (int i = 0; i < nseen; i++)
+				dup |= strncmp(seen[i], line, l) == 0 && seen[i][l] == '\0';
+			if (!dup) {
+				memcpy(seen[nseen], line, l);
+				seen[nseen++][l] = '\0';
+			}
+		}
+	}
+	free(copy);
+	if (procs)
+		*procs = nseen;
+	return total;
+}
+
+static char *report(const char *data, const char *fmt)
+{
+	char cmd[512], *out = NULL;
+
+	snprintf(cmd, sizeof(cmd), CLI " report -i %s --format %s", data, fmt);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	return out;
+}
+
+/* Lines of the JSON report's "processes" array that mention all of the
+ * given fragments (each process is one line). */
+static int procs_matching(const char *json, const char *a, const char *b)
+{
+	int n = 0;
+	const char *p = strstr(json, "\"processes\": [");
+	const char *end = p ? strstr(p, "\n  ],") : NULL;
+
+	assert_non_null(p);
+	assert_non_null(end);
+	for (const char *l = strchr(p, '\n'); l && l < end; l = strchr(l + 1, '\n')) {
+		const char *nl = strchr(l + 1, '\n');
+		size_t len = nl ? (size_t)(nl - l) : strlen(l);
+		char *line = strndup(l, len);
+
+		if ((!a || strstr(line, a)) && (!b || strstr(line, b)))
+			n++;
+		free(line);
+	}
+	return n;
+}
+
+static void record(const char *name, const char *opts, const char *cmdline, int want_rc,
+		   char **stderr_out)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), CLI " record %s -F 199 -o " OUT "/tree-%s.data -- %s 2>&1", opts,
+		 name, cmdline);
+	int rc = sprobe_test_run(cmd, stderr_out);
+	if (rc != want_rc)
+		fail_msg("%s: exit %d, want %d; output:\n%s", cmdline, rc, want_rc,
+			 stderr_out && *stderr_out ? *stderr_out : "");
+}
+
+static void test_fork_workers(void **state)
+{
+	char *out, *folded, *json;
+	int procs;
+
+	record("fork", "--no-report", TW " fork 2 300", 0, &out);
+	folded = report(OUT "/tree-fork.data", "folded");
+	json = report(OUT "/tree-fork.data", "json");
+	unsigned long child = fn_samples(folded, "fork_child_spin", &procs);
+	print_message("  fork_child_spin: %lu samples in %d processes; parent %lu\n", child, procs,
+		      fn_samples(folded, "fork_parent_spin", NULL));
+	/* 2 x 300 ms of CPU at 199 Hz: each child well sampled. */
+	assert_int_equal(procs, 2);
+	assert_true(child >= 40);
+	assert_true(fn_samples(folded, "fork_parent_spin", NULL) >= 5);
+	/* Each child's end is known (its own exit, its parent's wait). */
+	assert_int_equal(procs_matching(json, "\"code\": 10", "\"end\": \"exited\""), 1);
+	assert_int_equal(procs_matching(json, "\"code\": 11", "\"end\": \"exited\""), 1);
+	assert_int_equal(procs_matching(json, "\"data\": \"complete\"", NULL), 3);
+	assert_non_null(strstr(json, "\"status\": \"complete\""));
+	free(out);
+	free(folded);
+	free(json);
+}
+
+static void test_no_inherit(void **state)
+{
+	char *out, *folded, *json;
+
+	record("noinherit", "--no-report --no-inherit", TW " fork 2 200", 0, &out);
+	folded = report(OUT "/tree-noinherit.data", "folded");
+	json = report(OUT "/tree-noinherit.data", "json");
+	assert_int_equal(fn_samples(folded, "fork_child_spin", NULL), 0);
+	assert_true(fn_samples(folded, "fork_parent_spin", NULL) + fn_samples(folded, "main", NULL) > 0);
+	assert_int_equal(procs_matching(json, "\"pid\"", NULL), 1);
+	free(out);
+	free(folded);
+	free(json);
+}
+
+static void test_exec_chain(void **state)
+{
+	char *out, *folded, *json;
+
+	record("chain", "--no-report", TW " chain 3 300", 0, &out);
+	folded = report(OUT "/tree-chain.data", "folded");
+	json = report(OUT "/tree-chain.data", "json");
+	assert_true(fn_samples(folded, "chain_end_spin", NULL) >= 20);
+	/* One pid, four images: three exec'd, the last exited 0. */
+	assert_int_equal(procs_matching(json, "\"end\": \"exec'd\"", NULL), 3);
+	assert_int_equal(procs_matching(json, "\"exec_index\": 3", "\"end\": \"exited\""), 1);
+	free(out);
+	free(folded);
+	free(json);
+}
+
+/* A shell that execs the program (a wrapper script, a pyenv shim), and
+ * one that runs it as a child and leaves with its own status. */
+static void test_shell_exec_and_child(void **state)
+{
+	char *out, *folded;
+	int procs;
+
+	record("shexec", "--no-report", "sh -c 'exec " TW " spin 300'", 0, &out);
+	folded = report(OUT "/tree-shexec.data", "folded");
+	assert_true(fn_samples(folded, "spin_leaf", NULL) >= 20);
+	free(out);
+	free(folded);
+
+	record("shchild", "", "sh -c '" TW " spin 300; " TW " spin 100; exit 4'", 4, &out);
+	/* The report of record itself names no part cut short. */
+	assert_null(strstr(out, "CUT SHORT"));
+	folded = report(OUT "/tree-shchild.data", "folded");
+	assert_true(fn_samples(folded, "spin_leaf", &procs) >= 30);
+	assert_int_equal(procs, 2);
+	free(out);
+	free(folded);
+}
+
+static void test_make_j2(void **state)
+{
+	char *out, *folded, mk[256], cmd[512];
+	int procs;
+	FILE *f;
+
+	snprintf(mk, sizeof(mk), OUT "/tree.mk");
+	f = fopen(mk, "w");
+	assert_non_null(f);
+	fprintf(f, "all: a b\na:\n\t@" TW " spin 300\nb:\n\t@sh -c '" TW " spin 300'\n");
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "make -s -j2 -f %s", mk);
+	record("make", "--no-report", cmd, 0, &out);
+	folded = report(OUT "/tree-make.data", "folded");
+	unsigned long n = fn_samples(folded, "spin_leaf", &procs);
+	print_message("  make -j2: spin_leaf %lu samples in %d processes\n", n, procs);
+	assert_int_equal(procs, 2);
+	assert_true(n >= 40);
+	free(out);
+	free(folded);
+}
+
+static void test_killed_child(void **state)
+{
+	char *out, *json, *folded, *text;
+
+	record("killed", "--no-report", TW " killed 200", 0, &out);
+	json = report(OUT "/tree-killed.data", "json");
+	folded = report(OUT "/tree-killed.data", "folded");
+	text = report(OUT "/tree-killed.data", "text");
+	assert_true(fn_samples(folded, "victim_spin", NULL) >= 10);
+	assert_int_equal(procs_matching(json, "\"end\": \"killed\"", "\"code\": 9"), 1);
+	/* The recording is whole; the victim's part ends at its last write,
+	 * which the report says as what it is, not as damage. */
+	assert_non_null(strstr(json, "\"status\": \"complete\""));
+	assert_non_null(strstr(text, "killed by SIGKILL"));
+	assert_null(strstr(text, "CUT SHORT"));
+	free(out);
+	free(json);
+	free(folded);
+	free(text);
+}
+
+static void test__exit(void **state)
+{
+	char *out, *json;
+
+	record("uexit", "--no-report", TW " _exit 7 150", 7, &out);
+	json = report(OUT "/tree-uexit.data", "json");
+	/* _exit finishes the part (the agent wraps it). */
+	assert_int_equal(procs_matching(json, "\"end\": \"exited\"", "\"code\": 7"), 1);
+	assert_int_equal(procs_matching(json, "\"data\": \"complete\"", NULL), 1);
+	free(out);
+	free(json);
+}
+
+static void test_static_binary(void **state)
+{
+	char *out, *json;
+
+	record("static", "--no-report", "build/treework-static _exit 5 50", 5, &out);
+	assert_non_null(strstr(out, "is statically linked: the agent cannot be loaded into it"));
+	json = report(OUT "/tree-static.data", "json");
+	assert_int_equal(procs_matching(json, "\"sampled\": false", "statically linked"), 1);
+	assert_int_equal(procs_matching(json, "\"end\": \"exited\"", "\"code\": 5"), 1);
+	free(out);
+	free(json);
+	/* Inside a tree too: the shell's exec wrapper says so. */
+	record("static2", "--no-report", "sh -c 'build/treework-static _exit 0 20; true'", 0, &out);
+	json = report(OUT "/tree-static2.data", "json");
+	assert_int_equal(procs_matching(json, "\"sampled\": false", "statically linked"), 1);
+	free(out);
+	free(json);
+}
+
+/* Ctrl-C as a terminal sends it: SIGINT from the line discipline to the
+ * foreground process group (record and the command). The command ends
+ * with SIGINT once, record reports it and keeps what was written. */
+static void test_ctrl_c(void **state)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	char buf[8192];
+	size_t len = 0;
+	int st;
+
+	assert_true(m >= 0);
+	assert_int_equal(grantpt(m), 0);
+	assert_int_equal(unlockpt(m), 0);
+	const char *slave = ptsname(m);
+	assert_non_null(slave);
+	pid_t p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		setsid();
+		int s = open(slave, O_RDWR);
+		if (s < 0)
+			_exit(120);
+		dup2(s, 0);
+		dup2(s, 1);
+		dup2(s, 2);
+		if (s > 2)
+			close(s);
+		execl(CLI, CLI, "record", "-q", "-F", "199", "-o", OUT "/tree-ctrlc.data", "--",
+		      TW, "ready", "200", (char *)NULL);
+		_exit(127);
+	}
+	/* Wait for "ready" (200 ms of its CPU sampled), bounded. */
+	for (int tries = 0; tries < 600 && !strstr(buf, "ready"); tries++) {
+		struct pollfd pf = { .fd = m, .events = POLLIN };
+
+		if (poll(&pf, 1, 100) > 0) {
+			ssize_t n = read(m, buf + len, sizeof(buf) - 1 - len);
+			if (n <= 0)
+				break;
+			len += (size_t)n;
+			buf[len] = '\0';
+		}
+	}
+	assert_non_null(strstr(buf, "ready"));
+	struct termios t;
+	assert_int_equal(tcgetattr(m, &t), 0);
+	char intr = (char)t.c_cc[VINTR];
+	assert_int_equal(write(m, &intr, 1), 1);
+	assert_int_equal(waitpid(p, &st, 0), p);
+	close(m);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 128 + SIGINT);
+	char *json = report(OUT "/tree-ctrlc.data", "json");
+	char *folded = report(OUT "/tree-ctrlc.data", "folded");
+	assert_int_equal(procs_matching(json, "\"end\": \"killed\"", "\"code\": 2"), 1);
+	assert_non_null(strstr(json, "\"status\": \"complete\""));
+	assert_true(fn_samples(folded, "ready_spin", NULL) >= 5);
+	free(json);
+	free(folded);
+}
+
+/* ---- merge: a damaged part ------------------------------------------------ */
+
+static void write_part(const char *path, uint32_t pid, const char *fn_name, int nsamples)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct sprobe_datafile_writer *w;
+	uint64_t pc = 0x401000 + pid;
+
+	assert_true(fd >= 0);
+	w = sprobe_datafile_writer__new(fd, NULL);
+	assert_non_null(w);
+	struct sprobe_df_record h = { .type = SPROBE_DF_HEADER,
+				      .header = { .pid = pid, .freq_hz = 99, .start_mono_ns = pid } };
+	struct sprobe_df_record pr = { .type = SPROBE_DF_PROCESS,
+				       .process = { .pid = pid, .name = fn_name,
+						    .name_len = (uint32_t)strlen(fn_name) } };
+	struct sprobe_df_record sym = { .type = SPROBE_DF_SYMBOL,
+					.symbol = { .pc = pc, .module = SPROBE_DF_NO_MODULE,
+						    .name = fn_name,
+						    .name_len = (uint32_t)strlen(fn_name) } };
+	assert_int_equal(sprobe_datafile_writer__write(w, &h), 0);
+	assert_int_equal(sprobe_datafile_writer__write(w, &pr), 0);
+	for (int i = 0; i < nsamples; i++) {
+		struct sprobe_df_record s = { .type = SPROBE_DF_SAMPLE,
+					      .sample = { .time_ns = pid + 1 + (uint64_t)i, .tid = pid,
+							  .pcs = &pc, .nframes = 1 } };
+		assert_int_equal(sprobe_datafile_writer__write(w, &s), 0);
+	}
+	assert_int_equal(sprobe_datafile_writer__write(w, &sym), 0);
+	assert_int_equal(sprobe_datafile_writer__finish(w, NULL), 0);
+	sprobe_datafile_writer__free(w);
+	close(fd);
+}
+
+static void test_damaged_part(void **state)
+{
+	char dir[] = OUT "/tree-merge.XXXXXX", p1[256], p2[256], out[256];
+	struct sprobe_merge_result res;
+	struct stat st;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(p1, sizeof(p1), "%s/100.0.part", dir);
+	snprintf(p2, sizeof(p2), "%s/200.0.part", dir);
+	snprintf(out, sizeof(out), "%s.data", dir);
+	write_part(p1, 100, "good_fn", 50);
+	write_part(p2, 200, "hurt_fn", 50);
+	/* Flip a byte in the middle of the second part: a checksum fails
+	 * there, after some of its samples. */
+	assert_int_equal(stat(p2, &st), 0);
+	int fd = open(p2, O_RDWR);
+	assert_true(fd >= 0);
+	char c;
+	assert_int_equal(pread(fd, &c, 1, st.st_size / 2), 1);
+	c ^= 0x5a;
+	assert_int_equal(pwrite(fd, &c, 1, st.st_size / 2), 1);
+	close(fd);
+
+	struct sprobe_merge_opts mo = { .dir = dir, .output = out, .root_pid = 100 };
+	assert_int_equal(sprobe_merge__dir(&mo, &res), 0);
+	assert_int_equal(res.parts, 2);
+	assert_int_equal(res.damaged, 1);
+	assert_non_null(strstr(res.damaged_what, "process 200"));
+
+	struct sprobe_report_opts ro = { .sz = sizeof(ro) };
+	struct sprobe_report *r = sprobe_report__new(&ro);
+	assert_non_null(r);
+	assert_int_equal(sprobe_report__load_file(r, out), 0);
+	assert_int_equal(sprobe_report__status(r), SPROBE_DF_COMPLETE);
+	char *text = NULL;
+	size_t tl = 0;
+	FILE *m = open_memstream(&text, &tl);
+	assert_int_equal(sprobe_report__write(r, m, SPROBE_REPORT_TEXT), 0);
+	fclose(m);
+	/* The good part whole (50 samples), the damaged one up to the
+	 * damage, and the damage named. */
+	assert_non_null(strstr(text, "good_fn"));
+	assert_non_null(strstr(text, "DAMAGED"));
+	assert_true(sprobe_report__samples(r) >= 50 && sprobe_report__samples(r) < 100);
+	free(text);
+	sprobe_report__free(r);
+	unlink(p1);
+	unlink(p2);
+	rmdir(dir);
+	unlink(out);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_fork_workers),
+	cmocka_unit_test(test_no_inherit),
+	cmocka_unit_test(test_exec_chain),
+	cmocka_unit_test(test_shell_exec_and_child),
+	cmocka_unit_test(test_make_j2),
+	cmocka_unit_test(test_killed_child),
+	cmocka_unit_test(test__exit),
+	cmocka_unit_test(test_static_binary),
+	cmocka_unit_test(test_ctrl_c),
+	cmocka_unit_test(test_damaged_part),
+};
+
+SPROBE_TEST_MAIN(tests)
