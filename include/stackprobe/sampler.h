@@ -97,6 +97,10 @@ struct sprobe_sampler_opts {
 	/* Images of this pid before this one (execs that kept the pid),
 	 * written in the PROCESS record that follows the header. */
 	uint32_t exec_index;
+	/* Longest time a record waits in the stream before it reaches the
+	 * file (what a process killed by a signal loses); 0: the stream's
+	 * default (100 ms). */
+	uint64_t flush_interval_ns;
 };
 
 struct sprobe_sampler_stats {

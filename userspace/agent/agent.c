@@ -307,6 +307,11 @@ static void agent_begin(unsigned exec_count, bool forked)
 	}
 	agent_exec_index = exec_count;
 	o.exec_index = exec_count;
+	/* Under `record`, a process killed by a signal (Ctrl-C) writes no
+	 * trailer: its part holds what reached the file, so records reach it
+	 * within 20 ms (the writer thread wakes 50 times a second). */
+	if (agent_dir)
+		o.flush_interval_ns = 20000000ull;
 	/* Live counters for `stackprobe record` (a memfd it created): the
 	 * first process's only. Map it and close the descriptor so the
 	 * program never sees it. */

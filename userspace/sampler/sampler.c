@@ -574,7 +574,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		}
 		struct sprobe_stream_sink sink = sprobe_stream_sink__datafile(s->writer);
 		struct sprobe_stream_opts sopts = { .sz = sizeof(sopts),
-						    .capacity_bytes = s->opts.queue_bytes };
+						    .capacity_bytes = s->opts.queue_bytes,
+						    .flush_interval_ns = s->opts.flush_interval_ns };
 		s->stream = sprobe_stream__new(&sink, &sopts);
 		if (!s->stream) {
 			err = errno;
