@@ -10,3 +10,12 @@ $(BUILD)/treework-static: tests/workloads/treework.c | $(BUILD)
 
 all: $(BUILD)/treework $(BUILD)/treework-static
 $(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static
+
+# The process-tree benchmark: a make -j2 build unprofiled, under record
+# (wall 99, cpu 999) and under perf record -g, interleaved; the agent's
+# start-up cost per process; CPU share by program against perf's.
+BENCH_TREE_ARGS ?= --files 120 --rounds 5
+.PHONY: bench-tree
+bench-tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/tree_build.py --build $(BUILD) $(BENCH_TREE_ARGS)
+BENCH_LANES += bench-tree

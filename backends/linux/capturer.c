@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/utsname.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -395,7 +396,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	if (o.zero_pause && o.method != SPROBE_METHOD_SIGNAL) {
 		snprintf(c->zp_why, sizeof(c->zp_why),
 			 "method VM_READV parks every thread: zero-pause applies to SIGNAL");
-	} else if (o.zero_pause && sprobe_lx_zp_selftest(c)) {
+	} else if (o.zero_pause && (o.zero_pause_pretested || sprobe_lx_zp_selftest(c))) {
 		c->zp_on = true;
 	}
 	pthread_mutex_init(&c->lock, NULL);
@@ -514,6 +515,22 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->cpu_sorted);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+void sprobe_capturer__zp_key(char *buf, size_t len)
+{
+	struct utsname u;
+
+	if (uname(&u) != 0) {
+		snprintf(buf, len, "?");
+		return;
+	}
+	snprintf(buf, len, "%s:%s:%s", u.machine, u.release, u.version);
+	/* One token: the environment value must not hold spaces' worth of
+	 * ambiguity; make them underscores. */
+	for (char *p = buf; *p; p++)
+		if (*p == ' ')
+			*p = '_';
 }
 
 int sprobe_capturer__forget(struct sprobe_capturer *c)

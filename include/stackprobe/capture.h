@@ -199,7 +199,18 @@ struct sprobe_capture_opts {
 	 * use it to make the thread run right there, which the schedstat
 	 * check must then catch. */
 	void (*before_zp_copy)(void *ctx, pid_t tid);
+	/* zero_pause: the kernel's view was already found trustworthy by the
+	 * self-test in another process on this machine (the agent passes it
+	 * down a process tree: see sprobe_capturer__zp_key()), so skip the
+	 * self-test (a helper thread, a pipe, ~1 ms per process). */
+	bool zero_pause_pretested;
 };
+
+/* What a passed zero-pause self-test is valid for: this kernel and this
+ * machine architecture as the process sees them (under qemu-user, the
+ * emulated one differs). Writes a NUL-terminated key into buf. */
+SPROBE_API
+void sprobe_capturer__zp_key(char *buf, size_t len);
 
 struct sprobe_capturer;
 struct sprobe_snapshot;

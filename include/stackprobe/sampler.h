@@ -101,6 +101,9 @@ struct sprobe_sampler_opts {
 	 * file (what a process killed by a signal loses); 0: the stream's
 	 * default (100 ms). */
 	uint64_t flush_interval_ns;
+	/* Zero-pause's self-test already passed in this kernel (see
+	 * sprobe_capture_opts.zero_pause_pretested). */
+	bool zero_pause_pretested;
 };
 
 struct sprobe_sampler_stats {

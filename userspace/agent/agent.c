@@ -49,6 +49,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stackprobe/capture.h>
 #include <stackprobe/datafile.h>
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
@@ -328,8 +329,17 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		unsetenv("STACKPROBE_STATUS_FD");
 	}
+	/* Zero-pause's self-test passed in an ancestor on this kernel: the
+	 * processes of a tree skip it (STACKPROBE_ZP_OK holds the key). */
+	char zkey[512];
+	const char *zok = getenv("STACKPROBE_ZP_OK");
+	sprobe_capturer__zp_key(zkey, sizeof(zkey));
+	o.zero_pause_pretested = zkey[0] && zok && strcmp(zok, zkey) == 0;
 	agent_pid = getpid();
 	agent_sampler = sprobe_sampler__start(&o);
+	if (agent_sampler && !forked && !o.zero_pause_pretested && zkey[0] &&
+	    sprobe_sampler__zero_pause(agent_sampler, NULL, 0) == 1)
+		setenv("STACKPROBE_ZP_OK", zkey, 1);
 	if (!agent_sampler)
 		agent_signo = 0;
 	if (!agent_sampler)

@@ -65,6 +65,7 @@ struct sprobe_stream {
 
 	uint8_t *ring;
 	size_t cap;			/* power of two */
+	size_t populated;		/* writer-owned: bytes of ring faulted in */
 	size_t wake_bytes;		/* queued bytes that justify a futex wake */
 	uint64_t flush_interval_ns;
 	struct sprobe_stream_sink sink;
@@ -72,6 +73,9 @@ struct sprobe_stream {
 	bool thread_started;
 	int close_rc;
 };
+
+#define POPULATE_STEP (256u << 10)
+#define POPULATE_AHEAD (1u << 20)
 
 static inline uint32_t align8(uint32_t n)
 {
@@ -302,6 +306,19 @@ static void emit_lost(struct sprobe_stream *s, uint64_t *last_total)
 	}
 }
 
+/* Keep the ring faulted in POPULATE_AHEAD bytes past the producer (see
+ * sprobe_stream__new()); once all of it is, nothing more to do. Writer
+ * thread only; the producer may be writing other pages meanwhile. */
+static void populate_ahead(struct sprobe_stream *s, uint64_t head)
+{
+	while (s->populated < s->cap && head + POPULATE_AHEAD > s->populated) {
+		size_t n = s->cap - s->populated < POPULATE_STEP ? s->cap - s->populated : POPULATE_STEP;
+
+		madvise(s->ring + s->populated, n, MADV_POPULATE_WRITE);
+		s->populated += n;
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	struct sprobe_stream *s = arg;
@@ -318,6 +335,7 @@ static void *writer_main(void *arg)
 		/* Acquire: pairs with the release store of head in commit(). */
 		uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
 
+		populate_ahead(s, head);
 		while (tail != head) {
 			const uint8_t *e = s->ring + (tail & (s->cap - 1));
 			uint32_t type, len;
@@ -393,14 +411,21 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 	s->ring = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s->ring == MAP_FAILED)
 		s->ring = NULL;
-	/* Populated up front (the first 16 MiB: the default ring is 4): the
-	 * probe writes every byte of the ring in turn, and a first-touch
-	 * page fault in the probe costs more than the record it interrupts
-	 * (~5 % of the probe's CPU in a short `record` on a virtual machine,
-	 * where faults are dear). Best effort: MADV_POPULATE_WRITE is Linux
-	 * 5.14+; without it the pages fault in as before. */
-	if (s->ring)
-		madvise(s->ring, cap < (16u << 20) ? cap : (16u << 20), MADV_POPULATE_WRITE);
+	/* Faulted in ahead of the producer, not up front: the probe writes
+	 * every byte of the ring in turn, and a first-touch page fault in the
+	 * probe costs more than the record it interrupts (~5 % of the probe's
+	 * CPU in a short `record` on a virtual machine, where faults are
+	 * dear); but populating all of it at start cost every process of a
+	 * recorded process tree milliseconds and megabytes it mostly never
+	 * used (a compiler's `as` writes a few KiB). So the first POPULATE_STEP
+	 * now, then the writer thread keeps POPULATE_AHEAD bytes beyond the
+	 * producer populated (populate_ahead()). Best effort:
+	 * MADV_POPULATE_WRITE is Linux 5.14+; without it pages fault in as
+	 * the probe touches them. */
+	if (s->ring) {
+		s->populated = cap < POPULATE_STEP ? cap : POPULATE_STEP;
+		madvise(s->ring, s->populated, MADV_POPULATE_WRITE);
+	}
 	if (!s->ring) {
 		free(s);
 		errno = ENOMEM;

@@ -531,6 +531,7 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		.max_stack_bytes = s->opts.max_stack_bytes,
 		.max_threads = s->opts.max_threads,
 		.zero_pause = !s->opts.no_zero_pause && s->opts.mode == SPROBE_MODE_WALL,
+		.zero_pause_pretested = s->opts.zero_pause_pretested,
 	};
 	s->capturer = sprobe_capturer__new(&copts);
 	if (!s->capturer) {
