@@ -145,6 +145,7 @@ struct sprobe_table {
 	uint64_t created_realtime_ns, created_monotonic_ns;
 
 	/* Writer-private truth. */
+	uint32_t reserved_nodes;	/* nodes 1..reserved_nodes have storage */
 	struct wnode *w;	/* capacity + 1 entries, [0] unused */
 	uint32_t head, free_head, watermark, nlive;
 	uint64_t gen, updates;

@@ -43,10 +43,21 @@ SPROBE_TABLE_OS_API
 int sprobe_table_os__default_path(int pid, char *buf, size_t len);
 
 /* Create a new, exclusive, owner-only object of `size` bytes at path and
- * map it read-write. On success *base is the mapping. */
+ * map it read-write, with the storage of its first `reserved` bytes
+ * allocated (the rest is reserved later, sprobe_table_os__reserve(), so a
+ * small process never pays for a big table). On success *base is the
+ * mapping. */
 SPROBE_TABLE_OS_API
-int sprobe_table_os__create(const char *path, size_t size,
+int sprobe_table_os__create(const char *path, size_t size, size_t reserved,
 			    struct sprobe_table_os *os, void **base);
+
+/* Allocate the storage of the object's first `reserved` bytes (POSIX:
+ * posix_fallocate through a transient descriptor on path, after checking
+ * it is still the object created), so that writing them can never fault
+ * (a SIGBUS in the profiled process on a full tmpfs). 0, -ENOSPC, -ESTALE
+ * (path names another file now), or -errno. */
+SPROBE_TABLE_OS_API
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved);
 
 /* Open path read-only after the ownership and type checks, map all of it.
  * err (len errlen) gets a reason on failure. */

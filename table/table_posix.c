@@ -39,9 +39,10 @@ int sprobe_table_os__default_path(int pid, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-/* Give fd `size` bytes with the blocks allocated; 0 or an errno value
- * (ENOSPC when the file system is full: better here than a SIGBUS later). */
-static int reserve(int fd, size_t size)
+/* Give fd `size` bytes with the blocks of the first `reserved` allocated
+ * (Linux; Darwin allocates all); 0 or an errno value (ENOSPC when the file
+ * system is full: better here than a SIGBUS later). */
+static int reserve(int fd, size_t size, size_t reserved)
 {
 #ifdef __APPLE__
 	/* Darwin has no posix_fallocate: F_PREALLOCATE reserves the blocks
@@ -59,15 +60,47 @@ static int reserve(int fd, size_t size)
 		return errno;
 	return ftruncate(fd, (off_t)size) < 0 ? errno : 0;
 #else
-	int err = posix_fallocate(fd, 0, (off_t)size);
+	int err;
 
+	if (ftruncate(fd, (off_t)size) < 0)
+		return errno;
+	err = posix_fallocate(fd, 0, (off_t)(reserved < size ? reserved : size));
 	if (err == EOPNOTSUPP || err == EINVAL)
-		return ftruncate(fd, (off_t)size) < 0 ? errno : 0;
+		return 0;
 	return err;
 #endif
 }
 
-int sprobe_table_os__create(const char *path, size_t size,
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved)
+{
+#ifdef __APPLE__
+	(void)os;
+	(void)path;
+	(void)reserved;
+	return 0; /* all of it was allocated at create */
+#else
+	struct stat st;
+	int h, fd, err;
+
+	h = sprobe_fd__open(path, O_RDWR | O_NOFOLLOW, 0, SPROBE_FD_TRANSIENT);
+	fd = sprobe_fd__get(h);
+	if (fd < 0) {
+		sprobe_fd__close(h);
+		return fd;
+	}
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != os->dev || (uint64_t)st.st_ino != os->ino) {
+		sprobe_fd__done(h);
+		return -ESTALE;
+	}
+	err = posix_fallocate(fd, 0, (off_t)reserved);
+	sprobe_fd__done(h);
+	if (err == EOPNOTSUPP || err == EINVAL)
+		return 0;
+	return -err;
+#endif
+}
+
+int sprobe_table_os__create(const char *path, size_t size, size_t reserved,
 			    struct sprobe_table_os *os, void **base)
 {
 	struct stat st;
@@ -91,7 +124,7 @@ int sprobe_table_os__create(const char *path, size_t size,
 		goto fail_errno;
 	/* Reserve the pages now: on tmpfs a sparse file that cannot grow
 	 * would SIGBUS the writer (the profiled process) on first touch. */
-	err = reserve(fd, size);
+	err = reserve(fd, size, reserved);
 	if (err) {
 		errno = err;
 		goto fail_errno;

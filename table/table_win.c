@@ -119,7 +119,15 @@ static int map_view(HANDLE mapping, DWORD access, uint64_t off, size_t len, void
 	return 0;
 }
 
-int sprobe_table_os__create(const char *path, size_t size,
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved)
+{
+	(void)os;
+	(void)path;
+	(void)reserved;
+	return 0; /* a pagefile-backed section is committed whole at create */
+}
+
+int sprobe_table_os__create(const char *path, size_t size, size_t reserved,
 			    struct sprobe_table_os *os, void **base)
 {
 	DWORD hi = (DWORD)((uint64_t)size >> 32), lo = (DWORD)size;

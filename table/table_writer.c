@@ -80,6 +80,8 @@ static bool record_ok(const struct sprobe_table_record *rec)
 	return rec && rec->tid > 0 && (rec->nframes == 0 || rec->frames);
 }
 
+#define RESERVE_FIRST 32u
+
 struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 {
 	char defpath[64];
@@ -115,7 +117,11 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 		err = -ENOMEM;
 		goto fail;
 	}
-	err = sprobe_table_os__create(path, t->size, &t->os, &base);
+	/* Storage for the first RESERVE_FIRST nodes now, more as the
+	 * watermark reaches them (insert()): most processes have a few
+	 * threads, and a full table is 2 MiB of tmpfs. */
+	t->reserved_nodes = capacity < RESERVE_FIRST ? capacity : RESERVE_FIRST;
+	err = sprobe_table_os__create(path, t->size, table_size(t->reserved_nodes), &t->os, &base);
 	if (err)
 		goto fail;
 	t->has_os = true;
@@ -169,6 +175,18 @@ int sprobe_table__insert(struct sprobe_table *t,
 		idx = t->free_head;
 		t->free_head = t->w[idx].free_next;
 	} else if (t->watermark <= t->capacity) {
+		if (t->watermark > t->reserved_nodes) {
+			/* Doubling: a handful of reservations in a table's life. */
+			uint32_t want = t->reserved_nodes * 2;
+			int err;
+
+			if (want > t->capacity)
+				want = t->capacity;
+			err = t->has_os ? sprobe_table_os__reserve(&t->os, t->path, table_size(want)) : 0;
+			if (err)
+				return err == -ENOSPC ? -ENOSPC : err;
+			t->reserved_nodes = want;
+		}
 		idx = t->watermark++;
 	} else {
 		return -ENOSPC;

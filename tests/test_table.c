@@ -975,7 +975,33 @@ static void test_fifo_refused_without_blocking(void **state)
 	unlink(path);
 }
 
+/* The table's storage is allocated as nodes are first used (32, then
+ * doubling), not all at create: a small process pays for a small table,
+ * and every node a reader sees was written into allocated storage. */
+static void test_storage_reserved_as_used(void **state)
+{
+	char path[256];
+	struct sprobe_table *w = new_writer(400, path, sizeof(path));
+	struct stat st;
+	pid_t tids[400];
+
+	assert_int_equal(stat(path, &st), 0);
+	off_t full = st.st_size;
+	blkcnt_t at_start = st.st_blocks;
+	assert_true((off_t)at_start * 512 < full / 4);
+	for (int i = 0; i < 300; i++)
+		assert_true(insert_simple(w, 1000 + i, 0x1000 + (uint64_t)i, 0) > 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(st.st_blocks > at_start);
+	assert_true((off_t)st.st_blocks * 512 >= full / 2);
+	struct sprobe_table *r = open_reader(path);
+	assert_int_equal(read_all(r, tids, 400), 300);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_storage_reserved_as_used),
 	cmocka_unit_test(test_read_empty),
 	cmocka_unit_test(test_allocation_exhaustion),
 	cmocka_unit_test(test_lifecycle),
