@@ -410,9 +410,11 @@ int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
 }
 
 /* The wait(2) status the process's parent will get (wait_task_zombie):
- * the group's exit code after exit_group(2) of a multi-threaded process or
- * a fatal signal, else the leader's own (exit(2) of a single-threaded
- * process, or every thread leaving with SYS_exit). */
+ * the group's exit code once SIGNAL_GROUP_EXIT is set (exit_group(2) of a
+ * multi-threaded process, a fatal signal, and since 5.19 the exit of the
+ * last thread: synchronize_group_exit()), else the leader's own (exit(2)
+ * of a single-threaded process; before 5.19 also threads all leaving with
+ * SYS_exit). do_exit() sets both before this tracepoint. */
 static __always_inline __s32 exit_status(struct task_struct *p)
 {
 	if (BPF_CORE_READ(p, signal, flags) & SIGNAL_GROUP_EXIT_VAL)

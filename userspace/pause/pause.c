@@ -28,6 +28,7 @@
 #include <stackprobe/pause.h>
 
 #include "bpf/pause.h"
+#include "userspace/pause/pause_internal.h"
 
 #ifndef SPROBE_NO_BPF
 #include "pause.skel.h"
@@ -67,6 +68,14 @@ static const char *const tracepoints[SPROBE_PAUSE_NPROGS] = {
 	"signal_generate", "signal_deliver", "sys_enter", "sched_switch",
 	"sched_process_exit", "sched_process_fork",
 };
+
+/* Test seam (pause_internal.h). */
+static bool test_ignore_group_dead;
+
+void sprobe_pause__test_ignore_group_dead(bool on)
+{
+	test_ignore_group_dead = on;
+}
 
 struct sprobe_pause {
 #ifndef SPROBE_NO_BPF
@@ -444,7 +453,7 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 	p->skel->rodata->targ_mode = o.mode;
 	p->skel->rodata->nr_rt_sigreturn = __NR_rt_sigreturn;
 	p->skel->rodata->targ_follow = o.follow_children;
-	p->skel->rodata->exit_has_group_dead = exit_group_dead;
+	p->skel->rodata->exit_has_group_dead = exit_group_dead && !test_ignore_group_dead;
 	err = bpf_map__set_max_entries(p->skel->maps.tids, o.max_threads);
 	if (!err)
 		err = bpf_map__set_max_entries(p->skel->maps.procs, o.max_procs);
