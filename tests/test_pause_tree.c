@@ -14,7 +14,9 @@
  * CLOCK_MONOTONIC like the capture backend's. Each process then writes what
  * it did (one record, < PIPE_BUF, so the write is atomic) to a pipe the
  * test reads; the exec'd child is this binary run again with
- * --tree-exec-child.
+ * --tree-exec-child. Processes of a tree leave with _exit (the same
+ * exit_group as exit): under ASan, exit() would run LeakSanitizer, whose
+ * tracer is a clone without CLONE_THREAD, i.e. one more process of the tree.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -164,7 +166,7 @@ static int exec_child_main(int fd)
 	report_init(&r, R_EXEC_POST);
 	do_windows(&r, NWIN);
 	send_report(fd, &r);
-	exit(3);
+	_exit(3);
 }
 
 static void *block_forever(void *arg)
@@ -197,7 +199,7 @@ static void grandchild(int from_b, pid_t b)
 		;
 	do_windows(&r, NWIN);
 	send_report(report_fd, &r);
-	exit(5);
+	_exit(5);
 }
 
 /* Child B: windows on two threads, a grandchild, then killed by SIGKILL
@@ -330,7 +332,7 @@ static void root_main(int gate, const char *self)
 	send_report(report_fd, &r);
 	if (pthread_create(&th, NULL, block_forever, NULL) != 0)
 		_exit(130);
-	exit(7);
+	_exit(7);
 }
 
 /* The outside process O: the same windows, from a process the tree did
@@ -342,7 +344,7 @@ static void outside_main(void)
 	report_init(&r, R_OUTSIDE);
 	do_windows(&r, NWIN);
 	send_report(report_fd, &r);
-	exit(4);
+	_exit(4);
 }
 
 /* ------------------------------------------------------------------ */
@@ -361,6 +363,11 @@ static bool have_bpf_caps(void)
 	return sys_admin || (bpf && perfmon);
 }
 
+/* Companions are never freed: detaching waits for an RCU-tasks grace period
+ * (seconds on a loaded VM); the kernel frees them at exit. Kept reachable
+ * here for LeakSanitizer. */
+static struct sprobe_pause *kept[8];
+
 /* NULL only after skip() (which does not return) or a failed assertion. */
 static struct sprobe_pause *load_or_skip(pid_t tgid, bool follow, uint32_t max_procs, size_t sz)
 {
@@ -373,8 +380,16 @@ static struct sprobe_pause *load_or_skip(pid_t tgid, bool follow, uint32_t max_p
 	struct sprobe_pause *p = sprobe_pause__new(&o);
 	char why[512];
 
-	if (p)
-		return p;
+	if (p) {
+		for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+			if (!kept[i]) {
+				kept[i] = p;
+				return p;
+			}
+		}
+		sprobe_pause__free(p);
+		fail_msg("more companions than kept[] holds");
+	}
 	int err = errno;
 	kill(tgid, SIGKILL);
 	waitpid(tgid, NULL, 0);
@@ -665,8 +680,6 @@ static void tree_windows_and_exits(void)
 		assert_non_null(e);
 		assert_true(kw[i].sigreturn_ns <= e->exit_ns);
 	}
-	/* Deliberately not freed: detaching waits for an RCU-tasks grace
-	 * period (seconds on a loaded VM); the kernel frees it at exit. */
 }
 
 static void test_tree_windows_and_exits(void **state)
@@ -707,13 +720,13 @@ static void full_root(int gate, const char *unused)
 			report_init(&r, R_CHILD);
 			do_windows(&r, NWIN);
 			send_report(report_fd, &r);
-			exit(10 + i);
+			_exit(10 + i);
 		}
 	}
 	close(hold[1]);	/* all three forked: let them go */
 	while (wait(NULL) > 0)
 		;
-	exit(0);
+	_exit(0);
 }
 
 /* max_procs 2: R and its first child are followed, the other two forks
@@ -792,10 +805,10 @@ static void single_root(int gate, const char *unused)
 		report_init(&r, R_CHILD);
 		do_windows(&r, NWIN);
 		send_report(report_fd, &r);
-		exit(2);
+		_exit(2);
 	}
 	waitpid(k, NULL, 0);
-	exit(6);
+	_exit(6);
 }
 
 static void test_single_tgid_unchanged(void **state)
