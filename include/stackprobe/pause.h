@@ -248,7 +248,9 @@ const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pau
 
 /*
  * The exits of followed processes collected so far, in the order the
- * kernel saw them (each process once). Owned by p; valid until the next
+ * kernel saw them (each process once). The kernel writes a record before
+ * the process becomes a zombie, so once its parent's wait(2) has returned,
+ * sprobe_pause__poll(p, 0) finds it. Owned by p; valid until the next
  * poll, clear or free. *n gets the count. Never NULL when p is not NULL.
  * Not thread-safe with poll.
  */
