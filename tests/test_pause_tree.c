@@ -548,14 +548,14 @@ static void tree_windows_and_exits(void)
 	int rep[2];
 
 	assert_int_equal(pipe(rep), 0);	/* inherited through A's exec */
-	/* The grandchild is orphaned: let it be reparented to us, so we can
-	 * reap it and compare its waitpid() status with the kernel's. */
-	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	report_fd = rep[1];
 	int gate;
 	pid_t root = fork_gated(&gate, root_trampoline, self_exe);
 	struct sprobe_pause *p = load_or_skip(root, true, 0, sizeof(struct sprobe_pause_opts));
 	assert_non_null(p);
+	/* The grandchild is orphaned: let it be reparented to us, so we can
+	 * reap it and compare its waitpid() status with the kernel's. */
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 
 	assert_int_equal(write(gate, "g", 1), 1);
 	close(gate);
