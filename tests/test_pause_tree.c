@@ -121,7 +121,7 @@ static void install_handler(void)
 /* Open n windows on the calling thread, appending them to r. A signal a
  * thread sends itself is delivered before tgkill returns, so the handler
  * has run when it does: no waiting. */
-static void do_windows(struct report *r, uint32_t n)
+static void do_windows_how(struct report *r, uint32_t n, bool process_directed)
 {
 	tw = &r->w[r->nwin];
 	tw_cap = MAXW - r->nwin;
@@ -129,13 +129,24 @@ static void do_windows(struct report *r, uint32_t n)
 	for (uint32_t i = 0; i < n && tw_n < tw_cap; i++) {
 		uint32_t before = tw_n;
 		uint64_t sent = mono_ns();
-		if (syscall(SYS_tgkill, getpid(), gettid_(), TEST_SIGNO) != 0)
+		/* Process-directed (timer mode's kind): a single-threaded
+		 * process takes it itself, on the way out of sigqueue. */
+		if (process_directed) {
+			if (sigqueue(getpid(), TEST_SIGNO, (union sigval){ .sival_int = (int)i }) != 0)
+				_exit(121);
+		} else if (syscall(SYS_tgkill, getpid(), gettid_(), TEST_SIGNO) != 0) {
 			_exit(121);
+		}
 		if (tw_n == before + 1)
 			tw[before].signal_ns = sent;
 	}
 	r->nwin += tw_n;
 	tw = NULL;
+}
+
+static void do_windows(struct report *r, uint32_t n)
+{
+	do_windows_how(r, n, false);
 }
 
 static void send_report(int fd, const struct report *r)
@@ -369,11 +380,12 @@ static bool have_bpf_caps(void)
 static struct sprobe_pause *kept[8];
 
 /* NULL only after skip() (which does not return) or a failed assertion. */
-static struct sprobe_pause *load_or_skip(pid_t tgid, bool follow, uint32_t max_procs, size_t sz)
+static struct sprobe_pause *load_mode_or_skip(pid_t tgid, bool follow, uint32_t max_procs,
+					      size_t sz, uint32_t mode)
 {
 	struct sprobe_pause_opts o = {
 		.sz = sz, .tgid = tgid, .signo = TEST_SIGNO,
-		.mode = SPROBE_PAUSE_MODE_PROBE, .quiet = true,
+		.mode = mode, .quiet = true,
 		.verbose = getenv("SPROBE_BPF_VERBOSE") != NULL,
 		.follow_children = follow, .max_procs = max_procs,
 	};
@@ -402,6 +414,11 @@ static struct sprobe_pause *load_or_skip(pid_t tgid, bool follow, uint32_t max_p
 	}
 	fail_msg("loading the companion failed with privilege: %s (%s)", strerror(err), why);
 	return NULL;
+}
+
+static struct sprobe_pause *load_or_skip(pid_t tgid, bool follow, uint32_t max_procs, size_t sz)
+{
+	return load_mode_or_skip(tgid, follow, max_procs, sz, SPROBE_PAUSE_MODE_PROBE);
 }
 
 /* Fork a process that waits on a gate pipe, then runs fn(gate, arg). */
@@ -493,8 +510,9 @@ static size_t count_tgid(const struct sprobe_pause_kwindow *kw, size_t nk, pid_t
  * The kernel windows of process tgid match its self-reported windows one
  * to one: same count, same tids, each self window inside its kernel one.
  */
-static void check_process_windows(const struct sprobe_pause_kwindow *kw, size_t nk, pid_t tgid,
-				  const struct sprobe_pause_swindow *sw, size_t ns)
+static void check_windows_as(const struct sprobe_pause_kwindow *kw, size_t nk, pid_t tgid,
+			     const struct sprobe_pause_swindow *sw, size_t ns, int si_code,
+			     uint32_t need_flags)
 {
 	struct sprobe_pause_kwindow *mine = calloc(nk ? nk : 1, sizeof(*mine));
 	size_t nm = 0;
@@ -520,11 +538,18 @@ static void check_process_windows(const struct sprobe_pause_kwindow *kw, size_t 
 		const struct sprobe_pause_kwindow *k = &mine[pairs[i].kernel_idx];
 		assert_int_equal(k->tid, sw[pairs[i].self_idx].tid);
 		assert_int_equal(k->flags & (SPROBE_PAUSE_KW_NO_GENERATE | SPROBE_PAUSE_KW_INCOMPLETE), 0);
-		assert_int_equal(k->si_code, SI_TKILL);
+		assert_int_equal(k->si_code, si_code);
+		assert_int_equal(k->flags & need_flags, need_flags);
 		assert_true(sw[pairs[i].self_idx].signal_ns <= k->generate_ns);
 	}
 	sprobe_pause_merge__free(m);
 	free(mine);
+}
+
+static void check_process_windows(const struct sprobe_pause_kwindow *kw, size_t nk, pid_t tgid,
+				  const struct sprobe_pause_swindow *sw, size_t ns)
+{
+	check_windows_as(kw, nk, tgid, sw, ns, SI_TKILL, 0);
 }
 
 static char self_exe[PATH_MAX];
@@ -856,6 +881,101 @@ static void test_single_tgid_unchanged(void **state)
 	assert_int_equal(x[0].exit_code, 6 << 8);
 }
 
+/* Timer mode's process-directed generations wait in each process's own
+ * FIFO. R queues two while the signal is blocked; its child C then opens
+ * its windows (each taking a generation at once); only then does R unblock
+ * and take its two. With one FIFO for all, C would take R's generations
+ * (generate before C sent anything) and R C's. Every window must find its
+ * own generation: si_code SI_QUEUE, flagged GROUP, generate after send. */
+static void timer_root(int gate, const char *unused)
+{
+	struct report r;
+	int go[2], back[2];
+	char c;
+
+	while (read(gate, &c, 1) < 0 && errno == EINTR)
+		;
+	if (pipe(go) != 0 || pipe(back) != 0)
+		_exit(140);
+	pid_t k = fork();
+	if (k < 0)
+		_exit(141);
+	if (k == 0) {
+		report_init(&r, R_CHILD);
+		while (read(go[0], &c, 1) < 0 && errno == EINTR)
+			;
+		do_windows_how(&r, MAXW, true);
+		if (write(back[1], "d", 1) != 1)
+			_exit(142);
+		send_report(report_fd, &r);
+		_exit(8);
+	}
+	report_init(&r, R_ROOT);
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, TEST_SIGNO);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	uint64_t sent[2];
+	for (int i = 0; i < 2; i++) {
+		sent[i] = mono_ns();
+		if (sigqueue(getpid(), TEST_SIGNO, (union sigval){ .sival_int = i }) != 0)
+			_exit(143);
+	}
+	if (write(go[1], "g", 1) != 1)
+		_exit(144);
+	while (read(back[0], &c, 1) < 0 && errno == EINTR)
+		;
+	tw = r.w;
+	tw_cap = MAXW;
+	tw_n = 0;
+	sigprocmask(SIG_SETMASK, &old, NULL);	/* both run here */
+	if (tw_n != 2)
+		_exit(145);
+	for (int i = 0; i < 2; i++)
+		r.w[i].signal_ns = sent[i];
+	r.nwin = 2;
+	tw = NULL;
+	do_windows_how(&r, MAXW - 2, true);
+	send_report(report_fd, &r);
+	waitpid(k, NULL, 0);
+	_exit(9);
+}
+
+static void test_tree_timer_mode_group_signals(void **state)
+{
+	int rep[2];
+
+	assert_int_equal(pipe(rep), 0);
+	report_fd = rep[1];
+	int gate;
+	pid_t root = fork_gated(&gate, timer_root, NULL);
+	struct sprobe_pause *p = load_mode_or_skip(root, true, 0, sizeof(struct sprobe_pause_opts),
+						   SPROBE_PAUSE_MODE_TIMER);
+	assert_non_null(p);
+	assert_int_equal(write(gate, "g", 1), 1);
+	close(gate);
+	close(rep[1]);
+	report_fd = -1;
+	struct report reps[4];
+	size_t nr = read_reports(rep[0], reps, 4);
+	close(rep[0]);
+	assert_int_equal(nr, 2);
+	int st;
+	assert_int_equal(waitpid(root, &st, 0), root);
+	collect_exits(p, 2);
+	size_t nk, nx;
+	const struct sprobe_pause_kwindow *kw = sprobe_pause__windows(p, &nk);
+	sprobe_pause__exits(p, &nx);
+	const struct report *rr = find_role(reps, nr, R_ROOT);
+	const struct report *rc = find_role(reps, nr, R_CHILD);
+	assert_int_equal(rr->nwin, MAXW);
+	assert_int_equal(rc->nwin, MAXW);
+	check_windows_as(kw, nk, root, rr->w, rr->nwin, SI_QUEUE, SPROBE_PAUSE_KW_GROUP);
+	check_windows_as(kw, nk, rc->pid, rc->w, rc->nwin, SI_QUEUE, SPROBE_PAUSE_KW_GROUP);
+	assert_int_equal(nk, 2 * MAXW);
+	assert_int_equal(nx, 2);
+}
+
 /* ------------------------------------------------------------------ */
 /* Splicing one process's windows (no BPF needed)                      */
 
@@ -927,6 +1047,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_tree_windows_and_exits),
 	cmocka_unit_test(test_tree_exits_without_group_dead_arg),
 	cmocka_unit_test(test_tree_map_full_counted),
+	cmocka_unit_test(test_tree_timer_mode_group_signals),
 };
 
 int main(int argc, char **argv)
