@@ -6,13 +6,16 @@
  * (entry .. exit). That misses what the kernel does around it: queueing and
  * delivering the signal, building the signal frame, rt_sigreturn, and any
  * time the thread is switched out in the middle. These programs timestamp
- * those steps for one target process and one signal number:
+ * those steps for one target process (or, with targ_follow, the target
+ * and every process it forks, recursively) and one signal number:
  *
  *   raw_tp/signal_generate  signal queued for a thread      -> generate
  *   raw_tp/signal_deliver   thread dequeues it for a handler -> deliver
  *   raw_tp/sys_enter        id == rt_sigreturn: handler done -> sigreturn
  *   raw_tp/sched_switch     switched out/in inside a window  -> offcpu
- *   raw_tp/sched_process_exit  thread gone: flush, forget its state
+ *   raw_tp/sched_process_exit  thread gone: flush, forget its state;
+ *                           last thread: the process's exit record
+ *   raw_tp/sched_process_fork  child of a followed process: follow it
  *
  * Only raw tracepoints: they need no tracefs, and fentry/kprobes are not
  * available on the kernels we target (docs/PAUSE.md). raw_tp arguments are
@@ -42,6 +45,14 @@ const volatile __u32 targ_mode = SPROBE_PAUSE_BPF_MODE_PROBE;
  * The loader sets it from its own <asm/unistd.h>, so one object serves
  * both architectures. */
 const volatile __s64 nr_rt_sigreturn = 15;
+/* Follow the target's descendants (the `procs` map decides who is
+ * followed); false: targ_tgid alone, tested by one compare. */
+const volatile bool targ_follow = false;
+/* The running kernel's sched_process_exit passes group_dead (6.16+; the
+ * loader reads the tracepoint's prototype from kernel BTF). Without it the
+ * program reads signal->live, which a thread exiting at the same moment may
+ * also see at 0: the `procs` delete then decides who writes the record. */
+const volatile bool exit_has_group_dead = false;
 
 /* Statistics, read by the loader through the skeleton's bss. Only ever
  * incremented with atomic adds; readers tolerate torn snapshots across
@@ -55,16 +66,20 @@ __u64 counters[SPROBE_PAUSE_C__COUNT] = {};
  * read means no thread of the target has off-CPU time to account. */
 __s64 open_windows = 0;
 
-/* Process-directed generations (timer mode). Same siglock as the per-tid
- * ring: one process, one sighand. */
-struct sprobe_pause_gen_ring group_gen = {};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);	/* loader may resize before load */
 	__type(key, __u32);
 	__type(value, struct sprobe_pause_tid_state);
 } tids SEC(".maps");
+
+/* Followed processes (struct sprobe_pause_proc in pause.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);	/* loader sets it before load */
+	__type(key, __u32);
+	__type(value, struct sprobe_pause_proc);
+} procs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -77,6 +92,11 @@ struct {
 #define TRACE_SIGNAL_LOSE_INFO 4
 
 #define SIG_IGN_VAL 1UL		/* sa_handler values that run no handler */
+
+/* include/linux/sched/signal.h (a #define, not in BTF); unchanged since
+ * 2.6. Set with group_exit_code by exit_group(2) of a multi-threaded
+ * process and by a fatal signal. */
+#define SIGNAL_GROUP_EXIT_VAL 0x00000004
 
 static __always_inline void count(enum sprobe_pause_counter c)
 {
@@ -109,6 +129,21 @@ static __always_inline bool gen_pop(struct sprobe_pause_gen_ring *r, __u64 *ns,
 	*code = r->si_code[i];
 	r->tail++;
 	return true;
+}
+
+/* Is tgid possibly followed? Exact without targ_follow; with it, a cheap
+ * pre-filter only: the caller's lookup in `tids` (which holds threads of
+ * followed processes only) or in `procs` decides. */
+static __always_inline bool maybe_followed(__u32 tgid)
+{
+	return targ_follow || tgid == targ_tgid;
+}
+
+static __always_inline struct sprobe_pause_proc *proc_get(__u32 tgid)
+{
+	if (!maybe_followed(tgid))
+		return NULL;
+	return bpf_map_lookup_elem(&procs, &tgid);
 }
 
 static __always_inline struct sprobe_pause_tid_state *state_get(__u32 tid, bool create)
@@ -168,8 +203,10 @@ static __always_inline void window_close(struct sprobe_pause_tid_state *st,
 	if (!e) {
 		count(SPROBE_PAUSE_C_LOST);
 	} else {
+		/* Always the thread's own context (deliver, sigreturn,
+		 * exit), so current's tgid is the window's process. */
 		e->tid = tid;
-		e->tgid = targ_tgid;
+		e->tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 		e->signo = targ_signo;
 		e->si_code = st->si_code;
 		e->generate_ns = st->generate_ns;
@@ -214,10 +251,14 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info,
 {
 	__u64 now = bpf_ktime_get_ns();
 
-	if (sig != targ_signo || BPF_CORE_READ(task, tgid) != targ_tgid)
+	if (sig != targ_signo)
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct sprobe_pause_proc *pr = proc_get(tgid);
+	if (!pr)
 		return 0;
 	if (targ_mode == SPROBE_PAUSE_BPF_MODE_PROBE &&
-	    (group || (bpf_get_current_pid_tgid() >> 32) != targ_tgid))
+	    (group || (bpf_get_current_pid_tgid() >> 32) != tgid))
 		return 0;
 	if (result != TRACE_SIGNAL_DELIVERED && result != TRACE_SIGNAL_LOSE_INFO) {
 		/* Ignored, already pending or queue overflow: no handler
@@ -231,7 +272,7 @@ int BPF_PROG(handle_generate, int sig, struct kernel_siginfo *info,
 	__s32 code = (unsigned long)info > 1 ? BPF_CORE_READ(info, si_code) : 0;
 
 	if (group) {
-		gen_push(&group_gen, now, code);
+		gen_push(&pr->group_gen, now, code);
 		return 0;
 	}
 	struct sprobe_pause_tid_state *st = state_get(BPF_CORE_READ(task, pid), true);
@@ -251,7 +292,7 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info,
 	__u32 tid = (__u32)id;
 	__u64 now;
 
-	if ((id >> 32) != targ_tgid)
+	if (!maybe_followed(id >> 32))
 		return 0;
 	now = bpf_ktime_get_ns();
 	unsigned long handler = (unsigned long)BPF_CORE_READ(ka, sa.sa_handler);
@@ -269,6 +310,9 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info,
 		return 0;
 	}
 
+	struct sprobe_pause_proc *pr = proc_get(id >> 32);
+	if (!pr)
+		return 0;
 	struct sprobe_pause_tid_state *st = state_get(tid, true);
 	if (!st)
 		return 0;
@@ -276,7 +320,7 @@ int BPF_PROG(handle_deliver, int sig, struct kernel_siginfo *info,
 	__s32 code = 0;
 	__u32 flags = 0;
 	if (!gen_pop(&st->gen, &gen_ns, &code)) {
-		if (gen_pop(&group_gen, &gen_ns, &code))
+		if (gen_pop(&pr->group_gen, &gen_ns, &code))
 			flags |= SPROBE_PAUSE_F_GROUP;
 		else
 			flags |= SPROBE_PAUSE_F_NO_GENERATE;
@@ -311,7 +355,7 @@ int BPF_PROG(handle_sys_enter, struct pt_regs *regs, long nr)
 	if (nr != nr_rt_sigreturn)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((id >> 32) != targ_tgid)
+	if (!maybe_followed(id >> 32))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = (__u32)id;
@@ -339,7 +383,7 @@ int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
 		return 0;
 	/* prev is still `current` here: no probe read needed. */
 	__u64 id = bpf_get_current_pid_tgid();
-	if ((id >> 32) == targ_tgid) {
+	if (maybe_followed(id >> 32)) {
 		st = state_get((__u32)id, false);
 		if (st && st->state == SPROBE_PAUSE_T_IN_WINDOW) {
 			now = bpf_ktime_get_ns();
@@ -353,7 +397,7 @@ int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
 				st->npreempt++;
 		}
 	}
-	if (BPF_CORE_READ(next, tgid) == targ_tgid) {
+	if (maybe_followed(BPF_CORE_READ(next, tgid))) {
 		st = state_get(BPF_CORE_READ(next, pid), false);
 		if (st && st->offcpu_start_ns) {
 			if (!now)
@@ -365,23 +409,101 @@ int BPF_PROG(handle_switch, bool preempt, struct task_struct *prev,
 	return 0;
 }
 
-/* TP_PROTO(struct task_struct *p, bool group_dead): the exiting thread
- * itself. A window still open will never see rt_sigreturn. */
-SEC("raw_tp/sched_process_exit")
-int BPF_PROG(handle_exit, struct task_struct *p)
+/* The wait(2) status the process's parent will get (wait_task_zombie):
+ * the group's exit code once SIGNAL_GROUP_EXIT is set (exit_group(2) of a
+ * multi-threaded process, a fatal signal, and since 5.19 the exit of the
+ * last thread: synchronize_group_exit()), else the leader's own (exit(2)
+ * of a single-threaded process; before 5.19 also threads all leaving with
+ * SYS_exit). do_exit() sets both before this tracepoint. */
+static __always_inline __s32 exit_status(struct task_struct *p)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
+	if (BPF_CORE_READ(p, signal, flags) & SIGNAL_GROUP_EXIT_VAL)
+		return BPF_CORE_READ(p, signal, group_exit_code);
+	return BPF_CORE_READ(p, group_leader, exit_code);
+}
 
-	if ((id >> 32) != targ_tgid)
+/* TP_PROTO(struct task_struct *p[, bool group_dead]): the exiting thread
+ * itself, after do_exit() has set p->exit_code. A window still open will
+ * never see rt_sigreturn. The process's last thread also writes its exit
+ * record and stops following it. */
+SEC("raw_tp/sched_process_exit")
+int handle_exit(__u64 *ctx)
+{
+	struct task_struct *p = (struct task_struct *)ctx[0];
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+
+	if (!maybe_followed(tgid))
 		return 0;
 	struct sprobe_pause_tid_state *st = state_get(tid, false);
-	if (!st)
-		return 0;
-	if (st->state == SPROBE_PAUSE_T_IN_WINDOW) {
-		count(SPROBE_PAUSE_C_ABANDONED);
-		window_close(st, tid, 0, SPROBE_PAUSE_F_INCOMPLETE);
+	if (st) {
+		if (st->state == SPROBE_PAUSE_T_IN_WINDOW) {
+			count(SPROBE_PAUSE_C_ABANDONED);
+			window_close(st, tid, 0, SPROBE_PAUSE_F_INCOMPLETE);
+		}
+		bpf_map_delete_elem(&tids, &tid);
 	}
-	bpf_map_delete_elem(&tids, &tid);
+
+	bool group_dead;
+	if (exit_has_group_dead)
+		group_dead = (__u8)ctx[1] != 0;
+	else
+		group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
+	if (!group_dead)
+		return 0;
+	struct sprobe_pause_proc *pr = bpf_map_lookup_elem(&procs, &tgid);
+	if (!pr)
+		return 0;
+	__u32 ppid = pr->ppid;
+	__u64 fork_ns = pr->fork_ns;
+	/* One record per process: only the delete that succeeds writes it
+	 * (two threads can both see live == 0 without group_dead). */
+	if (bpf_map_delete_elem(&procs, &tgid) != 0)
+		return 0;
+
+	struct sprobe_pause_exit_event *x = bpf_ringbuf_reserve(&events, sizeof(*x), 0);
+	if (!x) {
+		count(SPROBE_PAUSE_C_EXITS_LOST);
+		return 0;
+	}
+	x->tgid = tgid;
+	x->ppid = ppid;
+	x->tid = tid;
+	x->exit_code = exit_status(p);
+	x->fork_ns = fork_ns;
+	x->exit_ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(x->comm, sizeof(x->comm));
+	/* Same wakeup policy as window_close(): the reader polls anyway. */
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	__u64 size = bpf_ringbuf_query(&events, BPF_RB_RING_SIZE);
+	bpf_ringbuf_submit(x, avail > size / 2 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	count(SPROBE_PAUSE_C_EXITS);
+	return 0;
+}
+
+/* TP_PROTO(struct task_struct *parent, struct task_struct *child): in
+ * kernel_clone(), in the parent's context, after copy_process() and before
+ * wake_up_new_task(): the child has not run an instruction yet, so none of
+ * its windows can be missed. Attached only with targ_follow. */
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+
+	if (!targ_follow || ptgid == ctgid)
+		return 0;	/* not following, or a thread (CLONE_THREAD) */
+	if (!bpf_map_lookup_elem(&procs, &ptgid))
+		return 0;
+	struct sprobe_pause_proc v = {
+		.ppid = ptgid,
+		.fork_ns = bpf_ktime_get_ns(),
+	};
+	/* BPF_ANY: an entry left by an exit the kernel skipped (a recursion
+	 * miss) must not keep the new process out. Fails only when full. */
+	if (bpf_map_update_elem(&procs, &ctgid, &v, BPF_ANY) != 0)
+		count(SPROBE_PAUSE_C_PROCS_FULL);
+	else
+		count(SPROBE_PAUSE_C_FOLLOWED);
 	return 0;
 }

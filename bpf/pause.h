@@ -77,6 +77,10 @@ enum sprobe_pause_counter {
 	SPROBE_PAUSE_C_NESTED,	      /* handler delivered inside a window */
 	SPROBE_PAUSE_C_ABANDONED,     /* window open at thread exit */
 	SPROBE_PAUSE_C_GROUP_OVERWRITTEN, /* group generation never taken */
+	SPROBE_PAUSE_C_FOLLOWED,      /* processes added to `procs` at fork */
+	SPROBE_PAUSE_C_PROCS_FULL,    /* forks not followed: `procs` full */
+	SPROBE_PAUSE_C_EXITS,	      /* exit records written */
+	SPROBE_PAUSE_C_EXITS_LOST,    /* exit records dropped: ring full */
 	SPROBE_PAUSE_C__COUNT
 };
 
@@ -121,6 +125,36 @@ struct sprobe_pause_tid_state {
 	__u64 pcount0;		/* sched_info.pcount at deliver */
 	__u32 nswitches;
 	__u32 npreempt;
+};
+
+/*
+ * Per-process state in the `procs` hash map, keyed by tgid: a process is
+ * followed exactly while it has an entry. The loader inserts the target
+ * before attaching; with targ_follow, sched_process_fork inserts every
+ * process forked by a followed one (before the child first runs), and the
+ * exit of its last thread removes it.
+ *  - group_gen: process-directed generations (timer mode), under the
+ *    process's sighand->siglock like the per-tid ring.
+ *  - ppid, fork_ns: written once at insert, read at exit.
+ */
+struct sprobe_pause_proc {
+	struct sprobe_pause_gen_ring group_gen;
+	__u32 ppid;		/* tgid that forked it; 0 for the target */
+	__u32 _pad;
+	__u64 fork_ns;		/* 0 for the target */
+};
+
+/* The end of a followed process (its last thread's sched_process_exit).
+ * Ring-buffer record, told apart from sprobe_pause_event by its size. */
+struct sprobe_pause_exit_event {
+	__u32 tgid;
+	__u32 ppid;		/* as in sprobe_pause_proc */
+	__u32 tid;		/* the last thread */
+	__s32 exit_code;	/* wait(2) status: signal in bits 0-6, core 0x80,
+				 * exit status << 8 */
+	__u64 fork_ns;
+	__u64 exit_ns;
+	char comm[16];		/* at exit (after any exec) */
 };
 
 #endif /* SPROBE_BPF_PAUSE_H */

@@ -448,6 +448,7 @@ static void test_every_window_seen(void **state)
 		uint32_t round = pairs[i].self_idx % NROUNDS;
 
 		assert_int_equal(k->tid, s->tid);
+		assert_int_equal(k->tgid, getpid());
 		assert_int_equal(k->flags & (SPROBE_PAUSE_KW_NO_GENERATE |
 					     SPROBE_PAUSE_KW_INCOMPLETE), 0);
 		/* The full order, on one clock. */

@@ -17,7 +17,8 @@
  *
  * Three pieces, usable apart:
  *  - the loader (sprobe_pause__*): load and attach the BPF programs for one
- *    target process and signal, collect the kernel windows;
+ *    target process (optionally with every process it forks) and signal,
+ *    collect the kernel windows and, for each followed process, its exit;
  *  - the matcher (sprobe_pause_merge__*): a pure function of the two lists;
  *  - the statistics it returns per thread and overall.
  *
@@ -71,7 +72,9 @@ struct sprobe_pause_kwindow {
 	uint32_t nswitches;	/* switched out inside the window */
 	uint32_t npreempt;	/* ... of which involuntarily */
 	uint32_t nruns;		/* given a CPU inside the window (pcount delta) */
-	uint32_t _pad;
+	/* The thread's process (its tgid; with follow_children, any process
+	 * of the tree). 0 when unknown: windows read back from a data file. */
+	pid_t tgid;
 };
 
 /* One window as the handler reported it (sprobe_thread_sample's
@@ -115,8 +118,22 @@ struct sprobe_pause_opts {
 	uint32_t mode;		/* enum sprobe_pause_mode */
 	bool verbose;		/* pass libbpf's debug output to stderr */
 	bool quiet;		/* do not print the failure message */
-	uint32_t max_threads;	/* per-tid map size; 0: 16384 */
+	uint32_t max_threads;	/* per-tid map size; 0: 16384 (all processes) */
 	uint32_t ringbuf_bytes;	/* power of 2 >= 4096; 0: 256 KiB */
+	/* Fields below are read only when sz covers them. */
+	/* Follow tgid's descendants: every process forked (fork, vfork,
+	 * posix_spawn, clone without CLONE_THREAD) by a followed process after
+	 * sprobe_pause__new() returns is followed from its first instruction,
+	 * through execs, until its last thread exits: its windows are measured
+	 * (kwindow.tgid tells whose) and its exit recorded. The kernel adds
+	 * the child at fork (sched_process_fork), so no short-lived child
+	 * escapes. A process outside the tree is never followed, even in
+	 * timer mode. */
+	bool follow_children;
+	/* Processes followed at once, the target included; 0: 4096. A fork
+	 * that finds the map full is not followed and counted
+	 * (sprobe_pause_stats.procs_full). Ignored without follow_children. */
+	uint32_t max_procs;
 };
 
 /* Counters kept by the BPF side (and the loader). */
@@ -137,6 +154,35 @@ struct sprobe_pause_stats {
 	 * another process). A missed generate/deliver/sigreturn can leave a
 	 * window without a start or an end. */
 	uint64_t missed;
+	/* Processes followed so far, the target included (1 without
+	 * follow_children). */
+	uint64_t followed;
+	/* Forks of a followed process NOT followed: the process map was full
+	 * (opts.max_procs). Their windows and exits are missing. */
+	uint64_t procs_full;
+	uint64_t exits;		 /* exit records written by the kernel side */
+	uint64_t exits_lost;	 /* exit records dropped: ring buffer full */
+};
+
+/*
+ * The end of a followed process, as the kernel saw it when its last thread
+ * exited (sched_process_exit). Only the eBPF companion has this: it is how
+ * `record` learns the wait status of processes it is not the parent of
+ * (grandchildren, daemonised children), which waitpid() cannot give.
+ */
+struct sprobe_pause_exit {
+	pid_t tgid;
+	pid_t ppid;		/* tgid of the process that forked it, at fork
+				 * time; 0 for the target (opts.tgid) */
+	pid_t tid;		/* the thread whose exit ended the process */
+	/* The wait(2) status its parent gets, as the kernel holds it
+	 * (task exit_code, or the group's after exit_group/a fatal signal):
+	 * WIFEXITED/WEXITSTATUS/WIFSIGNALED/WTERMSIG/WCOREDUMP apply. E.g.
+	 * exit(3) gives 3 << 8, SIGKILL gives 9. */
+	int exit_code;
+	uint64_t fork_ns;	/* CLOCK_MONOTONIC; 0 for the target */
+	uint64_t exit_ns;	/* CLOCK_MONOTONIC */
+	char comm[16];		/* task name at exit (after any exec), NUL-ended */
 };
 
 /* Per-program cost, from the kernel's BPF run-time statistics (only counted
@@ -147,14 +193,14 @@ struct sprobe_pause_prog_stats {
 	uint64_t run_time_ns;	/* total time spent in the program */
 	uint64_t missed;	/* runs skipped: recursion on that CPU */
 };
-#define SPROBE_PAUSE_NPROGS 5
+#define SPROBE_PAUSE_NPROGS 6
 
 struct sprobe_pause;
 
 /*
  * Check, without loading anything that stays, that this kernel and this
  * process can run the companion: kernel BTF, raw tracepoint programs, ring
- * buffer maps, the five tracepoints, and the privilege to load them.
+ * buffer maps, the six tracepoints, and the privilege to load them.
  * Returns 0, or -ENOTSUP (kernel lacks a feature), -EPERM (missing
  * capability or setting), another -errno. If msg is not NULL, writes a
  * one-line explanation (what is missing and what to do) there, always
@@ -183,10 +229,11 @@ SPROBE_API
 void sprobe_pause__free(struct sprobe_pause *p);
 
 /*
- * Read the windows the BPF side has closed so far, waiting up to timeout_ms
- * (0: do not wait, -1: forever) for the first. Appends them to the handle's
- * list. Returns the number of windows appended, or -errno (-ENOMEM: the list
- * could not grow; the windows read so far are kept). Not thread-safe: one
+ * Read the windows the BPF side has closed so far, and the exits of
+ * followed processes, waiting up to timeout_ms (0: do not wait, -1:
+ * forever) for the first. Appends them to the handle's lists. Returns the
+ * number of records (windows + exits) appended, or -errno (-ENOMEM: a list
+ * could not grow; the records read so far are kept). Not thread-safe: one
  * reader per handle.
  */
 SPROBE_API
@@ -200,6 +247,17 @@ const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pau
 							  size_t *n);
 
 /*
+ * The exits of followed processes collected so far, in the order the
+ * kernel saw them (each process once). The kernel writes a record before
+ * the process becomes a zombie, so once its parent's wait(2) has returned,
+ * sprobe_pause__poll(p, 0) finds it. Owned by p; valid until the next
+ * poll, clear or free. *n gets the count. Never NULL when p is not NULL.
+ * Not thread-safe with poll.
+ */
+SPROBE_API
+const struct sprobe_pause_exit *sprobe_pause__exits(const struct sprobe_pause *p, size_t *n);
+
+/*
  * Rewrite the data file at path with the kernel windows kw[0..nk) inserted
  * as KWINDOW records before its trailer (appended, for a file cut short,
  * which stays cut short). The new file is written next to it (path.tmp)
@@ -211,7 +269,17 @@ SPROBE_API
 int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwindow *kw,
 				 size_t nk);
 
-/* Forget the collected windows (counters are kept). */
+/*
+ * sprobe_pause__splice_windows() of only the windows of process tgid
+ * (kw[i].tgid == tgid): one process's part of a tree's recording. tgid 0
+ * takes every window. When no window matches the file is not touched (and
+ * not read: 0 is returned). Same returns and thread-safety otherwise.
+ */
+SPROBE_API
+int sprobe_pause__splice_windows_of(const char *path, const struct sprobe_pause_kwindow *kw,
+				    size_t nk, pid_t tgid);
+
+/* Forget the collected windows and exits (counters are kept). */
 SPROBE_API
 void sprobe_pause__clear(struct sprobe_pause *p);
 

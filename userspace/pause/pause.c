@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * The eBPF companion's loader: probe, open, load, attach bpf/pause.bpf.c for
- * one target process and signal; read its windows from the ring buffer.
+ * one target process (and, with follow_children, its descendants) and one
+ * signal; read its windows and the processes' exits from the ring buffer.
  *
  * Failure is an expected outcome (no privilege, no BTF, an old kernel): the
  * caller records without the companion. So every failure is explained once,
@@ -27,6 +28,7 @@
 #include <stackprobe/pause.h>
 
 #include "bpf/pause.h"
+#include "userspace/pause/pause_internal.h"
 
 #ifndef SPROBE_NO_BPF
 #include "pause.skel.h"
@@ -48,6 +50,12 @@ _Static_assert(SPROBE_PAUSE_KW_QUEUED == SPROBE_PAUSE_F_QUEUED, "flags");
 _Static_assert(SPROBE_PAUSE_KW_SWITCH_IN_UNSEEN == SPROBE_PAUSE_F_SWITCH_IN_UNSEEN, "flags");
 _Static_assert((int)SPROBE_PAUSE_MODE_TIMER == (int)SPROBE_PAUSE_BPF_MODE_TIMER, "mode");
 _Static_assert(sizeof(struct sprobe_pause_event) == 72, "event layout is ABI with BPF");
+/* Ring-buffer records are told apart by size (on_event). */
+_Static_assert(sizeof(struct sprobe_pause_exit_event) == 48, "exit layout is ABI with BPF");
+_Static_assert(sizeof(struct sprobe_pause_exit_event) != sizeof(struct sprobe_pause_event),
+	       "records are told apart by size");
+_Static_assert(sizeof(((struct sprobe_pause_exit *)0)->comm) ==
+	       sizeof(((struct sprobe_pause_exit_event *)0)->comm), "comm");
 #if defined(__x86_64__)
 _Static_assert(__NR_rt_sigreturn == 15, "x86_64 rt_sigreturn");
 #elif defined(__aarch64__)
@@ -58,8 +66,16 @@ _Static_assert(__NR_rt_sigreturn == 139, "aarch64 rt_sigreturn");
  * (btf_trace_<name> typedefs exist for every raw tracepoint). */
 static const char *const tracepoints[SPROBE_PAUSE_NPROGS] = {
 	"signal_generate", "signal_deliver", "sys_enter", "sched_switch",
-	"sched_process_exit",
+	"sched_process_exit", "sched_process_fork",
 };
+
+/* Test seam (pause_internal.h). */
+static bool test_ignore_group_dead;
+
+void sprobe_pause__test_ignore_group_dead(bool on)
+{
+	test_ignore_group_dead = on;
+}
 
 struct sprobe_pause {
 #ifndef SPROBE_NO_BPF
@@ -68,6 +84,8 @@ struct sprobe_pause {
 	struct ring_buffer *rb;
 	struct sprobe_pause_kwindow *win;
 	size_t nwin, capwin;
+	struct sprobe_pause_exit *exits;
+	size_t nexit, capexit;
 	uint64_t received;
 	int cb_err;		/* first error inside the ring-buffer callback */
 };
@@ -206,7 +224,9 @@ static int print_silent(enum libbpf_print_level level, const char *fmt, va_list 
 /* ------------------------------------------------------------------ */
 /* Probe                                                               */
 
-int sprobe_pause__probe(char *msg, size_t msg_len)
+/* sprobe_pause__probe(), also saying whether sched_process_exit passes
+ * group_dead (its btf_trace_ typedef has 3 parameters: ctx, p, group_dead). */
+static int probe_impl(char *msg, size_t msg_len, bool *exit_group_dead)
 {
 #ifdef SPROBE_NO_BPF
 	sfmt(msg, msg_len,
@@ -246,13 +266,23 @@ int sprobe_pause__probe(char *msg, size_t msg_len)
 		char name[64];
 
 		snprintf(name, sizeof(name), "btf_trace_%s", tracepoints[i]);
-		if (btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF) < 0) {
+		int id = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF);
+		if (id < 0) {
 			sfmt(msg, msg_len,
 			     "eBPF companion unavailable: the kernel has no %s tracepoint "
 			     "(no %s in its BTF). Recording can continue without kernel "
 			     "timestamps.", tracepoints[i], name);
 			btf__free(btf);
 			return -ENOTSUP;
+		}
+		if (strcmp(tracepoints[i], "sched_process_exit") == 0 && exit_group_dead) {
+			/* typedef -> pointer -> func_proto */
+			const struct btf_type *t = btf__type_by_id(btf, id);
+			if (t)
+				t = btf__type_by_id(btf, t->type);
+			if (t && btf_is_ptr(t))
+				t = btf__type_by_id(btf, t->type);
+			*exit_group_dead = t && btf_is_func_proto(t) && btf_vlen(t) >= 3;
 		}
 	}
 	btf__free(btf);
@@ -270,17 +300,50 @@ int sprobe_pause__probe(char *msg, size_t msg_len)
 #endif
 }
 
+int sprobe_pause__probe(char *msg, size_t msg_len)
+{
+	return probe_impl(msg, msg_len, NULL);
+}
+
 /* ------------------------------------------------------------------ */
 /* Open / load / attach                                                */
 
 #ifndef SPROBE_NO_BPF
+static int on_exit_event(struct sprobe_pause *p, const struct sprobe_pause_exit_event *e)
+{
+	if (p->nexit == p->capexit) {
+		size_t cap = p->capexit ? p->capexit * 2 : 64;
+		void *nx = realloc(p->exits, cap * sizeof(*p->exits));
+
+		if (!nx) {
+			p->cb_err = -ENOMEM;
+			return -ENOMEM;
+		}
+		p->exits = nx;
+		p->capexit = cap;
+	}
+	struct sprobe_pause_exit *x = &p->exits[p->nexit++];
+	memset(x, 0, sizeof(*x));
+	x->tgid = (pid_t)e->tgid;
+	x->ppid = (pid_t)e->ppid;
+	x->tid = (pid_t)e->tid;
+	x->exit_code = e->exit_code;
+	x->fork_ns = e->fork_ns;
+	x->exit_ns = e->exit_ns;
+	memcpy(x->comm, e->comm, sizeof(x->comm));
+	x->comm[sizeof(x->comm) - 1] = '\0';
+	return 0;
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct sprobe_pause *p = ctx;
 	const struct sprobe_pause_event *e = data;
 	struct sprobe_pause_kwindow *w;
 
-	if (size < sizeof(*e))
+	if (size == sizeof(struct sprobe_pause_exit_event))
+		return on_exit_event(p, data);
+	if (size != sizeof(*e))
 		return 0;	/* not ours: ignore rather than misread */
 	if (p->nwin == p->capwin) {
 		size_t cap = p->capwin ? p->capwin * 2 : 1024;
@@ -295,6 +358,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	}
 	w = &p->win[p->nwin++];
 	w->tid = (pid_t)e->tid;
+	w->tgid = (pid_t)e->tgid;
 	w->signo = e->signo;
 	w->si_code = e->si_code;
 	w->flags = e->flags;
@@ -347,6 +411,11 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 		o.max_threads = 16384;
 	if (!o.ringbuf_bytes)
 		o.ringbuf_bytes = 256 * 1024;
+	/* Without follow_children the map holds the target alone. */
+	if (!o.follow_children)
+		o.max_procs = 1;
+	else if (!o.max_procs)
+		o.max_procs = 4096;
 	if (!pow2(o.ringbuf_bytes) || o.ringbuf_bytes < 4096) {
 		errno = EINVAL;
 		return NULL;
@@ -355,9 +424,10 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 	struct sprobe_pause *p = NULL;
 	const char *stage = "probing";
 	libbpf_print_fn_t old_print;
+	bool exit_group_dead = false;
 	int err;
 
-	err = sprobe_pause__probe(msg, sizeof(msg));
+	err = probe_impl(msg, sizeof(msg), &exit_group_dead);
 	if (err) {
 		fail_msg(&o, msg);
 		errno = -err;
@@ -382,9 +452,17 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 	p->skel->rodata->targ_signo = o.signo;
 	p->skel->rodata->targ_mode = o.mode;
 	p->skel->rodata->nr_rt_sigreturn = __NR_rt_sigreturn;
+	p->skel->rodata->targ_follow = o.follow_children;
+	p->skel->rodata->exit_has_group_dead = exit_group_dead && !test_ignore_group_dead;
 	err = bpf_map__set_max_entries(p->skel->maps.tids, o.max_threads);
 	if (!err)
+		err = bpf_map__set_max_entries(p->skel->maps.procs, o.max_procs);
+	if (!err)
 		err = bpf_map__set_max_entries(p->skel->maps.events, o.ringbuf_bytes);
+	/* Forks matter only when following: no program on every fork of
+	 * the machine otherwise. */
+	if (!o.follow_children)
+		bpf_program__set_autoattach(p->skel->progs.handle_fork, false);
 	if (err)
 		goto fail;
 
@@ -392,6 +470,16 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 	err = pause_bpf__load(p->skel);
 	if (err)
 		goto fail;
+	/* The target is followed from before the first program is attached:
+	 * every program tests `procs` (or targ_tgid) first. */
+	stage = "adding the target to the process map";
+	struct sprobe_pause_proc root = { 0 };
+	__u32 key = (__u32)o.tgid;
+	if (bpf_map__update_elem(p->skel->maps.procs, &key, sizeof(key), &root, sizeof(root),
+				 BPF_NOEXIST) != 0) {
+		err = -errno;
+		goto fail;
+	}
 	stage = "attaching to raw tracepoints";
 	err = pause_bpf__attach(p->skel);
 	if (err)
@@ -426,6 +514,7 @@ void sprobe_pause__free(struct sprobe_pause *p)
 	pause_bpf__destroy(p->skel);
 #endif
 	free(p->win);
+	free(p->exits);
 	free(p);
 }
 
@@ -441,7 +530,7 @@ int sprobe_pause__poll(struct sprobe_pause *p, int timeout_ms)
 {
 	if (!p || !p->rb)
 		return -EINVAL;
-	size_t before = p->nwin;
+	size_t before = p->nwin + p->nexit;
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
 	int r;
 
@@ -453,7 +542,7 @@ int sprobe_pause__poll(struct sprobe_pause *p, int timeout_ms)
 		r = ring_buffer__consume(p->rb);
 		if (r < 0 && r != -EINTR)
 			return p->cb_err ? p->cb_err : r;
-		if (p->nwin > before)
+		if (p->nwin + p->nexit > before)
 			break;
 		uint64_t now = now_ms();
 		if (now >= deadline)
@@ -463,7 +552,7 @@ int sprobe_pause__poll(struct sprobe_pause *p, int timeout_ms)
 		if (r < 0 && r != -EINTR)
 			return p->cb_err ? p->cb_err : r;
 	}
-	size_t got = p->nwin - before;
+	size_t got = p->nwin + p->nexit - before;
 	return got > INT_MAX ? INT_MAX : (int)got;
 }
 
@@ -477,10 +566,21 @@ const struct sprobe_pause_kwindow *sprobe_pause__windows(const struct sprobe_pau
 	return p && p->win ? p->win : &none;
 }
 
+const struct sprobe_pause_exit *sprobe_pause__exits(const struct sprobe_pause *p, size_t *n)
+{
+	static const struct sprobe_pause_exit none;
+
+	if (n)
+		*n = p ? p->nexit : 0;
+	return p && p->exits ? p->exits : &none;
+}
+
 void sprobe_pause__clear(struct sprobe_pause *p)
 {
-	if (p)
+	if (p) {
 		p->nwin = 0;
+		p->nexit = 0;
+	}
 }
 
 int sprobe_pause__stats(const struct sprobe_pause *p, struct sprobe_pause_stats *out)
@@ -502,6 +602,11 @@ int sprobe_pause__stats(const struct sprobe_pause *p, struct sprobe_pause_stats 
 	out->gen_ring_full = LD(SPROBE_PAUSE_C_GEN_RING_FULL);
 	out->nested = LD(SPROBE_PAUSE_C_NESTED);
 	out->abandoned = LD(SPROBE_PAUSE_C_ABANDONED);
+	/* The target itself was inserted by the loader, not by a fork. */
+	out->followed = 1 + LD(SPROBE_PAUSE_C_FOLLOWED);
+	out->procs_full = LD(SPROBE_PAUSE_C_PROCS_FULL);
+	out->exits = LD(SPROBE_PAUSE_C_EXITS);
+	out->exits_lost = LD(SPROBE_PAUSE_C_EXITS_LOST);
 #undef LD
 	struct sprobe_pause_prog_stats ps[SPROBE_PAUSE_NPROGS];
 	int n = sprobe_pause__prog_stats(p, ps, SPROBE_PAUSE_NPROGS);
@@ -525,7 +630,7 @@ int sprobe_pause__prog_stats(const struct sprobe_pause *p,
 	const struct bpf_program *progs[SPROBE_PAUSE_NPROGS] = {
 		p->skel->progs.handle_generate, p->skel->progs.handle_deliver,
 		p->skel->progs.handle_sys_enter, p->skel->progs.handle_switch,
-		p->skel->progs.handle_exit,
+		p->skel->progs.handle_exit, p->skel->progs.handle_fork,
 	};
 	size_t i;
 

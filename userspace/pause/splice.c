@@ -4,7 +4,9 @@
  * recording after the command has ended (the companion sees the last
  * windows only then), as KWINDOW records before the trailer, so a report
  * of the file can match them with the self-reported windows
- * (pause_merge.c). The CLI (stackprobe record --bpf) calls it.
+ * (pause_merge.c). The CLI (stackprobe record --bpf) calls it; a recording
+ * of a process tree splices each process's windows into its own part
+ * (sprobe_pause__splice_windows_of).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,13 +19,21 @@
 #include <stackprobe/datafile.h>
 #include <stackprobe/pause.h>
 
-/* Append one KWINDOW record per kernel window. Returns 0 or -errno. */
+/* kw[i] belongs in the file: every window for tgid 0, else that process's. */
+static bool wanted(const struct sprobe_pause_kwindow *kw, pid_t tgid)
+{
+	return tgid == 0 || kw->tgid == tgid;
+}
+
+/* Append one KWINDOW record per wanted kernel window. Returns 0 or -errno. */
 static int write_kwindows(struct sprobe_datafile_writer *w, const struct sprobe_pause_kwindow *kw,
-			  size_t nk)
+			  size_t nk, pid_t tgid)
 {
 	int err = 0;
 
 	for (size_t i = 0; i < nk && !err; i++) {
+		if (!wanted(&kw[i], tgid))
+			continue;
 		struct sprobe_df_record k = { .type = SPROBE_DF_KWINDOW };
 		k.kwindow.tid = (uint32_t)kw[i].tid;
 		k.kwindow.generate_ns = kw[i].generate_ns;
@@ -40,15 +50,13 @@ static int write_kwindows(struct sprobe_datafile_writer *w, const struct sprobe_
  * trailer (or appended, for a file cut short, which stays cut short). The
  * new file replaces the old one with rename(2), so a failure loses nothing.
  */
-int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwindow *kw, size_t nk)
+static int splice_into(const char *path, const struct sprobe_pause_kwindow *kw, size_t nk, pid_t tgid)
 {
 	/* On the heap, not PATH_MAX: the macOS build has no such bound. */
-	size_t plen = path ? strlen(path) : 0;
+	size_t plen = strlen(path);
 	char *tmp;
 	int err = 0;
 
-	if (!path || (nk && !kw))
-		return -EINVAL;
 	tmp = malloc(plen + sizeof(".tmp"));
 	if (!tmp)
 		return -ENOMEM;
@@ -77,7 +85,7 @@ int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwi
 	int r;
 	while ((r = sprobe_datafile_reader__next(rd, &rec)) > 0) {
 		if (rec.type == SPROBE_DF_TRAILER && !added) {
-			err = write_kwindows(w, kw, nk);
+			err = write_kwindows(w, kw, nk, tgid);
 			added = true;
 		}
 		if (!err && rec.type == SPROBE_DF_TRAILER) {
@@ -94,7 +102,7 @@ int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwi
 		err = r;
 	if (!err && !added) {
 		/* Cut short: keep it so, with the windows at the end. */
-		err = write_kwindows(w, kw, nk);
+		err = write_kwindows(w, kw, nk, tgid);
 		if (!err)
 			err = sprobe_datafile_writer__flush(w);
 	}
@@ -109,4 +117,26 @@ out:
 		unlink(tmp);
 	free(tmp);
 	return err;
+}
+
+int sprobe_pause__splice_windows(const char *path, const struct sprobe_pause_kwindow *kw, size_t nk)
+{
+	if (!path || (nk && !kw))
+		return -EINVAL;
+	return splice_into(path, kw, nk, 0);
+}
+
+int sprobe_pause__splice_windows_of(const char *path, const struct sprobe_pause_kwindow *kw,
+				    size_t nk, pid_t tgid)
+{
+	size_t n = 0;
+
+	if (!path || (nk && !kw) || tgid < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < nk; i++)
+		n += wanted(&kw[i], tgid);
+	/* Nothing of this process: leave its part as it is. */
+	if (!n)
+		return 0;
+	return splice_into(path, kw, nk, tgid);
 }
