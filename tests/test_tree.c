@@ -8,6 +8,7 @@
  * (each mode burns CPU in a function of its own name); everything runs
  * for real under build/stackprobe and is read back through its reports.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -133,6 +134,17 @@ static void test_fork_workers(void **state)
 	assert_int_equal(procs_matching(json, "\"code\": 11", "\"end\": \"exited\""), 1);
 	assert_int_equal(procs_matching(json, "\"data\": \"complete\"", NULL), 3);
 	assert_non_null(strstr(json, "\"status\": \"complete\""));
+	/* The eBPF companion follows the tree: the kernel's windows of every
+	 * process's threads are in the recording, next to their own. */
+	if (strstr(out, "without kernel timestamps")) {
+		print_message("  (no eBPF companion here: %s)\n", out);
+	} else {
+		int with_kernel = 0;
+
+		for (const char *k = json; (k = strstr(k, "\"kernel\": {")); k++)
+			with_kernel++;
+		assert_true(with_kernel >= 3);
+	}
 	free(out);
 	free(folded);
 	free(json);
@@ -328,6 +340,95 @@ static void test_ctrl_c(void **state)
 	free(folded);
 }
 
+/* Every process of the tree publishes its node table: `dump PID` of a
+ * grandchild of record (a shell's child) while it runs. */
+static pid_t find_child_named(pid_t ancestor, const char *comm)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[300], name[64] = "";
+		FILE *f;
+		int pid = atoi(de->d_name), pp = pid;
+
+		if (pid <= 1)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(name, sizeof(name), f))
+			name[0] = '\0';
+		fclose(f);
+		name[strcspn(name, "\n")] = '\0';
+		if (strcmp(name, comm) != 0)
+			continue;
+		/* Is ancestor an ancestor? */
+		for (int depth = 0; depth < 8 && pp > 1; depth++) {
+			char st[512];
+			int ppid = 0;
+
+			snprintf(path, sizeof(path), "/proc/%d/stat", pp);
+			f = fopen(path, "r");
+			if (!f)
+				break;
+			if (fgets(st, sizeof(st), f)) {
+				const char *rp = strrchr(st, ')');
+				if (rp)
+					sscanf(rp + 2, "%*c %d", &ppid);
+			}
+			fclose(f);
+			if (ppid == ancestor) {
+				closedir(d);
+				return pid;
+			}
+			pp = ppid;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+static void test_dump_grandchild(void **state)
+{
+	int pfd[2], st;
+	char buf[4096] = "", cmd[128], *out = NULL;
+	size_t len = 0;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid_t rec = fork();
+	assert_true(rec >= 0);
+	if (rec == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		close(pfd[1]);
+		execl(CLI, CLI, "record", "-q", "-F", "199", "-o", OUT "/tree-dump.data", "--", "sh", "-c",
+		      TW " ready 100; true", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (len < sizeof(buf) - 1 && !strstr(buf, "ready")) {
+		ssize_t n = read(pfd[0], buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	assert_non_null(strstr(buf, "ready"));
+	pid_t tw = find_child_named(rec, "treework");
+	assert_true(tw > 0);
+	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", (int)tw);
+	int rc = sprobe_test_run(cmd, &out);
+	kill(tw, SIGTERM);
+	assert_int_equal(waitpid(rec, &st, 0), rec);
+	close(pfd[0]);
+	if (rc != 0 || !strstr(out, "ready_spin"))
+		fail_msg("dump %d: exit %d:\n%s", (int)tw, rc, out);
+	free(out);
+}
+
 /* ---- merge: a damaged part ------------------------------------------------ */
 
 static void write_part(const char *path, uint32_t pid, const char *fn_name, int nsamples)
@@ -424,6 +525,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test__exit),
 	cmocka_unit_test(test_static_binary),
 	cmocka_unit_test(test_ctrl_c),
+	cmocka_unit_test(test_dump_grandchild),
 	cmocka_unit_test(test_damaged_part),
 };
 

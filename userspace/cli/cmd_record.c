@@ -497,6 +497,8 @@ int cmd_record(int argc, char **argv)
 			.signo = signo,
 			.mode = strcmp(mode, "cpu") == 0 ? SPROBE_PAUSE_MODE_TIMER : SPROBE_PAUSE_MODE_PROBE,
 			.quiet = true,
+			/* Every process of the tree, from its first instruction. */
+			.follow_children = inherit,
 		};
 		kp = sprobe_pause__new(&po);
 		if (!kp) {
@@ -598,19 +600,30 @@ int cmd_record(int argc, char **argv)
 	size_t nk = 0;
 	const struct sprobe_pause_kwindow *kw = kp ? sprobe_pause__windows(kp, &nk) : NULL;
 	struct sprobe_df_kwindow *dkw = nk ? calloc(nk, sizeof(*dkw)) : NULL;
-	if (nk && !dkw)
+	uint32_t *ktg = nk ? calloc(nk, sizeof(*ktg)) : NULL;
+	if (nk && (!dkw || !ktg))
 		nk = 0;
-	for (size_t i = 0; i < nk; i++)
+	for (size_t i = 0; i < nk; i++) {
 		dkw[i] = (struct sprobe_df_kwindow){ .tid = (uint32_t)kw[i].tid,
 						     .generate_ns = kw[i].generate_ns,
 						     .deliver_ns = kw[i].deliver_ns,
 						     .sigreturn_ns = kw[i].sigreturn_ns,
 						     .offcpu_ns = kw[i].offcpu_ns };
+		ktg[i] = kw[i].tgid > 0 ? (uint32_t)kw[i].tgid : (uint32_t)pid;
+	}
+	/* The kernel's word on how each process of the tree ended (also the
+	 * grandchildren record is not the parent of). */
+	size_t nx = 0;
+	const struct sprobe_pause_exit *kx = kp ? sprobe_pause__exits(kp, &nx) : NULL;
+	for (size_t i = 0; i < nx; i++)
+		exits_add(&ends, kx[i].tgid, kx[i].exit_code);
 	struct sprobe_merge_opts mo = { .dir = dir, .output = output, .exits = ends.v,
-					.nexits = ends.n, .kw = dkw, .nkw = nk, .root_pid = pid };
+					.nexits = ends.n, .kw = dkw, .kw_tgid = ktg, .nkw = nk,
+					.root_pid = pid };
 	struct sprobe_merge_result mr;
 	int merr = sprobe_merge__dir(&mo, &mr);
 	free(dkw);
+	free(ktg);
 	free(ends.v);
 	if (merr < 0) {
 		fprintf(stderr, "stackprobe record: could not write %s: %s; the processes' parts are "
