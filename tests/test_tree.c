@@ -204,6 +204,20 @@ static void test_shell_exec_and_child(void **state)
 	free(folded);
 }
 
+/* bash exports its own getenv and setenv (they read and write its shell
+ * variables): the agent in bash still takes record's settings. */
+static void test_bash_takes_the_settings(void **state)
+{
+	char *out, *json;
+
+	record("bashenv", "--no-report --mode cpu", "bash -c 'true'", 0, &out);
+	json = report(OUT "/tree-bashenv.data", "json");
+	assert_non_null(strstr(json, "\"mode\": \"cpu\""));
+	assert_non_null(strstr(json, "\"freq_hz\": 199"));
+	free(out);
+	free(json);
+}
+
 static void test_make_j2(void **state)
 {
 	char *out, *folded, mk[256], cmd[512];
@@ -520,6 +534,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_no_inherit),
 	cmocka_unit_test(test_exec_chain),
 	cmocka_unit_test(test_shell_exec_and_child),
+	cmocka_unit_test(test_bash_takes_the_settings),
 	cmocka_unit_test(test_make_j2),
 	cmocka_unit_test(test_killed_child),
 	cmocka_unit_test(test__exit),

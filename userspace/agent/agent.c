@@ -76,6 +76,33 @@ static bool agent_descendant;
 static double agent_freq = 99;
 static bool agent_exit_registered;
 
+const char *sprobe_agent__getenv(const char *name)
+{
+	size_t n = strlen(name);
+
+	for (char **e = environ; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+typedef int (*setenv_fn)(const char *, const char *, int);
+typedef int (*unsetenv_fn)(const char *);
+
+int sprobe_agent__setenv(const char *name, const char *value)
+{
+	setenv_fn f = (setenv_fn)dlsym(RTLD_NEXT, "setenv");
+
+	return f ? f(name, value, 1) : -1;
+}
+
+int sprobe_agent__unsetenv(const char *name)
+{
+	unsetenv_fn f = (unsetenv_fn)dlsym(RTLD_NEXT, "unsetenv");
+
+	return f ? f(name) : -1;
+}
+
 static void agent_msg(const char *fmt, const char *a, const char *b)
 {
 	if (agent_quiet)
@@ -87,7 +114,7 @@ static void agent_msg(const char *fmt, const char *a, const char *b)
 
 static int parse_double(const char *name, double lo, double hi, double *out)
 {
-	const char *v = getenv(name);
+	const char *v = sprobe_agent__getenv(name);
 	char *end;
 	if (!v || !*v)
 		return 0;
@@ -210,7 +237,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 	if (!forked) {
 		snprintf(buf, sizeof(buf), "%d:%u:%d", (int)getpid(), exec_count,
 			 agent_descendant ? 1 : 0);
-		setenv("STACKPROBE_AGENT_PID", buf, 1);
+		sprobe_agent__setenv("STACKPROBE_AGENT_PID", buf);
 	}
 
 	struct sprobe_sampler_opts o = { .sz = sizeof(o) };
@@ -241,7 +268,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 	}
 	agent_signo = o.signo;
 	o.max_stack_bytes = (size_t)maxstack;
-	const char *mode = getenv("STACKPROBE_MODE");
+	const char *mode = sprobe_agent__getenv("STACKPROBE_MODE");
 	if (mode && *mode) {
 		int m = sprobe_sampler_mode__parse(mode);
 		if (m < 0) {
@@ -252,7 +279,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 	}
 	/* STACKPROBE_ZERO_PAUSE=0: signal every thread, blocked or not
 	 * (default 1: wall mode reads blocked threads without a signal). */
-	const char *zp = getenv("STACKPROBE_ZERO_PAUSE");
+	const char *zp = sprobe_agent__getenv("STACKPROBE_ZERO_PAUSE");
 	if (zp && *zp) {
 		if (strcmp(zp, "0") != 0 && strcmp(zp, "1") != 0) {
 			agent_msg("STACKPROBE_ZERO_PAUSE=%s: expected 0 or 1%s", zp, "");
@@ -260,7 +287,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_zero_pause = zp[0] == '0';
 	}
-	const char *table = getenv("STACKPROBE_TABLE");
+	const char *table = sprobe_agent__getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)
 		o.no_table = true;
 	else if (table && *table && !agent_descendant)
@@ -316,7 +343,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 	/* Live counters for `stackprobe record` (a memfd it created): the
 	 * first process's only. Map it and close the descriptor so the
 	 * program never sees it. */
-	const char *sfd = forked ? NULL : getenv("STACKPROBE_STATUS_FD");
+	const char *sfd = forked ? NULL : sprobe_agent__getenv("STACKPROBE_STATUS_FD");
 	if (sfd && *sfd) {
 		char *end;
 		long fd = strtol(sfd, &end, 10);
@@ -327,19 +354,19 @@ static void agent_begin(unsigned exec_count, bool forked)
 				o.status = m;
 			close((int)fd);
 		}
-		unsetenv("STACKPROBE_STATUS_FD");
+		sprobe_agent__unsetenv("STACKPROBE_STATUS_FD");
 	}
 	/* Zero-pause's self-test passed in an ancestor on this kernel: the
 	 * processes of a tree skip it (STACKPROBE_ZP_OK holds the key). */
 	char zkey[512];
-	const char *zok = getenv("STACKPROBE_ZP_OK");
+	const char *zok = sprobe_agent__getenv("STACKPROBE_ZP_OK");
 	sprobe_capturer__zp_key(zkey, sizeof(zkey));
 	o.zero_pause_pretested = zkey[0] && zok && strcmp(zok, zkey) == 0;
 	agent_pid = getpid();
 	agent_sampler = sprobe_sampler__start(&o);
 	if (agent_sampler && !forked && !o.zero_pause_pretested && zkey[0] &&
 	    sprobe_sampler__zero_pause(agent_sampler, NULL, 0) == 1)
-		setenv("STACKPROBE_ZP_OK", zkey, 1);
+		sprobe_agent__setenv("STACKPROBE_ZP_OK", zkey);
 	if (!agent_sampler)
 		agent_signo = 0;
 	if (!agent_sampler)
@@ -379,15 +406,15 @@ void sprobe_agent__start_forked(void)
 
 static bool env_is(const char *name, const char *val)
 {
-	const char *v = getenv(name);
+	const char *v = sprobe_agent__getenv(name);
 	return v && strcmp(v, val) == 0;
 }
 
 __attribute__((constructor)) static void agent_start(void)
 {
-	const char *out = getenv("STACKPROBE_OUTPUT");
-	const char *dir = getenv("STACKPROBE_OUTPUT_DIR");
-	const char *owner = getenv("STACKPROBE_AGENT_PID");
+	const char *out = sprobe_agent__getenv("STACKPROBE_OUTPUT");
+	const char *dir = sprobe_agent__getenv("STACKPROBE_OUTPUT_DIR");
+	const char *owner = sprobe_agent__getenv("STACKPROBE_AGENT_PID");
 	unsigned exec_count = 0;
 
 	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1"))

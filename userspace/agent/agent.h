@@ -49,6 +49,17 @@ sighandler_t sprobe_agent__signal(sprobe_signal_fn next, int sig, sighandler_t h
 /* false when STACKPROBE_RESUME_WAITS=0: no resume, no trampoline. */
 bool sprobe_agent__resume_waits(void);
 
+/* ---- the environment (agent.c) ---- */
+/* getenv/setenv/unsetenv as libc has them, whatever the program defines:
+ * bash exports its own getenv and setenv, which read and write its shell
+ * variables (after bash's setenv, its getenv no longer sees the
+ * environment at all; and its getenv result is freed by the next call).
+ * sprobe_agent__getenv() scans libc's environ: the result stays valid
+ * until the environment changes. */
+const char *sprobe_agent__getenv(const char *name);
+int sprobe_agent__setenv(const char *name, const char *value);
+int sprobe_agent__unsetenv(const char *name);
+
 /* ---- the process tree (agent.c, process_wrappers.c) ---- */
 /* Is the agent sampling in this very process (not a forked child that
  * has not started its own sampler)? Any thread. */

@@ -393,7 +393,7 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 /* Find FILE on PATH as execvp would (first executable match). */
 static bool resolve(const char *file, char *out, size_t len)
 {
-	const char *path = getenv("PATH");
+	const char *path = sprobe_agent__getenv("PATH");
 
 	if (strchr(file, '/')) {
 		snprintf(out, len, "%s", file);

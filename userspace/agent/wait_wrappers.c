@@ -77,7 +77,7 @@ static int resume_state;
 
 __attribute__((constructor)) static void resume_init(void)
 {
-	const char *v = getenv("STACKPROBE_RESUME_WAITS");
+	const char *v = sprobe_agent__getenv("STACKPROBE_RESUME_WAITS");
 	__atomic_store_n(&resume_state, v && strcmp(v, "0") == 0 ? 2 : 1, __ATOMIC_RELAXED);
 }
 
