@@ -176,7 +176,17 @@ static void proc_end(const struct process *p, char *buf, size_t len)
 		snprintf(buf, len, "exit %d", p->exit_code);
 		break;
 	case SPROBE_DF_EXIT_KILLED: {
-		const char *n = sigabbrev_np(p->exit_code);
+		/* Linux numbers (the recording's), whatever the reader runs on. */
+		static const char *const names[32] = {
+			[1] = "HUP",   [2] = "INT",   [3] = "QUIT",  [4] = "ILL",   [5] = "TRAP",
+			[6] = "ABRT",  [7] = "BUS",   [8] = "FPE",   [9] = "KILL",  [10] = "USR1",
+			[11] = "SEGV", [12] = "USR2", [13] = "PIPE", [14] = "ALRM", [15] = "TERM",
+			[16] = "STKFLT", [17] = "CHLD", [18] = "CONT", [19] = "STOP", [20] = "TSTP",
+			[21] = "TTIN", [22] = "TTOU", [23] = "URG",  [24] = "XCPU", [25] = "XFSZ",
+			[26] = "VTALRM", [27] = "PROF", [28] = "WINCH", [29] = "IO", [30] = "PWR",
+			[31] = "SYS",
+		};
+		const char *n = p->exit_code > 0 && p->exit_code < 32 ? names[p->exit_code] : NULL;
 
 		if (n)
 			snprintf(buf, len, "killed by SIG%s", n);
