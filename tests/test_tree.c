@@ -291,6 +291,12 @@ static void test_static_binary(void **state)
 	assert_int_equal(procs_matching(json, "\"sampled\": false", "statically linked"), 1);
 	free(out);
 	free(json);
+	/* An exec with an environment that drops LD_PRELOAD (env -i). */
+	record("envi", "--no-report", "sh -c 'env -i " TW " spin 20; true'", 0, &out);
+	json = report(OUT "/tree-envi.data", "json");
+	assert_int_equal(procs_matching(json, "\"sampled\": false", "no LD_PRELOAD"), 1);
+	free(out);
+	free(json);
 }
 
 /* Ctrl-C as a terminal sends it: SIGINT from the line discipline to the

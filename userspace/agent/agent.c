@@ -476,7 +476,25 @@ static void *next_fn(const char *name)
  * program goes on unsampled in this image (a restart would truncate its
  * part), and the recording lists the exec that did not happen as the
  * end of the part. */
-static void exec_prepare(const char *path)
+/* Does envp still preload this library? A program that execs with an
+ * environment of its own making (env -i, sudo's env_reset, a sandbox)
+ * leaves the agent out of the new image. */
+static bool env_preloads_us(char *const envp[])
+{
+	Dl_info self;
+	const char *base;
+
+	if (!envp || !dladdr((void *)env_preloads_us, &self) || !self.dli_fname)
+		return true; /* cannot tell: say nothing */
+	base = strrchr(self.dli_fname, '/');
+	base = base ? base + 1 : self.dli_fname;
+	for (char *const *e = envp; *e; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11) == 0)
+			return strstr(*e + 11, base) != NULL;
+	return false;
+}
+
+static void exec_prepare(const char *path, char *const envp[])
 {
 	bool active = agent_sampler && getpid() == agent_pid;
 	char line[PATH_MAX + 192], why[96];
@@ -504,7 +522,13 @@ static void exec_prepare(const char *path)
 	} else {
 		return;
 	}
-	if (agent_dir && path && sprobe_agent__unenterable(path, why, sizeof(why))) {
+	bool unenterable = path && sprobe_agent__unenterable(path, why, sizeof(why));
+
+	if (!unenterable && path && !env_preloads_us(envp)) {
+		snprintf(why, sizeof(why), "its environment has no LD_PRELOAD of the agent");
+		unenterable = true;
+	}
+	if (agent_dir && unenterable) {
 		n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s\n", (int)getpid(), next,
 			     now, path, why);
 		if (n > 0 && (size_t)n < sizeof(line))
@@ -512,7 +536,7 @@ static void exec_prepare(const char *path)
 	}
 }
 
-#define EXEC_PREPARE(path) exec_prepare(path)
+#define EXEC_PREPARE(path, envp) exec_prepare(path, envp)
 
 /* ---- the program takes the capture signal ---------------------------- */
 /*
@@ -786,7 +810,7 @@ static int agent_stop_sampler(struct sprobe_sampler *s)
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	execve_fn f = (execve_fn)next_fn("execve");
-	EXEC_PREPARE(path);
+	EXEC_PREPARE(path, envp);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -797,7 +821,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	execvpe_fn f = (execvpe_fn)next_fn("execvpe");
-	EXEC_PREPARE(file);
+	EXEC_PREPARE(file, envp);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -808,7 +832,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	fexecve_fn f = (fexecve_fn)next_fn("fexecve");
-	EXEC_PREPARE(NULL);
+	EXEC_PREPARE(NULL, envp);
 	if (!f) {
 		errno = ENOSYS;
 		return -1;

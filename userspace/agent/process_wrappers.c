@@ -355,6 +355,18 @@ static int spawn(const char *name, pid_t *pid, const char *file,
 	char why[96];
 	bool note = sprobe_agent__dir() && sprobe_agent__inherit() &&
 		    sprobe_agent__unenterable(file, why, sizeof(why));
+
+	if (!note && sprobe_agent__dir() && sprobe_agent__inherit() && envp) {
+		/* An environment of the caller's making without the agent. */
+		bool found = false;
+
+		for (char *const *e = envp; *e && !found; e++)
+			found = strncmp(*e, "LD_PRELOAD=", 11) == 0 && strstr(*e, "libstackprobe");
+		if (!found) {
+			snprintf(why, sizeof(why), "its environment has no LD_PRELOAD of the agent");
+			note = true;
+		}
+	}
 	pid_t got = 0;
 	int r;
 
