@@ -247,16 +247,6 @@ static bool status_mask(const char *buf, const char *key, uint64_t *mask)
 	return q - p == 16;
 }
 
-/* Is sprobe_lx_capture_handler still installed for signo? Someone (the program, or
- * a raw rt_sigaction) may have replaced it since the capturer was made. */
-bool sprobe_lx_handler_is_ours(int signo)
-{
-	struct sigaction cur;
-
-	return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	       cur.sa_sigaction == sprobe_lx_capture_handler;
-}
-
 /*
  * Should the capture signal be sent to tid? From SigBlk and SigPnd in
  * /proc/self/task/<tid>/status, read outside any window.
