@@ -24,3 +24,10 @@ $(BUILD)/gomix: tests/workloads/gomix/main.go | $(BUILD)
 	$(Q)cd tests/workloads/gomix && $(GO_ENV) $(GO) build -o $(abspath $@) main.go
 
 $(BUILD)/tests/test_go: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/gomix
+
+# bench: the Go program's shares under stackprobe (cpu, wall) against perf's
+# (linux-perf: tools/deps.d/benchrec.list). Not in `make test`.
+.PHONY: bench-go
+bench-go: $(BUILD)/gomix $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/go_vs_perf.py --build $(BUILD) $(BENCH_GO_ARGS)
+BENCH_LANES += bench-go

@@ -442,6 +442,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	sprobe_lx_g.nranges = c->nranges;
 	sprobe_lx_g.cap = c->max_stack_bytes;
 	sprobe_lx_g.vm_wait_ns = c->timeout_ns;
+	sprobe_lx_g.go = sprobe_lx_is_go_program();
 	sprobe_lx_g.growsdown_max = 8u << 20;
 	if (getrlimit(RLIMIT_STACK, &rl) == 0)
 		sprobe_lx_g.growsdown_max = rl.rlim_cur == RLIM_INFINITY ? 1ull << 32 : rl.rlim_cur;

@@ -77,9 +77,60 @@ static void read_regs(struct sprobe_thread_sample *t, const ucontext_t *uc)
 #endif
 }
 
+/* ASYNC-SIGNAL-SAFE: reads the range array. The known rw range holding
+ * [a, a + len), or NULL. */
+static const struct range *range_of(uint64_t a, uint64_t len)
+{
+	uint32_t lo = 0, hi = sprobe_lx_g.nranges;
+
+	while (lo < hi) {
+		uint32_t m = lo + (hi - lo) / 2;
+
+		if (sprobe_lx_g.ranges[m].hi <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	if (lo == sprobe_lx_g.nranges)
+		return NULL;
+	const struct range *r = &sprobe_lx_g.ranges[lo];
+	return a >= r->lo && a + len <= r->hi ? r : NULL;
+}
+
+/*
+ * ASYNC-SIGNAL-SAFE: reads the ucontext, the range array and 16 bytes of
+ * a known rw range.
+ * A Go program's goroutine runs on a stack carved out of the Go heap (one
+ * rw mapping of many megabytes, no guard page, no thread pointer inside):
+ * its bounds are in its g, which Go code keeps in a register (R14 on
+ * x86_64, R28 on arm64; ABIInternal, Go >= 1.17), and g starts with
+ * stack.lo, stack.hi. Taken only if that register points into a known rw
+ * range (the Go heap is never unmapped) and the pair is a sane stack
+ * around sp inside sp's own range; else *hi stays the range's end (the
+ * copy is then capped at the maximum and flagged truncated). Outside Go
+ * code the register is anything: the checks reject it, or it happens to
+ * be g, whose stack is then the right one anyway.
+ */
+static void goroutine_bounds(const ucontext_t *uc, uint64_t sp, const struct range *r,
+			     uint64_t *hi)
+{
+#if defined(__x86_64__)
+	uint64_t g = (uint64_t)uc->uc_mcontext.gregs[REG_R14];
+#else
+	uint64_t g = uc->uc_mcontext.regs[28];
+#endif
+	const uint64_t *gs = (const uint64_t *)(uintptr_t)g;
+
+	if ((g & 7) || !range_of(g, 16))
+		return;
+	uint64_t lo = gs[0], top = gs[1];
+	if (lo <= sp && sp < top && top <= r->hi && lo >= r->lo && top - lo <= (1ull << 30))
+		*hi = top;
+}
+
 /*
  * ASYNC-SIGNAL-SAFE: reads only the preallocated range array and the
- * ucontext.
+ * ucontext (and, in a Go program, the goroutine's g: goroutine_bounds()).
  *
  * Where the interrupted stack lives, as [*lo, *hi), such that every byte in
  * it is mapped for as long as the thread runs the handler:
@@ -136,6 +187,8 @@ static bool stack_bounds(uint64_t sp, const ucontext_t *uc, uint64_t *lo, uint64
 	tp = thread_pointer();
 	if (tp > sp && tp < *hi)
 		*hi = tp;
+	else if (sprobe_lx_g.go && !r->growsdown)
+		goroutine_bounds(uc, sp, r, hi);
 	return true;
 }
 

@@ -152,6 +152,9 @@ struct sprobe_lx_state {
 	size_t cap;		/* bytes copied above SP at most */
 	uint64_t growsdown_max; /* RLIMIT_STACK, for "[stack]" growth */
 	uint64_t vm_wait_ns;	/* VM_READV: how long a handler waits */
+	/* A Go program: a goroutine's stack is bounded by its g (handler.c
+	 * stack_bounds()). Set once by __new. */
+	bool go;
 	/* The capture key (see "THE CAPTURE SIGNAL IS SHARED" below), 0
 	 * until the first install; never changes after. */
 	uint64_t key;
@@ -402,6 +405,7 @@ pid_t sprobe_lx_gettid(void);
 int sprobe_lx_grow(void **p, size_t *cap, size_t need, size_t elem);
 uint64_t sprobe_lx_parse_hex(const char **pp);
 int sprobe_lx_refresh_ranges(struct sprobe_capturer *c);
+bool sprobe_lx_is_go_program(void);
 bool sprobe_lx_is_excluded(const struct sprobe_capturer *c, pid_t tid);
 int sprobe_lx_enumerate_threads(struct sprobe_capturer *c, pid_t self);
 uint32_t sprobe_lx_thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict);
