@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backends/linux/chain.h"
+#include "backends/linux/linux.h"
 #include "capture_fixture.h"
 #include "sprobe_test.h"
 
@@ -903,6 +904,43 @@ static void test_foreign_signals_forwarded(void **state)
 	untrack(c);
 }
 
+/* A handler that passes every signal back to "the previous handler",
+ * ours, as a chaining profiler that found ours installed would. */
+static _Atomic unsigned long bounce_runs;
+
+static void bounce_handler(int sig, siginfo_t *si, void *uc)
+{
+	atomic_fetch_add(&bounce_runs, 1);
+	sprobe_lx_capture_handler(sig, si, uc);
+}
+
+/* forward() hands such a delivery to the program once: handed back, it
+ * is dropped, not forwarded again for ever (a stack overflow). */
+static void test_forward_loop_broken(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sigaction sa;
+	int sig;
+
+	(void)state;
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = bounce_handler;
+	sa.sa_flags = SA_SIGINFO;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
+	atomic_store(&bounce_runs, 0);
+	assert_int_equal(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig), 0);
+	assert_int_equal(atomic_load(&bounce_runs), 1);
+	/* A second delivery at the same depth is the program's again. */
+	assert_int_equal(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig), 0);
+	assert_int_equal(atomic_load(&bounce_runs), 2);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
+	untrack(c);
+}
+
 /* ------------------------------------------------------------------ */
 /* No allocation                                                       */
 /* ------------------------------------------------------------------ */
@@ -1743,6 +1781,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_truncated_at_cap, teardown),
 	cmocka_unit_test_teardown(test_sigaltstack, teardown),
 	cmocka_unit_test_teardown(test_foreign_signals_forwarded, teardown),
+	cmocka_unit_test_teardown(test_forward_loop_broken, teardown),
 	cmocka_unit_test_teardown(test_no_alloc_in_window, teardown),
 	cmocka_unit_test_teardown(test_warm_capture_many_threads, teardown),
 	cmocka_unit_test_teardown(test_vm_readv_method, teardown),

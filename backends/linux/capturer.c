@@ -311,7 +311,7 @@ static int try_install(struct sprobe_capturer *c, int signo)
 		return -EBUSY;
 	/* The key and the program's disposition (SIG_DFL) before the
 	 * handler: a delivery that is not a capture finds them. */
-	sprobe_lx_chain_prepare(signo);
+	sprobe_lx_chain_prepare();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = sprobe_lx_capture_handler;
 	/* SA_ONSTACK: a thread with a sigaltstack and a nearly full stack
@@ -328,7 +328,7 @@ static int try_install(struct sprobe_capturer *c, int signo)
 	}
 	c->old_sa = old;
 	c->signo = signo;
-	if (sprobe_lx_chain_start(c, &old) != 0) {
+	if (sprobe_lx_chain_start(c) != 0) {
 		/* Replaced by a raw call already: not ours to share. */
 		c->signo = 0;
 		return -EBUSY;

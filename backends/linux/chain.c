@@ -113,12 +113,11 @@ static int front(struct sprobe_ksigaction *d)
 	return 0;
 }
 
-int sprobe_lx_chain_start(struct sprobe_capturer *c, const struct sigaction *found)
+int sprobe_lx_chain_start(struct sprobe_capturer *c)
 {
 	struct sprobe_ksigaction k;
 	int err;
 
-	(void)found; /* SIG_DFL: try_install() takes only a default signal */
 	err = ksigaction(c->signo, NULL, &k);
 	if (err)
 		return err;
@@ -131,11 +130,12 @@ int sprobe_lx_chain_start(struct sprobe_capturer *c, const struct sigaction *fou
 	return 0;
 }
 
-void sprobe_lx_chain_prepare(int signo)
+/* Before the install: the key, and the program's disposition as found
+ * (SIG_DFL: try_install() takes only a default signal). */
+void sprobe_lx_chain_prepare(void)
 {
 	struct sprobe_ksigaction dfl = { 0 };
 
-	(void)signo;
 	key_init();
 	publish(&dfl);
 }

@@ -431,8 +431,8 @@ void sprobe_lx_run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			 uint32_t *sent, uint32_t nsent);
 
 /* chain.c: the capture signal shared with the program's disposition. */
-void sprobe_lx_chain_prepare(int signo);
-int sprobe_lx_chain_start(struct sprobe_capturer *c, const struct sigaction *found);
+void sprobe_lx_chain_prepare(void);
+int sprobe_lx_chain_start(struct sprobe_capturer *c);
 bool sprobe_lx_chain_front(struct sprobe_capturer *c);
 void sprobe_lx_chain_stop(struct sprobe_capturer *c);
 uint64_t sprobe_lx_value(uint64_t gen, uint32_t idx);
