@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/linux/chain.h"
+#include "backends/linux/linux.h"
 #include "capture_fixture.h"
 #include "sprobe_test.h"
 
@@ -541,21 +543,60 @@ static void test_app_handler_refused(void **state)
 
 /* The application replaces our handler after we installed it: captures
  * refuse instead of sending signals that would now reach the app. */
+static _Atomic unsigned long app_runs;
+
+static void app_counting_handler(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&app_runs, 1);
+}
+
+/*
+ * A handler installed over ours without the agent (here libc's sigaction
+ * is the raw install: no wrapper; in a Go program the runtime's raw
+ * rt_sigaction): the next capture puts ours back in front and makes that
+ * handler the program's disposition, which then gets the signals the probe
+ * did not send (and none it did).
+ */
 static void test_handler_replaced(void **state)
 {
 	struct sprobe_capturer *c = new_capturer(0, 0);
 	struct sprobe_snapshot *s = sprobe_snapshot__new(8, 4096);
-	struct sigaction sa, ours;
+	struct sigaction sa, cur;
+	struct worker w;
+	uint64_t absorbed0, absorbed;
 	int sig;
 
+	(void)state;
 	assert_non_null(c);
 	sig = sprobe_capturer__signo(c);
+	sprobe_lx_chain_stats(NULL, &absorbed0);
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = app_handler;
-	assert_int_equal(sigaction(sig, &sa, &ours), 0);
-	assert_int_equal(sprobe_capturer__capture(c, s), -EBUSY);
-	assert_int_equal(sigaction(sig, &ours, NULL), 0);
+	sa.sa_handler = app_counting_handler;
+	atomic_store(&app_runs, 0);
+	assert_int_equal(sigaction(sig, &sa, NULL), 0);
+	assert_int_equal(fx_worker_start(&w, PARK_PIPE, 0), 0);
 	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_non_null(fx_find(s, atomic_load(&w.tid)));
+	assert_int_equal(fx_find(s, atomic_load(&w.tid))->stage, SPROBE_STAGE_RAW);
+	sprobe_lx_chain_stats(NULL, &absorbed);
+	assert_int_equal(absorbed - absorbed0, 1);
+	/* The kernel holds ours again; the record, the program's. */
+	assert_int_equal(sigaction(sig, NULL, &cur), 0);
+	assert_true((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction != NULL &&
+		    cur.sa_handler != app_counting_handler);
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, NULL, &cur), 0);
+	assert_true(cur.sa_handler == app_counting_handler && !(cur.sa_flags & SA_SIGINFO));
+	/* The capture did not reach it; a signal of the program's does. */
+	assert_int_equal(atomic_load(&app_runs), 0);
+	assert_int_equal(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig), 0);
+	assert_int_equal(atomic_load(&app_runs), 1); /* delivered before tgkill returns */
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	assert_int_equal(atomic_load(&app_runs), 1);
+	fx_worker_stop(&w);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
 	sprobe_snapshot__free(s);
 	untrack(c);
 }
@@ -792,20 +833,49 @@ static void test_sigaltstack(void **state)
 /* Signals the probe did not send                                      */
 /* ------------------------------------------------------------------ */
 
-static void test_foreign_signals_ignored(void **state)
+/* The program's handler on the capture signal (set through the backend's
+ * record, as the agent's sigaction wrapper does): what it received. */
+static _Atomic unsigned long foreign_seen, foreign_queued;
+
+static void foreign_handler(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig;
+	(void)uc;
+	atomic_fetch_add(&foreign_seen, 1);
+	if (si->si_code == SI_QUEUE)
+		atomic_fetch_add(&foreign_queued, 1);
+}
+
+/*
+ * Deliveries of the capture signal the probe did not send go to the
+ * program's disposition (backends/linux/chain.c), never into a capture: a
+ * plain tgkill (SI_TKILL), and forged SI_QUEUE values from our own pid with
+ * every slot index and generations never handed out but no capture key.
+ * The program's handler gets each exactly once, its read-back is its own,
+ * and captures go on.
+ */
+static void test_foreign_signals_forwarded(void **state)
 {
 	struct worker w;
 	struct sprobe_capturer *c = new_capturer(0, 0);
 	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sigaction sa, cur, dfl;
 	siginfo_t si;
 	int sig;
 
+	(void)state;
 	assert_non_null(c);
 	sig = sprobe_capturer__signo(c);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = foreign_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, NULL, &cur), 0);
+	assert_true(cur.sa_sigaction == foreign_handler && (cur.sa_flags & SA_SIGINFO));
+	atomic_store(&foreign_seen, 0);
+	atomic_store(&foreign_queued, 0);
 	assert_int_equal(fx_worker_start(&w, PARK_PIPE, 0), 0);
-	/* A plain tgkill (SI_TKILL), and forged SI_QUEUE values with every
-	 * slot index and generations never handed out: all ignored, and
-	 * the process survives (the default action would kill it). */
 	assert_int_equal(syscall(SYS_tgkill, getpid(), atomic_load(&w.tid), sig), 0);
 	for (uint64_t v = 0; v < 64; v++) {
 		memset(&si, 0, sizeof(si));
@@ -816,11 +886,58 @@ static void test_foreign_signals_ignored(void **state)
 		si.si_value.sival_ptr = (void *)(uintptr_t)((v * 0x10001ull) << 16 | v);
 		assert_int_equal(syscall(SYS_rt_tgsigqueueinfo, getpid(), atomic_load(&w.tid), sig, &si), 0);
 	}
+	/* Real-time signals queue: all 65 are delivered. */
+	uint64_t t0 = fx_now_ns();
+	while (atomic_load(&foreign_seen) < 65 && fx_now_ns() - t0 < 10000000000ull)
+		sched_yield();
 	assert_int_equal(sprobe_capturer__capture(c, s), 0);
 	assert_non_null(fx_find(s, atomic_load(&w.tid)));
 	assert_int_equal(fx_find(s, atomic_load(&w.tid))->stage, SPROBE_STAGE_RAW);
+	/* Exactly the 65: the capture's own signal went nowhere else. */
+	assert_int_equal(atomic_load(&foreign_seen), 65);
+	assert_int_equal(atomic_load(&foreign_queued), 64);
 	fx_worker_stop(&w);
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &dfl, NULL), 0);
 	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* A handler that passes every signal back to "the previous handler",
+ * ours, as a chaining profiler that found ours installed would. */
+static _Atomic unsigned long bounce_runs;
+
+static void bounce_handler(int sig, siginfo_t *si, void *uc)
+{
+	atomic_fetch_add(&bounce_runs, 1);
+	sprobe_lx_capture_handler(sig, si, uc);
+}
+
+/* forward() hands such a delivery to the program once: handed back, it
+ * is dropped, not forwarded again for ever (a stack overflow). */
+static void test_forward_loop_broken(void **state)
+{
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sigaction sa;
+	int sig;
+
+	(void)state;
+	assert_non_null(c);
+	sig = sprobe_capturer__signo(c);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = bounce_handler;
+	sa.sa_flags = SA_SIGINFO;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
+	atomic_store(&bounce_runs, 0);
+	assert_int_equal(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig), 0);
+	assert_int_equal(atomic_load(&bounce_runs), 1);
+	/* A second delivery at the same depth is the program's again. */
+	assert_int_equal(syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig), 0);
+	assert_int_equal(atomic_load(&bounce_runs), 2);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	assert_int_equal(sprobe_lx_chain_sigaction(sig, &sa, NULL), 0);
 	untrack(c);
 }
 
@@ -1663,7 +1780,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_copy_bytes_match, teardown),
 	cmocka_unit_test_teardown(test_truncated_at_cap, teardown),
 	cmocka_unit_test_teardown(test_sigaltstack, teardown),
-	cmocka_unit_test_teardown(test_foreign_signals_ignored, teardown),
+	cmocka_unit_test_teardown(test_foreign_signals_forwarded, teardown),
+	cmocka_unit_test_teardown(test_forward_loop_broken, teardown),
 	cmocka_unit_test_teardown(test_no_alloc_in_window, teardown),
 	cmocka_unit_test_teardown(test_warm_capture_many_threads, teardown),
 	cmocka_unit_test_teardown(test_vm_readv_method, teardown),

@@ -530,8 +530,9 @@ static void test_signal_ownership(void **state)
 	run_free(&plain);
 
 	/* (a) the program takes the very signal STACKPROBE_SIGNAL named:
-	 * the program wins, sampling stops with a message, the data file is
-	 * finished, the program's results are unchanged. */
+	 * the signal is shared (backends/linux/chain.c): the program gets
+	 * its own deliveries and no capture, sampling goes on, no message,
+	 * the data file is finished, the program's results are unchanged. */
 	char own2[16], senv2[64];
 	snprintf(own2, sizeof(own2), "%d", SIGRTMIN + 4);
 	snprintf(senv2, sizeof(senv2), "STACKPROBE_SIGNAL=%d", SIGRTMIN + 4);
@@ -545,7 +546,9 @@ static void test_signal_ownership(void **state)
 		      r.status, r.seconds, (int)strcspn(r.err, "\n"), r.err);
 	assert_int_equal(r.status, 0);
 	assert_string_equal(r.out, plain.out);
-	assert_non_null(strstr(r.err, "the capture signal: sampling stopped"));
+	assert_non_null(strstr(r.out, "own_signal.seen 100\nown_signal.foreign 0\n"));
+	assert_null(strstr(r.err, "stackprobe agent:"));
+	assert_true(count_samples(OUT "/own2.data") > 0);
 	struct sprobe_datafile_reader *rd2 = sprobe_datafile_reader__open(OUT "/own2.data");
 	assert_non_null(rd2);
 	while (sprobe_datafile_reader__next(rd2, &rec) == 1)
@@ -560,11 +563,13 @@ static void test_signal_ownership(void **state)
  * Every libc entry point that takes a signal, used by a program on the very
  * signal STACKPROBE_SIGNAL named (build/sigown, tests/workloads/sigown.c):
  * the program's own signals all reach it and no capture signal does, its
- * results are unchanged, its disposition is what it set, the agent says on
- * stderr that it gave the signal up, and the data file is complete with the
- * samples taken until then. A raw rt_sigaction system call cannot be seen
- * when it happens: the capture backend stops sending, and the agent reports
- * it when it stops and keeps the program's disposition (SIG_IGN across exec).
+ * results are unchanged, its disposition is what it set, and the data file
+ * is complete. An install (any entry point, or a raw rt_sigaction system
+ * call, which the capture backend finds before its next round) shares the
+ * signal: no message, sampling goes on. Blocking it (to sigwait for it)
+ * makes the agent give it up, with a message on stderr, keeping the
+ * samples taken until then. At the end the program's disposition is in the
+ * kernel (SIG_IGN across exec).
  */
 static void test_signal_entry_points(void **state)
 {
@@ -572,15 +577,16 @@ static void test_signal_entry_points(void **state)
 		const char *via;
 		int seen;		/* of EVENTS */
 		const char *disp;	/* at the end */
+		bool shared;		/* else yielded */
 	} cases[] = {
-		{ "sigaction", 1, "handler" },	   { "__sigaction", 1, "handler" },
-		{ "signal", 1, "handler" },	   { "bsd_signal", 1, "handler" },
-		{ "ssignal", 1, "handler" },	   { "sysv_signal", 1, "handler" },
-		{ "__sysv_signal", 1, "handler" }, { "sigset", 1, "handler" },
-		{ "sigset_hold", 1, "default" },   { "sighold", 1, "default" },
-		{ "sigignore", 0, "ignore" },	   { "sigprocmask", 1, "default" },
-		{ "pthread_sigmask", 1, "default" }, { "raw", 1, "handler" },
-		{ "raw_ign", 0, "ignore" },
+		{ "sigaction", 1, "handler", true },	 { "__sigaction", 1, "handler", true },
+		{ "signal", 1, "handler", true },	 { "bsd_signal", 1, "handler", true },
+		{ "ssignal", 1, "handler", true },	 { "sysv_signal", 1, "handler", true },
+		{ "__sysv_signal", 1, "handler", true }, { "sigset", 1, "handler", true },
+		{ "sigset_hold", 1, "default", false },	 { "sighold", 1, "default", false },
+		{ "sigignore", 0, "ignore", true },	 { "sigprocmask", 1, "default", false },
+		{ "pthread_sigmask", 1, "default", false }, { "raw", 1, "handler", true },
+		{ "raw_ign", 0, "ignore", true },
 	};
 	char fenv[64], senv[64], signo[16];
 	int sig = SIGRTMIN + 5;
@@ -609,16 +615,23 @@ static void test_signal_entry_points(void **state)
 		print_message("%-16s exit %d, %ld samples: %.*s\n", cases[i].via, r.status, samples,
 			      (int)strcspn(r.err, "\n"), r.err);
 		assert_int_equal(r.status, 0);
-		snprintf(want, sizeof(want), "seen %d\nforeign 0\n", cases[i].seen ? 50 : 0);
+		snprintf(want, sizeof(want), "seen %d\n", cases[i].seen ? 50 : 0);
 		assert_non_null(strstr(r.out, want));
+		/* Captures reach the program only after a raw install, until the
+		 * probe's next round looks (a few at most, docs/AGENT.md). */
+		const char *fo = strstr(r.out, "foreign ");
+		assert_non_null(fo);
+		if (raw)
+			assert_true(atoi(fo + 8) <= 4);
+		else
+			assert_int_equal(atoi(fo + 8), 0);
 		assert_non_null(strstr(r.out, work)); /* same result as unsampled */
 		snprintf(want, sizeof(want), "disposition %s\n", cases[i].disp);
 		assert_non_null(strstr(r.err, want));
-		if (raw) {
-			assert_non_null(strstr(r.err, "was replaced without sigaction() or signal()"));
-			/* The rounds the backend refused are counted, not silent. */
-			assert_non_null(strstr(r.err, " capture rounds refused)"));
-		}
+		/* (raw_ign's exec'd image finds the signal ignored and says it
+		 * does not sample: that one is not shared, see (b) above.) */
+		if (cases[i].shared)
+			assert_null(strstr(r.err, "sampling stopped"));
 		else
 			assert_non_null(strstr(r.err, "the capture signal: sampling stopped"));
 		if (!strcmp(cases[i].via, "raw_ign"))

@@ -18,7 +18,7 @@ static int send_signal(struct sprobe_capturer *c, pid_t tid, uint32_t idx, uint6
 	si.si_code = SI_QUEUE;
 	si.si_pid = c->pid;
 	si.si_uid = c->uid;
-	si.si_value.sival_ptr = (void *)(uintptr_t)(gen << 16 | idx);
+	si.si_value.sival_ptr = (void *)(uintptr_t)sprobe_lx_value(gen, idx);
 	if (syscall(SYS_rt_tgsigqueueinfo, c->pid, tid, c->signo, &si) < 0)
 		return -errno;
 	return 0;

@@ -45,9 +45,10 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		/* The slots belong to the CPU timers, or to a started capture. */
 		return -EBUSY;
 	}
-	/* Someone may have replaced our handler since: every signal would
-	 * then go to them (or kill the process). Say so instead. */
-	if (!sprobe_lx_handler_is_ours(c->signo))
+	/* The program may have replaced our handler since with a raw
+	 * rt_sigaction (the Go runtime does, on every signal): put ours back
+	 * in front of it (chain.c). */
+	if (!sprobe_lx_chain_front(c))
 		return -EBUSY;
 	self = sprobe_lx_gettid();
 	err = sprobe_lx_enumerate_threads(c, self);
@@ -250,7 +251,7 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 				e->last_ok = false;
 		}
 	}
-	if (c->cpu_on || c->inflight || !sprobe_lx_handler_is_ours(c->signo)) {
+	if (c->cpu_on || c->inflight || !sprobe_lx_chain_front(c)) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -309,6 +310,9 @@ static int try_install(struct sprobe_capturer *c, int signo)
 		return -errno;
 	if (!is_default(&old))
 		return -EBUSY;
+	/* The key and the program's disposition (SIG_DFL) before the
+	 * handler: a delivery that is not a capture finds them. */
+	sprobe_lx_chain_prepare();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = sprobe_lx_capture_handler;
 	/* SA_ONSTACK: a thread with a sigaltstack and a nearly full stack
@@ -325,6 +329,11 @@ static int try_install(struct sprobe_capturer *c, int signo)
 	}
 	c->old_sa = old;
 	c->signo = signo;
+	if (sprobe_lx_chain_start(c) != 0) {
+		/* Replaced by a raw call already: not ours to share. */
+		c->signo = 0;
+		return -EBUSY;
+	}
 	c->handler_mask = 0;
 	for (int i = 1; i <= 64; i++)
 		if ((sigismember(&sa.sa_mask, i) == 1 && i != SIGKILL && i != SIGSTOP) || i == signo)
@@ -434,6 +443,7 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	sprobe_lx_g.nranges = c->nranges;
 	sprobe_lx_g.cap = c->max_stack_bytes;
 	sprobe_lx_g.vm_wait_ns = c->timeout_ns;
+	sprobe_lx_g.go = sprobe_lx_is_go_program();
 	sprobe_lx_g.growsdown_max = 8u << 20;
 	if (getrlimit(RLIMIT_STACK, &rl) == 0)
 		sprobe_lx_g.growsdown_max = rl.rlim_cur == RLIM_INFINITY ? 1ull << 32 : rl.rlim_cur;
@@ -471,23 +481,14 @@ fail:
 
 void sprobe_capturer__free(struct sprobe_capturer *c)
 {
-	struct sigaction ign;
-
 	if (!c)
 		return;
 	sprobe_capturer__cpu_stop(c);
 	pthread_mutex_lock(&g_owner_lock);
 	/* SIG_IGN discards capture signals still queued to threads that
-	 * block it (POSIX), so none can later hit the default action, which
-	 * would terminate the process. Then the original disposition. */
-	memset(&ign, 0, sizeof(ign));
-	ign.sa_handler = SIG_IGN;
-	sigaction(c->signo, &ign, NULL);
-	/* seq_cst; pairs with the handler's increment of in_handler. */
-	atomic_store(&sprobe_lx_g.active, 0);
-	while (atomic_load(&sprobe_lx_g.in_handler))
-		sched_yield();
-	sigaction(c->signo, &c->old_sa, NULL);
+	 * block it (POSIX), so none can later reach the program's
+	 * disposition; then the program's disposition (chain.c). */
+	sprobe_lx_chain_stop(c);
 	sprobe_lx_g.slots = NULL;
 	sprobe_lx_g.nslots = 0;
 	sprobe_lx_g.ranges = NULL;

@@ -15,7 +15,7 @@
  *   P, when it first sees T: gen = ++c->gen; a POSIX timer on T's CPU
  *   clock (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)) that sends the
  *   capture signal to T itself (SIGEV_THREAD_ID) with sigev_value
- *   gen << 16 | i, every interval of T's CPU time. P arms slot i with that
+ *   sprobe_lx_value(gen, i) (the capture key, gen mod 2^32, i), every interval of T's CPU time. P arms slot i with that
  *   gen (the same store as a wall capture). T only runs the handler when
  *   T consumed CPU: a blocked thread's CPU clock does not advance.
  *   The handler takes si_code SI_TIMER like SI_QUEUE and does the same
@@ -173,7 +173,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	s->zp_epoch = 0; /* its slots get CPU samples: no zero-pause reuse */
 	uint64_t t0 = sprobe_now_ns();
 	pthread_mutex_lock(&c->lock);
-	if (c->inflight || !sprobe_lx_handler_is_ours(c->signo)) {
+	if (c->inflight || !sprobe_lx_chain_front(c)) {
 		err = -EBUSY;
 		goto out;
 	}
@@ -241,7 +241,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		if (tries == c->max_threads)
 			break; /* every slot taken: the rest waits for exits */
 		gen = ++c->gen;
-		if (cpu_timer_new(c, tid, gen << 16 | i, &c->cpu_timer[i]) < 0)
+		if (cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]) < 0)
 			continue; /* exited since enumeration, or out of timers */
 		c->cpu_tid[i] = tid;
 		c->cpu_gen[i] = gen;

@@ -17,6 +17,18 @@
 /* The handler's state (linux.h): written by the probe before it arms a
  * slot, read by the handler after its CAS on that slot. */
 struct sprobe_lx_state sprobe_lx_g;
+/* The program's disposition of the capture signal (linux.h, chain.c). */
+struct sprobe_lx_chain sprobe_lx_ch;
+
+/* The delivery forward() is handing to the program's handler on this
+ * thread, and how deep in the stack: a handler that passes it straight
+ * back to us (another chaining profiler whose "previous handler" is ours)
+ * would otherwise recurse for ever. Initial-exec: a thread-pointer
+ * relative access, no __tls_get_addr. */
+static __thread struct {
+	const siginfo_t *si;
+	uintptr_t depth;
+} fwd_tls __attribute__((tls_model("initial-exec")));
 
 /* ASYNC-SIGNAL-SAFE: reads a register. The thread pointer of the
  * interrupted thread (the handler runs on it). */
@@ -65,9 +77,60 @@ static void read_regs(struct sprobe_thread_sample *t, const ucontext_t *uc)
 #endif
 }
 
+/* ASYNC-SIGNAL-SAFE: reads the range array. The known rw range holding
+ * [a, a + len), or NULL. */
+static const struct range *range_of(uint64_t a, uint64_t len)
+{
+	uint32_t lo = 0, hi = sprobe_lx_g.nranges;
+
+	while (lo < hi) {
+		uint32_t m = lo + (hi - lo) / 2;
+
+		if (sprobe_lx_g.ranges[m].hi <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	if (lo == sprobe_lx_g.nranges)
+		return NULL;
+	const struct range *r = &sprobe_lx_g.ranges[lo];
+	return a >= r->lo && a + len <= r->hi ? r : NULL;
+}
+
+/*
+ * ASYNC-SIGNAL-SAFE: reads the ucontext, the range array and 16 bytes of
+ * a known rw range.
+ * A Go program's goroutine runs on a stack carved out of the Go heap (one
+ * rw mapping of many megabytes, no guard page, no thread pointer inside):
+ * its bounds are in its g, which Go code keeps in a register (R14 on
+ * x86_64, R28 on arm64; ABIInternal, Go >= 1.17), and g starts with
+ * stack.lo, stack.hi. Taken only if that register points into a known rw
+ * range (the Go heap is never unmapped) and the pair is a sane stack
+ * around sp inside sp's own range; else *hi stays the range's end (the
+ * copy is then capped at the maximum and flagged truncated). Outside Go
+ * code the register is anything: the checks reject it, or it happens to
+ * be g, whose stack is then the right one anyway.
+ */
+static void goroutine_bounds(const ucontext_t *uc, uint64_t sp, const struct range *r,
+			     uint64_t *hi)
+{
+#if defined(__x86_64__)
+	uint64_t g = (uint64_t)uc->uc_mcontext.gregs[REG_R14];
+#else
+	uint64_t g = uc->uc_mcontext.regs[28];
+#endif
+	const uint64_t *gs = (const uint64_t *)(uintptr_t)g;
+
+	if ((g & 7) || !range_of(g, 16))
+		return;
+	uint64_t lo = gs[0], top = gs[1];
+	if (lo <= sp && sp < top && top <= r->hi && lo >= r->lo && top - lo <= (1ull << 30))
+		*hi = top;
+}
+
 /*
  * ASYNC-SIGNAL-SAFE: reads only the preallocated range array and the
- * ucontext.
+ * ucontext (and, in a Go program, the goroutine's g: goroutine_bounds()).
  *
  * Where the interrupted stack lives, as [*lo, *hi), such that every byte in
  * it is mapped for as long as the thread runs the handler:
@@ -124,6 +187,8 @@ static bool stack_bounds(uint64_t sp, const ucontext_t *uc, uint64_t *lo, uint64
 	tp = thread_pointer();
 	if (tp > sp && tp < *hi)
 		*hi = tp;
+	else if (sprobe_lx_g.go && !r->growsdown)
+		goroutine_bounds(uc, sp, r, hi);
 	return true;
 }
 
@@ -155,51 +220,145 @@ static void vm_handshake(struct slot *sl, uint64_t entry)
 	}
 }
 
+/* ASYNC-SIGNAL-SAFE: reads the siginfo. Is this delivery one of the
+ * probe's captures (linux.h, "THE CAPTURE SIGNAL IS SHARED")? */
+static bool is_capture(const siginfo_t *si)
+{
+	uint64_t v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	uint64_t key = sprobe_lx_g.key;
+
+	if (si->si_code != SI_TIMER && !(si->si_code == SI_QUEUE && si->si_pid == sprobe_lx_g.pid))
+		return false;
+	return key && v >> CAPTURE_KEY_SHIFT == key;
+}
+
+/* ASYNC-SIGNAL-SAFE: raw syscalls. The default action of a real-time
+ * signal (terminate), as the kernel would have taken it: the disposition
+ * becomes SIG_DFL, the signal is sent again to this thread (blocked while
+ * the handler runs, so it waits) and unblocked: the process ends by
+ * signal sig, its status says so. If it survives (the disposition was
+ * changed again meanwhile), ours is put back. */
+static void default_action(int sig)
+{
+	struct sprobe_ksigaction dfl = { 0 }, prev;
+	uint64_t bit = 1ull << (sig - 1);
+
+	if (ksigaction(sig, &dfl, &prev) != 0)
+		return;
+	syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
+	syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &bit, NULL, sizeof(bit));
+	ksigaction(sig, &prev, NULL);
+}
+
+/*
+ * ASYNC-SIGNAL-SAFE: atomics, raw syscalls, then the program's handler.
+ * A delivery that is not a capture, given to the program's disposition
+ * with its semantics: SIG_IGN drops it, SIG_DFL terminates (as above), a
+ * handler runs with the mask the kernel would have set (the interrupted
+ * mask, plus its sa_mask, plus the signal unless SA_NODEFER), called with
+ * one argument or three (SA_SIGINFO), and SA_RESETHAND resets the
+ * program's disposition to SIG_DFL first. The handler is called in our
+ * frame, on the stack the kernel chose for ours (SA_ONSTACK: the
+ * sigaltstack if the thread has one); what it does to the ucontext
+ * (Go's handler rewrites it for its own purposes) is what sigreturn
+ * restores. It may not return (siglongjmp): nothing of ours is held.
+ */
+static void forward(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	const ucontext_t *uc = ucv;
+	struct sprobe_ksigaction d;
+	uint64_t mask;
+	int idx = chain_read(&d);
+	uintptr_t here = (uintptr_t)&d;
+
+	if (idx < 0 || (fwd_tls.si == si && here < fwd_tls.depth))
+		goto out; /* no disposition to read, or our own delivery handed back */
+	atomic_fetch_add_explicit(&sprobe_lx_ch.forwarded, 1, memory_order_relaxed);
+	if (d.handler == (uint64_t)(uintptr_t)SIG_IGN)
+		goto out;
+	if (d.handler == (uint64_t)(uintptr_t)SIG_DFL) {
+		default_action(sig);
+		goto out;
+	}
+	if (d.flags & SA_RESETHAND) {
+		struct sprobe_ksigaction r = d;
+		uint32_t expect = (uint32_t)idx;
+
+		r.handler = (uint64_t)(uintptr_t)SIG_DFL; /* the kernel keeps the flags */
+		/* Release; pairs with chain_read()'s acquire. Only if no install
+		 * replaced the record meanwhile: then that one stands. */
+		atomic_compare_exchange_strong_explicit(&sprobe_lx_ch.cur, &expect, chain_fill(&r),
+							memory_order_release, memory_order_relaxed);
+	}
+	memcpy(&mask, &uc->uc_sigmask, sizeof(mask));
+	mask |= d.mask;
+	if (!(d.flags & SA_NODEFER))
+		mask |= 1ull << (sig - 1);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof(mask));
+	fwd_tls.si = si;
+	fwd_tls.depth = here;
+	errno = saved_errno;
+	if (d.flags & SA_SIGINFO)
+		((void (*)(int, siginfo_t *, void *))(uintptr_t)d.handler)(sig, si, ucv);
+	else
+		((void (*)(int))(uintptr_t)d.handler)(sig);
+	fwd_tls.si = NULL;
+	return;
+out:
+	errno = saved_errno;
+}
+
 /*
  * The capture signal handler.
  * ASYNC-SIGNAL-SAFE: see the suspend-window rule in linux.h. Reads the
  * ucontext, copies the stack into the preallocated buffer, publishes with
- * a release store and a futex wake, restores errno.
+ * a release store and a futex wake, restores errno. A delivery that is
+ * not a capture goes to the program's disposition (forward()).
  */
 void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 {
-	uint64_t entry = sprobe_now_ns();
-	int saved_errno = errno;
+	uint64_t entry, v, gen, st, lo, hi;
+	int saved_errno;
 	const ucontext_t *uc = ucv;
 	struct sprobe_thread_sample *t;
 	struct slot *sl;
-	uint64_t v, gen, expect, lo, hi;
 	uint32_t idx, n;
-	bool timer = false;
+	bool timer;
 
-	(void)sig;
+	if (!is_capture(si)) {
+		forward(sig, si, ucv);
+		return;
+	}
+	entry = sprobe_now_ns();
+	saved_errno = errno;
+	timer = si->si_code == SI_TIMER;
 	/* seq_cst; pairs with the store of sprobe_lx_g.active in __free(). */
 	atomic_fetch_add(&sprobe_lx_g.in_handler, 1);
 	if (!atomic_load(&sprobe_lx_g.active))
-		goto out;
-	/* Only signals the probe sent: a kill(1) from outside, or a capture
-	 * signal from another process, carries another code or pid. */
-	if (si->si_code == SI_TIMER)
-		timer = true; /* one of our per-thread CPU timers (or stale) */
-	else if (si->si_code != SI_QUEUE || si->si_pid != sprobe_lx_g.pid)
-		goto out;
+		goto out; /* a late capture of a capturer that is gone */
 	v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
 	idx = (uint32_t)(v & 0xffff);
-	gen = v >> 16;
+	gen = (v >> 16) & 0xffffffffull;
 	if (idx >= sprobe_lx_g.nslots)
 		goto out;
 	sl = &sprobe_lx_g.slots[idx];
-	expect = gen << 2 | SLOT_ARMED;
+	/* The value carries the generation mod 2^32: the slot's full one is
+	 * taken from the slot when its low half matches. */
+	st = atomic_load_explicit(&sl->state, memory_order_relaxed);
+	if (((st >> 2) & 0xffffffffull) != gen)
+		goto out; /* a late or repeated signal of an old generation */
+	gen = st >> 2;
+	st = gen << 2 | SLOT_ARMED;
 	/* Acquire; pairs with the probe's release store of ARMED in
 	 * sprobe_lx_arm_slot(): the sample pointer, ranges and sprobe_lx_g
-	 * fields are visible. A late or repeated signal carries an old
-	 * generation and fails here. */
-	if (!atomic_compare_exchange_strong_explicit(&sl->state, &expect, gen << 2 | SLOT_BUSY,
+	 * fields are visible. */
+	if (!atomic_compare_exchange_strong_explicit(&sl->state, &st, gen << 2 | SLOT_BUSY,
 						     memory_order_acquire, memory_order_relaxed)) {
 		/* Our timer fired again before the probe collected the
 		 * sample: count the CPU period (and the ones the kernel
 		 * folded into this signal), the sample stands for them. */
-		if (timer && expect == (gen << 2 | SLOT_DONE))
+		if (timer && st == (gen << 2 | SLOT_DONE))
 			atomic_fetch_add_explicit(&sl->extra, 1 + (uint32_t)si->si_overrun,
 						  memory_order_relaxed);
 		goto out;

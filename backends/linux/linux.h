@@ -9,6 +9,7 @@
  *   zero_pause.c  zero-pause capture of blocked threads, and its self-test
  *   cputime.c     CPU-timer mode (per-thread CPU-clock timers)
  *   capturer.c    wall-capture entry points and the capturer's life cycle
+ *   chain.c       the capture signal shared with the program's disposition
  *
  * THE SUSPEND-WINDOW RULE (stated once; handler.c holds the handler path and
  * nothing else, every function there and the helpers below tagged
@@ -29,7 +30,8 @@
  *   /proc/self/maps into a sorted range array when the thread set changed.
  *   P arms slot i: writes the sample pointer, then stores
  *   state = gen << 2 | ARMED (release). P sends rt_tgsigqueueinfo(T) with
- *   si_code SI_QUEUE, si_pid = our pid and si_value = gen << 16 | i.
+ *   si_code SI_QUEUE, si_pid = our pid and si_value = the capture key,
+ *   gen mod 2^32 and i (sprobe_lx_value()).
  *   T's handler checks si_code/si_pid, then CASes state ARMED -> BUSY with
  *   the generation from si_value: a stale or foreign signal fails the CAS
  *   and touches nothing. BUSY owns the sample until the handler stores
@@ -50,6 +52,7 @@
 #ifndef SPROBE_BACKENDS_LINUX_LINUX_H
 #define SPROBE_BACKENDS_LINUX_LINUX_H
 
+#include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -149,6 +152,12 @@ struct sprobe_lx_state {
 	size_t cap;		/* bytes copied above SP at most */
 	uint64_t growsdown_max; /* RLIMIT_STACK, for "[stack]" growth */
 	uint64_t vm_wait_ns;	/* VM_READV: how long a handler waits */
+	/* A Go program: a goroutine's stack is bounded by its g (handler.c
+	 * stack_bounds()). Set once by __new. */
+	bool go;
+	/* The capture key (see "THE CAPTURE SIGNAL IS SHARED" below), 0
+	 * until the first install; never changes after. */
+	uint64_t key;
 	/* Handlers running right now (see `active`). Own cache line: every
 	 * handler touches it. */
 	_Atomic uint32_t in_handler __attribute__((aligned(CACHELINE)));
@@ -161,6 +170,128 @@ struct sprobe_lx_state {
 };
 
 extern struct sprobe_lx_state sprobe_lx_g;
+
+/*
+ * THE CAPTURE SIGNAL IS SHARED (chain.c, and forward() in handler.c).
+ *
+ * Which deliveries are captures: si_code SI_QUEUE with si_pid = our pid
+ * (the probe's rt_tgsigqueueinfo), or SI_TIMER (our CPU timers), and in
+ * both cases a value whose top 16 bits are the process's capture key
+ * (sprobe_lx_g.key: random, top bit set, drawn once per process before the
+ * first install and never changed, so a late signal of an earlier
+ * capturer is still recognised). The value is
+ *   key << 48 | (gen mod 2^32) << 16 | slot index.
+ * A user pointer or a small integer never has the top bit set; a program's
+ * sigqueue() of a value with the same 16 top bits (1 in 32768 for random
+ * garbage in the upper half of a sival_int) is taken for a stale capture
+ * and dropped. Every other delivery is the program's: forward() gives it
+ * the program's disposition as if the capture handler were not there.
+ *
+ * The program's disposition lives in a small ring of records; the handler
+ * reads the current one lock-free (a per-record sequence count, retried;
+ * writers never write the current record, so a reader never waits on a
+ * writer it interrupted). Writers (the agent's sigaction wrappers, the
+ * probe's check that absorbs a raw rt_sigaction, forward() on
+ * SA_RESETHAND) claim a record with a fetch-add, fill it, publish it with
+ * a store (or a CAS) of `cur`. Two racing writers: one wins, as two
+ * sigaction() calls race without the agent.
+ */
+#define SPROBE_SA_RESTORER 0x04000000ul /* the kernel's; glibc does not define it */
+#define CAPTURE_KEY_SHIFT 48
+#define CHAIN_RECS 8
+
+/* The kernel's struct sigaction (x86_64 and aarch64 alike), for the raw
+ * rt_sigaction calls: what libc would add (SA_RESTORER, its restorer) is
+ * explicit here. */
+struct sprobe_ksigaction {
+	uint64_t handler; /* SIG_DFL, SIG_IGN or a function */
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask; /* signal n is bit n - 1 */
+};
+
+struct chain_rec {
+	_Atomic uint32_t seq; /* odd while written */
+	uint32_t _pad;
+	_Atomic uint64_t handler, flags, restorer, mask;
+};
+
+struct sprobe_lx_chain {
+	/* The signal our handler fronts (0: none). Relaxed: the wrappers
+	 * only route by it; the records are published with release. */
+	_Atomic int signo;
+	_Atomic uint32_t cur;  /* the current record; release/acquire */
+	_Atomic uint32_t next; /* writers' claim counter */
+	/* Our handler as the kernel holds it (libc's restorer and
+	 * SA_RESTORER included), for raw re-installs. Written before signo. */
+	struct sprobe_ksigaction ours;
+	/* Deliveries given to the program, and raw installs absorbed (the
+	 * program's own rt_sigaction calls the probe found and moved behind
+	 * our handler). Relaxed counters. */
+	_Atomic uint64_t forwarded, absorbed;
+	struct chain_rec rec[CHAIN_RECS];
+};
+
+extern struct sprobe_lx_chain sprobe_lx_ch;
+
+/* ASYNC-SIGNAL-SAFE: atomics only. The program's current disposition into
+ * *out; returns the record's index (for a CAS publish), or -1 after too
+ * many retries (only if writers lap the ring for that long). */
+static inline int chain_read(struct sprobe_ksigaction *out)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		/* Acquire; pairs with the release store/CAS of cur in chain_publish(). */
+		uint32_t i = atomic_load_explicit(&sprobe_lx_ch.cur, memory_order_acquire) % CHAIN_RECS;
+		struct chain_rec *r = &sprobe_lx_ch.rec[i];
+		/* Acquire; pairs with the writer's release store of the even seq. */
+		uint32_t s = atomic_load_explicit(&r->seq, memory_order_acquire);
+
+		if (s & 1)
+			continue;
+		out->handler = atomic_load_explicit(&r->handler, memory_order_relaxed);
+		out->flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
+		out->restorer = atomic_load_explicit(&r->restorer, memory_order_relaxed);
+		out->mask = atomic_load_explicit(&r->mask, memory_order_relaxed);
+		/* Acquire fence; pairs with the writer's release fence after its
+		 * odd seq: a torn read sees the seq changed. */
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&r->seq, memory_order_relaxed) == s)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* ASYNC-SIGNAL-SAFE: atomics only. Fill a record that is not the current
+ * one with k; returns its index, to publish. */
+static inline uint32_t chain_fill(const struct sprobe_ksigaction *k)
+{
+	uint32_t i;
+	struct chain_rec *r;
+
+	do
+		i = atomic_fetch_add_explicit(&sprobe_lx_ch.next, 1, memory_order_relaxed) % CHAIN_RECS;
+	while (i == atomic_load_explicit(&sprobe_lx_ch.cur, memory_order_relaxed) % CHAIN_RECS);
+	r = &sprobe_lx_ch.rec[i];
+	uint32_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
+	atomic_store_explicit(&r->seq, s + 1, memory_order_relaxed);
+	/* Release fence; pairs with the reader's acquire fence. */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&r->handler, k->handler, memory_order_relaxed);
+	atomic_store_explicit(&r->flags, k->flags, memory_order_relaxed);
+	atomic_store_explicit(&r->restorer, k->restorer, memory_order_relaxed);
+	atomic_store_explicit(&r->mask, k->mask, memory_order_relaxed);
+	/* Release; pairs with the reader's acquire load of seq. */
+	atomic_store_explicit(&r->seq, s + 2, memory_order_release);
+	return i;
+}
+
+/* ASYNC-SIGNAL-SAFE: the raw rt_sigaction system call (no libc wrapper,
+ * no agent wrapper: the truth of the kernel). 0 or -errno. */
+static inline int ksigaction(int sig, const struct sprobe_ksigaction *act,
+			     struct sprobe_ksigaction *old)
+{
+	return syscall(SYS_rt_sigaction, sig, act, old, sizeof(uint64_t)) ? -errno : 0;
+}
 
 struct sprobe_capturer {
 	int signo;
@@ -274,9 +405,9 @@ pid_t sprobe_lx_gettid(void);
 int sprobe_lx_grow(void **p, size_t *cap, size_t need, size_t elem);
 uint64_t sprobe_lx_parse_hex(const char **pp);
 int sprobe_lx_refresh_ranges(struct sprobe_capturer *c);
+bool sprobe_lx_is_go_program(void);
 bool sprobe_lx_is_excluded(const struct sprobe_capturer *c, pid_t tid);
 int sprobe_lx_enumerate_threads(struct sprobe_capturer *c, pid_t self);
-bool sprobe_lx_handler_is_ours(int signo);
 uint32_t sprobe_lx_thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, bool strict);
 int sprobe_lx_cmp_tid(const void *a, const void *b);
 void sprobe_lx_sort_tids(pid_t *v, uint32_t n);
@@ -298,6 +429,13 @@ void sprobe_lx_batch_wait(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			  uint32_t *sent, uint32_t nsent);
 void sprobe_lx_run_batch(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			 uint32_t *sent, uint32_t nsent);
+
+/* chain.c: the capture signal shared with the program's disposition. */
+void sprobe_lx_chain_prepare(void);
+int sprobe_lx_chain_start(struct sprobe_capturer *c);
+bool sprobe_lx_chain_front(struct sprobe_capturer *c);
+void sprobe_lx_chain_stop(struct sprobe_capturer *c);
+uint64_t sprobe_lx_value(uint64_t gen, uint32_t idx);
 
 /* vmreadv.c: the probe half of the VM_READV method. */
 uint32_t sprobe_lx_vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint32_t nsent);

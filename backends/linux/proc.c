@@ -5,6 +5,7 @@
  * (/proc/self/task), and a thread's SigBlk/SigPnd.
  */
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -247,16 +248,6 @@ static bool status_mask(const char *buf, const char *key, uint64_t *mask)
 	return q - p == 16;
 }
 
-/* Is sprobe_lx_capture_handler still installed for signo? Someone (the program, or
- * a raw rt_sigaction) may have replaced it since the capturer was made. */
-bool sprobe_lx_handler_is_ours(int signo)
-{
-	struct sigaction cur;
-
-	return sigaction(signo, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	       cur.sa_sigaction == sprobe_lx_capture_handler;
-}
-
 /*
  * Should the capture signal be sent to tid? From SigBlk and SigPnd in
  * /proc/self/task/<tid>/status, read outside any window.
@@ -356,4 +347,46 @@ bool sprobe_lx_new_threads(struct sprobe_capturer *c)
 	c->nprev = c->ntids;
 	sprobe_lx_sort_tids(c->prev_tids, c->nprev);
 	return fresh;
+}
+
+/*
+ * Is the main executable a Go program (a ".go.buildinfo" section)? Then
+ * the handler may read the current goroutine's stack bounds from its g
+ * (stack_bounds() in handler.c). Read once, outside any window, from
+ * /proc/self/exe's section headers; false on any doubt.
+ */
+bool sprobe_lx_is_go_program(void)
+{
+	int h = sprobe_fd__open("/proc/self/exe", O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+	Elf64_Ehdr eh;
+	Elf64_Shdr sh, strsh;
+	bool go = false;
+	char name[16];
+
+	if (fd < 0) {
+		sprobe_fd__close(h);
+		return false;
+	}
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum ||
+	    pread(fd, &strsh, sizeof(strsh), (off_t)(eh.e_shoff + (uint64_t)eh.e_shstrndx * sizeof(sh))) !=
+		    (ssize_t)sizeof(strsh))
+		goto out;
+	for (uint32_t i = 0; i < eh.e_shnum && i < 4096 && !go; i++) {
+		if (pread(fd, &sh, sizeof(sh), (off_t)(eh.e_shoff + (uint64_t)i * sizeof(sh))) !=
+			    (ssize_t)sizeof(sh) ||
+		    sh.sh_name >= strsh.sh_size)
+			break;
+		ssize_t n = pread(fd, name, sizeof(name) - 1, (off_t)(strsh.sh_offset + sh.sh_name));
+		if (n <= 0)
+			break;
+		name[n] = '\0';
+		go = strcmp(name, ".go.buildinfo") == 0;
+	}
+out:
+	sprobe_fd__put(h);
+	sprobe_fd__close(h);
+	return go;
 }

@@ -54,6 +54,7 @@
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
+#include "backends/linux/chain.h"
 #include "userspace/agent/agent.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
@@ -538,37 +539,32 @@ static void exec_prepare(const char *path, char *const envp[])
 
 #define EXEC_PREPARE(path, envp) exec_prepare(path, envp)
 
-/* ---- the program takes the capture signal ---------------------------- */
+/* ---- the program and the capture signal ------------------------------ */
 /*
- * A program that installs its own handler for the capture signal after the
- * agent started would replace the capture handler: every capture would
- * time out and the program's handler would receive the capture signals.
- * The program wins: sampling stops (the data file is finished), the
- * original disposition is restored, a line on stderr says why, and the
- * program's call goes through unchanged. Only queries (act == NULL) leave
- * sampling on: any new disposition, even SIG_DFL, would unhook the capture
- * handler.
+ * The capture signal is shared (userspace/agent/signal_share.c,
+ * backends/linux/chain.c): a program that installs its own handler for it,
+ * whenever it does, gets every delivery that is not one of the probe's
+ * captures with its own flags and mask, reads back its own disposition,
+ * and sampling goes on. The wrappers route a call on the shared signal to
+ * signal_share.c and every other call to libc.
  *
  * Every libc entry point that sets a disposition is wrapped, because libc
  * calls its internal sigaction, which an interposer never sees: sigaction,
  * __sigaction, signal, bsd_signal, ssignal, sysv_signal and __sysv_signal
  * (what signal() becomes in a program built without _DEFAULT_SOURCE, e.g.
- * -std=c11), sigset, sigignore.
+ * -std=c11), sigset, sigignore. A raw rt_sigaction system call (the Go
+ * runtime's) is seen by the capture backend before its next capture round
+ * and moved behind the capture handler the same way (chain.c).
  *
- * Blocking the signal is taking it too when it is targeted: a program that
- * blocks the capture signal (sigprocmask, pthread_sigmask, sighold,
- * sigset(SIG_HOLD)) without blocking every real-time signal means to
- * receive it with sigwait/signalfd, and could take a capture signal queued
- * to it meanwhile. A set holding every real-time signal (sigfillset: a
- * thread that wants no signal at all) is not a use of ours: that thread is
+ * Sharing is impossible when the program blocks the capture signal to
+ * receive it with sigwait/signalfd: a queued capture would be taken by its
+ * sigwait. A program that blocks it (sigprocmask, pthread_sigmask, sighold,
+ * sigset(SIG_HOLD)) without blocking every real-time signal means to do
+ * that: the agent yields the signal (sampling stops, the data file is
+ * finished, a line on stderr says why) and the program's call goes through
+ * unchanged. A set holding every real-time signal (sigfillset: a thread
+ * that wants no signal at all) is not a use of ours: that thread is
  * dropped as "blocked" in each capture, and the others are sampled.
- *
- * A raw rt_sigaction system call cannot be intercepted. The capture backend
- * checks its handler before each capture and sends nothing once it was
- * replaced (at most one capture's signals can reach the new handler); the
- * agent says so when it stops, and puts the program's disposition back
- * after stopping the sampler (which restores the disposition it found at
- * start): it matters for SIG_IGN, which survives exec.
  *
  * The wrappers may run in any thread, and signal()-style re-installs even
  * in a signal handler: they read agent_signo atomically, find the next
@@ -671,8 +667,8 @@ static bool targets_capture_signal(int how, const sigset_t *set)
 	int name(int sig, const struct sigaction *act, struct sigaction *old)           \
 	{                                                                               \
 		sigaction_fn f = NEXT(sigaction_fn, idx);                               \
-		if (act)                                                                \
-			agent_yield_signal(sig, "installs a handler for");              \
+		if (sprobe_lx_chain_owns(sig))                                          \
+			return sprobe_agent__share_sigaction(sig, act, old);            \
 		if (!f) {                                                               \
 			errno = ENOSYS;                                                 \
 			return -1;                                                      \
@@ -685,11 +681,12 @@ SIGACTION_WRAPPER(sigaction, NX_SIGACTION)
 SIGACTION_WRAPPER(__sigaction, NX___SIGACTION)
 
 /* signal() and its aliases: same shape, a different next definition. */
-#define SIGNAL_WRAPPER(name, idx)                                                 \
+#define SIGNAL_WRAPPER(name, idx, flavour)                                        \
 	sighandler_t name(int sig, sighandler_t handler)                          \
 	{                                                                         \
 		signal_fn f = NEXT(signal_fn, idx);                               \
-		agent_yield_signal(sig, "installs a handler for");                \
+		if (sprobe_lx_chain_owns(sig))                                    \
+			return sprobe_agent__share_signal(sig, handler, flavour); \
 		if (!f) {                                                         \
 			errno = ENOSYS;                                           \
 			return SIG_ERR;                                           \
@@ -698,16 +695,19 @@ SIGACTION_WRAPPER(__sigaction, NX___SIGACTION)
 		return sprobe_agent__signal(f, sig, handler);                     \
 	}
 
-SIGNAL_WRAPPER(signal, NX_SIGNAL)
-SIGNAL_WRAPPER(bsd_signal, NX_BSD_SIGNAL)
-SIGNAL_WRAPPER(ssignal, NX_SSIGNAL)
-SIGNAL_WRAPPER(sysv_signal, NX_SYSV_SIGNAL)
-SIGNAL_WRAPPER(__sysv_signal, NX___SYSV_SIGNAL)
+SIGNAL_WRAPPER(signal, NX_SIGNAL, SPROBE_SHARE_BSD)
+SIGNAL_WRAPPER(bsd_signal, NX_BSD_SIGNAL, SPROBE_SHARE_BSD)
+SIGNAL_WRAPPER(ssignal, NX_SSIGNAL, SPROBE_SHARE_BSD)
+SIGNAL_WRAPPER(sysv_signal, NX_SYSV_SIGNAL, SPROBE_SHARE_SYSV)
+SIGNAL_WRAPPER(__sysv_signal, NX___SYSV_SIGNAL, SPROBE_SHARE_SYSV)
 
 sighandler_t sigset(int sig, sighandler_t disp)
 {
 	signal_fn f = NEXT(signal_fn, NX_SIGSET);
-	agent_yield_signal(sig, disp == SIG_HOLD ? "blocks" : "installs a handler for");
+	if (disp == SIG_HOLD)
+		agent_yield_signal(sig, "blocks");
+	else if (sprobe_lx_chain_owns(sig))
+		return sprobe_agent__share_signal(sig, disp, SPROBE_SHARE_SIGSET);
 	if (!f) {
 		errno = ENOSYS;
 		return SIG_ERR;
@@ -719,7 +719,8 @@ sighandler_t sigset(int sig, sighandler_t disp)
 int sigignore(int sig)
 {
 	sigint_fn f = NEXT(sigint_fn, NX_SIGIGNORE);
-	agent_yield_signal(sig, "ignores");
+	if (sprobe_lx_chain_owns(sig))
+		return sprobe_agent__share_signal(sig, SIG_IGN, SPROBE_SHARE_BSD) == SIG_ERR ? -1 : 0;
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -760,51 +761,11 @@ int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	return f(how, set, old);
 }
 
-/* Is sig's handler still the capture handler (a function of this object)?
- * *cur gets the current disposition. */
-static bool capture_handler_replaced(int sig, struct sigaction *cur)
-{
-	sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
-	Dl_info self, h;
-
-	if (!f || f(sig, NULL, cur) != 0)
-		return false;
-	if (!(cur->sa_flags & SA_SIGINFO))
-		return true; /* SIG_DFL, SIG_IGN or a one-argument handler */
-	if (!dladdr((void *)agent_stop, &self))
-		return false;
-	return !dladdr((void *)cur->sa_sigaction, &h) || h.dli_fbase != self.dli_fbase;
-}
-
-/* Stop s (agent_stop). If the program replaced the capture handler behind
- * the wrappers' back, say so, and give the program its handler back after
- * the sampler restored the disposition it found at start. */
+/* Stop s (agent_stop): the capture backend gives the program its
+ * disposition of the capture signal back (chain.c). */
 static int agent_stop_sampler(struct sprobe_sampler *s)
 {
-	int sig = capture_signo();
-	struct sigaction cur;
-	bool replaced = sig && capture_handler_replaced(sig, &cur);
-	int err;
-
-	if (replaced) {
-		struct sprobe_sampler_stats st;
-		char num[16], refused[64];
-
-		sprobe_sampler__stats(s, &st);
-		snprintf(num, sizeof(num), "%d", sig);
-		snprintf(refused, sizeof(refused), " (%llu capture rounds refused)",
-			 (unsigned long long)st.rounds_failed);
-		agent_msg("the disposition of signal %s, the capture signal, was replaced without "
-			  "sigaction() or signal() (a raw rt_sigaction system call?): no capture "
-			  "since then%s; the program's disposition is kept", num, refused);
-	}
-	err = sprobe_sampler__stop(s);
-	if (replaced) {
-		sigaction_fn f = NEXT(sigaction_fn, NX_SIGACTION);
-		if (f)
-			f(sig, &cur, NULL);
-	}
-	return err;
+	return sprobe_sampler__stop(s);
 }
 
 int execve(const char *path, char *const argv[], char *const envp[])

@@ -45,6 +45,18 @@ int sprobe_agent__sigaction(sprobe_sigaction_fn next, int sig, const struct siga
  * previous handler. */
 sighandler_t sprobe_agent__signal(sprobe_signal_fn next, int sig, sighandler_t handler);
 
+/* ---- the shared capture signal (signal_share.c) ---- */
+/* The flavours of signal(): what glibc makes of each as a sigaction. */
+enum { SPROBE_SHARE_BSD, SPROBE_SHARE_SYSV, SPROBE_SHARE_SIGSET };
+
+/* sigaction(sig, act, old) on the shared capture signal: the program's
+ * disposition in the capture backend's record (backends/linux/chain.h),
+ * through the handler table. 0, or -1 with errno. */
+int sprobe_agent__share_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+/* signal()-family on the shared capture signal (flavour SPROBE_SHARE_*):
+ * the program's previous handler, or SIG_ERR with errno. */
+sighandler_t sprobe_agent__share_signal(int sig, sighandler_t handler, int flavour);
+
 /* ---- the wait wrappers (wait_wrappers.c) ---- */
 /* false when STACKPROBE_RESUME_WAITS=0: no resume, no trampoline. */
 bool sprobe_agent__resume_waits(void);

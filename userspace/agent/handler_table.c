@@ -19,8 +19,8 @@
  * given, plus SA_SIGINFO (the trampoline takes three arguments).
  *
  * Not trampolined, installed exactly as given: SIG_DFL, SIG_IGN, the
- * capture signal (the agent's rule stays: a program that takes it makes
- * the agent yield it, agent.c), and any handler that is a function of
+ * capture signal while it is not shared (signal_share.c: while it is, the
+ * capture backend's record stands in for the kernel), and any handler that is a function of
  * this library (the capture handler, whichever signal the backend picks:
  * counting it as the program's would defeat the point). With
  * STACKPROBE_RESUME_WAITS=0 nothing is trampolined.
@@ -45,6 +45,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/linux/chain.h"
 #include "userspace/agent/agent.h"
 
 /* Initial-exec: the library is preloaded (static TLS), and an access is a
@@ -120,9 +121,10 @@ static bool trampolined(int sig, void *h)
 	handler_table_init();
 	if (!real_sigaction || (a >= self_lo && a < self_hi))
 		return false;
-	/* Every capture signal, sampling or not yet: the capture handler is
-	 * installed through the sigaction wrapper too. */
-	return sig != sprobe_agent__capture_signo();
+	/* The capture signal only while it is shared (signal_share.c): the
+	 * program's handler is then called by the capture handler, through
+	 * the trampoline like any other. */
+	return sig != sprobe_agent__capture_signo() || sprobe_lx_chain_owns(sig);
 }
 
 /*

@@ -29,7 +29,9 @@
  *
  * Why this is safe for the program: the capture signal is queued to one
  * thread by tid (rt_tgsigqueueinfo), never to the process, so unblocking
- * it changes no routing of the program's own signals; the handler only
+ * it changes no routing of the program's own signals (unless the program
+ * takes the capture signal too and sends it to the process: then such a
+ * thread may take it, docs/LIMITATIONS.md); the handler only
  * copies registers and stack and returns, restoring errno; the mask the
  * program set stays otherwise as it was, and pthread_sigmask read-back
  * shows it (with the capture signal unblocked, which is the one visible
