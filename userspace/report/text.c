@@ -252,6 +252,10 @@ static void text_processes(FILE *o, const struct sprobe_report *r)
 			data = "up to its last write before the signal";
 		else if (p->exit_how == SPROBE_DF_EXIT_RUNNING)
 			data = "up to the end of the recording";
+		else if (p->exit_how == SPROBE_DF_EXIT_EXITED)
+			/* An exit the agent did not see (a raw exit_group,
+			 * as Go's runtime makes): what reached the file. */
+			data = "up to its last write (it left without exit())";
 		else
 			data = "CUT SHORT";
 		fprintf(o, "  %8u %4u %8u  %-16s %8" PRIu64 " %6.2f%%  %-18s %s\n", p->pid, p->exec_index,
