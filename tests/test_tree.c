@@ -200,6 +200,9 @@ static void test_shell_exec_and_child(void **state)
 	folded = report(OUT "/tree-shchild.data", "folded");
 	assert_true(fn_samples(folded, "spin_leaf", &procs) >= 30);
 	assert_int_equal(procs, 2);
+	/* The agent's wrappers (wait, exec) are not the program's frames. */
+	assert_null(strstr(folded, "exec_prepare"));
+	assert_null(strstr(folded, "sprobe_"));
 	free(out);
 	free(folded);
 }

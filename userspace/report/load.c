@@ -239,6 +239,15 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 
 		mod.proc = r->cur_proc;
 		mod.path = strdup(m->path);
+		{
+			/* The agent's own library: its wrapper frames (a wait
+			 * or exec wrapper between the program and libc) are
+			 * not the program's, and the reports leave them out. */
+			const char *b = mod.path ? strrchr(mod.path, '/') : NULL;
+
+			b = b ? b + 1 : mod.path;
+			mod.agent = b && strncmp(b, "libstackprobe.so", 16) == 0;
+		}
 		mod.build_id = hex(m->build_id, m->build_id_len);
 		mod.ranges = calloc(m->nranges ? m->nranges : 1, sizeof(*mod.ranges));
 		if (!mod.path || !mod.build_id || !mod.ranges) {

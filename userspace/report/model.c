@@ -296,6 +296,53 @@ const char *sprobe_rep__proc_name(const struct sprobe_report *r, uint32_t p, cha
 	return buf;
 }
 
+/* Drop the frames of the agent's library from every sample loaded since
+ * the last call (see struct module.agent): the stacks are the program's,
+ * as perf shows them. In place; pcs of later samples move down. */
+static int elide_agent_frames(struct sprobe_report *r)
+{
+	bool any = false;
+	uint64_t out;
+
+	for (size_t i = 0; i < r->modules.n && !any; i++)
+		any = r->modules.v[i].agent;
+	if (!any) {
+		r->elided_upto = r->samples.n;
+		return 0;
+	}
+	out = r->elided_upto ? r->samples.v[r->elided_upto - 1].pc_off +
+				       r->samples.v[r->elided_upto - 1].nframes
+			     : 0;
+	for (size_t si = r->elided_upto; si < r->samples.n; si++) {
+		struct sample *s = &r->samples.v[si];
+		uint64_t in = s->pc_off;
+		uint16_t kept = 0;
+
+		s->pc_off = out;
+		for (uint16_t k = 0; k < s->nframes; k++) {
+			uint64_t key = r->pcs.v[in + k];
+			long fid = sprobe_rep__func_of(r, key);
+
+			if (fid < 0)
+				return (int)fid;
+			uint32_t m = r->funcs.v[fid].module;
+
+			/* The innermost frame stays: a thread interrupted in
+			 * the agent's code was there. */
+			if (k > 0 && m != SPROBE_DF_NO_MODULE && m < r->modules.n && r->modules.v[m].agent) {
+				r->agent_frames++;
+				continue;
+			}
+			r->pcs.v[out++] = key;
+			kept++;
+		}
+		s->nframes = kept;
+	}
+	r->pcs.n = out;
+	r->elided_upto = r->samples.n;
+	return 0;
+}
+
 int sprobe_rep__aggregate(struct sprobe_report *r)
 {
 	uint32_t key[1 + SPROBE_MAX_FRAMES];
@@ -303,6 +350,10 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 
 	if (r->aggregated)
 		return 0;
+	int eerr = elide_agent_frames(r);
+
+	if (eerr)
+		return eerr;
 	/* Rebuild from scratch (load may have added records). */
 	for (size_t i = 0; i < r->funcs.n; i++)
 		r->funcs.v[i].self = r->funcs.v[i].total = r->funcs.v[i].mark = 0;
@@ -618,6 +669,10 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 {
 	if (!r || !fn)
 		return -EINVAL;
+	int eerr = elide_agent_frames(r);
+
+	if (eerr)
+		return eerr;
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];

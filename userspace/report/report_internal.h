@@ -108,6 +108,7 @@ struct thread {
 struct module {
 	uint32_t index;
 	uint32_t proc;		/* index into procs */
+	bool agent;		/* libstackprobe.so: its frames are elided */
 	char *path;
 	char *build_id;		/* hex */
 	uint64_t load_bias;
@@ -199,6 +200,8 @@ struct sprobe_report {
 
 	/* aggregation, built by aggregate() */
 	bool aggregated;
+	size_t elided_upto;	/* samples whose agent frames are gone */
+	uint64_t agent_frames;	/* frames of the agent's wrappers elided */
 	VEC(struct func) funcs;
 	struct ro_map pc_func;
 	struct bytemap stackmap;
