@@ -532,6 +532,14 @@ static void test_damaged_part(void **state)
 	assert_true(sprobe_report__samples(r) >= 50 && sprobe_report__samples(r) < 100);
 	free(text);
 	sprobe_report__free(r);
+	/* The parts directory itself (what record leaves when it cannot
+	 * merge) reads the same. */
+	char cmd[512], *out2 = NULL;
+	snprintf(cmd, sizeof(cmd), CLI " report -i %s 2>&1", dir);
+	assert_int_equal(sprobe_test_run(cmd, &out2), 0);
+	assert_non_null(strstr(out2, "good_fn"));
+	assert_non_null(strstr(out2, "DAMAGED"));
+	free(out2);
 	unlink(p1);
 	unlink(p2);
 	rmdir(dir);

@@ -10,9 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <stackprobe/report.h>
+
+#ifdef __linux__
+#include "userspace/datafile/merge.h"
+#endif
 
 #include "cli.h"
 
@@ -59,6 +64,15 @@ static void usage(FILE *f)
 	      "Exit status: 0 ok (a file cut short still reports what it holds and says\n"
 	      "so), 1 error (missing, empty, unreadable or corrupt file), 2 usage error.\n", f);
 }
+
+#ifdef __linux__
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+#endif
 
 int cmd_report(int argc, char **argv)
 {
@@ -149,6 +163,33 @@ int cmd_report(int argc, char **argv)
 
 		err = rd ? sprobe_report__load(r, rd) : -errno;
 		sprobe_datafile_reader__free(rd);
+#ifdef __linux__
+	} else if (is_dir(input)) {
+		/* The parts `record` left when it could not merge them (killed,
+		 * disk full): merged here into a temporary file and read. */
+		char tmp[] = "/tmp/stackprobe-parts-XXXXXX";
+		int tfd = mkstemp(tmp);
+		struct sprobe_merge_result mr;
+
+		if (tfd < 0) {
+			err = -errno;
+		} else {
+			close(tfd);
+			struct sprobe_merge_opts mo = { .dir = input, .output = tmp };
+			err = sprobe_merge__dir(&mo, &mr);
+			if (!err && !mr.parts && !mr.unsampled)
+				err = -ENOENT;
+			if (!err)
+				err = sprobe_report__load_file(r, tmp);
+			unlink(tmp);
+		}
+		if (err == -ENOENT) {
+			fprintf(stderr, "stackprobe report: %s is a directory without parts of a "
+					"recording (PID.N.part files)\n", input);
+			sprobe_report__free(r);
+			return CLI_EXIT_ERROR;
+		}
+#endif
 	} else {
 		err = sprobe_report__load_file(r, input);
 	}
