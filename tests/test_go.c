@@ -91,7 +91,17 @@ static void record_mode(const char *mode)
 		      g, rooted, c);
 	assert_true(g > 0 && c > 0);
 	double share = (double)g / (double)(g + c);
-	assert_true(share >= 0.3 && share <= 0.7);
+	/* Against the run's own split (the two loops cost the same per
+	 * iteration and print their counts), not a fixed 0.5: on a loaded
+	 * machine the goroutine may get less CPU than the C thread. The
+	 * tolerance covers the samples taken at runtime.asyncPreempt's entry
+	 * (docs/LIMITATIONS.md "Go programs"); shares against perf are in
+	 * make bench-go. */
+	const char *gs = strstr(out, "gospin "), *cs = strstr(out, "cspin ");
+	double gi = strtod(gs + 7, NULL), ci = strtod(cs + 6, NULL);
+	double truth = gi + ci > 0 ? gi / (gi + ci) : 0.5;
+	print_message("  share %.3f, the run's own split %.3f\n", share, truth);
+	assert_true(share >= truth - 0.15 && share <= truth + 0.15);
 	assert_int_equal(rooted, g);
 
 	snprintf(cmd, sizeof(cmd), CLI " report -i %s 2>/dev/null", data);

@@ -814,9 +814,10 @@ static void test_cli_exit_codes(void **state)
 	assert_non_null(strstr(err, "nothing to report"));
 	unlink(path);
 
-	/* A directory. */
+	/* A directory that holds no parts of a recording (a parts
+	 * directory is read: tests/test_tree.c). */
 	assert_int_equal(run_cli("report -i /tmp", out, sizeof(out), err, sizeof(err)), 1);
-	assert_non_null(strstr(err, "Is a directory"));
+	assert_non_null(strstr(err, "is a directory without parts of a recording"));
 
 	/* Not a data file. */
 	assert_int_equal(df_write_tmp("garbage!", 8, path, sizeof(path)), 0);
