@@ -134,6 +134,14 @@ static void test_fork_workers(void **state)
 	assert_int_equal(procs_matching(json, "\"code\": 11", "\"end\": \"exited\""), 1);
 	assert_int_equal(procs_matching(json, "\"data\": \"complete\"", NULL), 3);
 	assert_non_null(strstr(json, "\"status\": \"complete\""));
+	/* The trace puts each process's threads under its own pid. */
+	char *trace = report(OUT "/tree-fork.data", "trace");
+	int pids = 0;
+
+	for (const char *k = trace; (k = strstr(k, "\"name\":\"process_name\"")); k++)
+		pids++;
+	assert_int_equal(pids, 3);
+	free(trace);
 	/* The eBPF companion follows the tree: the kernel's windows of every
 	 * process's threads are in the recording, next to their own. */
 	if (strstr(out, "without kernel timestamps")) {

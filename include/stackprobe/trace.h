@@ -49,6 +49,15 @@ struct sprobe_trace;
 SPROBE_API
 struct sprobe_trace *sprobe_trace__new(FILE *f, const struct sprobe_trace_opts *opts);
 
+/* Put tid's track in process pid (a recording of several processes; the
+ * default is opts.pid), naming the process process_name (NULL: "pid N")
+ * the first time pid is seen. Call it before any other event of tid. The
+ * first process given for a tid wins. Returns 0 or -EINVAL / -ENOMEM /
+ * -EIO. */
+SPROBE_API
+int sprobe_trace__thread_process(struct sprobe_trace *t, pid_t tid, pid_t pid,
+				 const char *process_name);
+
 /* Name tid's track (e.g. its comm). The first name given for a tid wins;
  * tracks never named get "thread <tid>" at finish. name is copied.
  * Returns 0 or -EINVAL / -ENOMEM / -EIO. */

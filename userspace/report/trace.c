@@ -20,6 +20,7 @@
 
 struct track {
 	pid_t tid;
+	pid_t pid;		/* its process; 0: the trace's */
 	bool named;
 };
 
@@ -112,13 +113,19 @@ static void put_us(FILE *f, uint64_t ns)
 	fprintf(f, "%" PRIu64 ".%03u", ns / 1000u, (unsigned)(ns % 1000u));
 }
 
+static pid_t track_pid(const struct sprobe_trace *t, pid_t tid);
+
 /* Opens one event object; the caller writes the rest and calls end(). */
-static void begin(struct sprobe_trace *t, const char *ph, const char *name, pid_t tid)
+static void begin_pid(struct sprobe_trace *t, const char *ph, const char *name, pid_t pid, pid_t tid)
 {
 	fputs(t->nevents++ ? ",\n" : "\n", t->f);
-	fprintf(t->f, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"name\":", ph, (int)t->pid,
-		(int)tid);
+	fprintf(t->f, "{\"ph\":\"%s\",\"pid\":%d,\"tid\":%d,\"name\":", ph, (int)pid, (int)tid);
 	put_str(t->f, name);
+}
+
+static void begin(struct sprobe_trace *t, const char *ph, const char *name, pid_t tid)
+{
+	begin_pid(t, ph, name, track_pid(t, tid), tid);
 }
 
 static int end(struct sprobe_trace *t)
@@ -155,6 +162,22 @@ static struct track *track_get(struct sprobe_trace *t, pid_t tid)
 	t->tracks[lo] = (struct track){ .tid = tid };
 	t->ntracks++;
 	return &t->tracks[lo];
+}
+
+static pid_t track_pid(const struct sprobe_trace *t, pid_t tid)
+{
+	size_t lo = 0, hi = t->ntracks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t->tracks[mid].tid == tid)
+			return t->tracks[mid].pid ? t->tracks[mid].pid : t->pid;
+		if (t->tracks[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return t->pid;
 }
 
 static int track_name(struct sprobe_trace *t, struct track *tr, const char *name)
@@ -215,6 +238,38 @@ struct sprobe_trace *sprobe_trace__new(FILE *f, const struct sprobe_trace_opts *
 		return NULL;
 	}
 	return t;
+}
+
+int sprobe_trace__thread_process(struct sprobe_trace *t, pid_t tid, pid_t pid,
+				 const char *process_name)
+{
+	int err = check(t, tid);
+	struct track *tr;
+	bool known = pid == t->pid;
+
+	if (err || pid <= 0)
+		return -EINVAL;
+	for (size_t i = 0; i < t->ntracks && !known; i++)
+		known = t->tracks[i].pid == pid;
+	tr = track_get(t, tid);
+	if (!tr)
+		return -ENOMEM;
+	if (tr->pid)
+		return 0; /* the first process given for a tid wins */
+	tr->pid = pid;
+	if (known)
+		return 0;
+	char pname[32];
+
+	if (!process_name) {
+		snprintf(pname, sizeof(pname), "pid %d", (int)pid);
+		process_name = pname;
+	}
+	begin_pid(t, "M", "process_name", pid, tid);
+	fputs(",\"args\":{\"name\":", t->f);
+	put_str(t->f, process_name);
+	fputc('}', t->f);
+	return end(t);
 }
 
 int sprobe_trace__thread_name(struct sprobe_trace *t, pid_t tid, const char *name)

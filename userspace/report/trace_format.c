@@ -45,6 +45,16 @@ int sprobe_rep__write_trace(struct sprobe_report *r, FILE *o)
 	 * -ENOMEM and -EIO end the trace. */
 #define TRACE_ITEM(call) do { int e_ = (call); if (e_ && e_ != -EINVAL) err = e_; } while (0)
 	int err = 0;
+	/* Several processes: each thread's track in its own process. */
+	for (size_t i = 0; i < r->threads.n && !err && sprobe_rep__multi(r); i++) {
+		const struct thread *th = &r->threads.v[i];
+		char nb[32];
+
+		if (sprobe_rep__thread_selected(r, (uint32_t)i) && (pid_t)r->procs.v[th->proc].pid > 0)
+			TRACE_ITEM(sprobe_trace__thread_process(
+				t, (pid_t)th->tid, (pid_t)r->procs.v[th->proc].pid,
+				sprobe_rep__proc_name(r, th->proc, nb, sizeof(nb))));
+	}
 	for (size_t i = 0; i < r->threads.n && !err; i++)
 		if (sprobe_rep__selected(r, r->threads.v[i].tid) && r->threads.v[i].name)
 			TRACE_ITEM(sprobe_trace__thread_name(t, (pid_t)r->threads.v[i].tid,
