@@ -310,6 +310,21 @@ static void test_static_binary(void **state)
 	free(json);
 }
 
+/* A command that cannot be run: its status (127), one line, no
+ * recording of nothing. */
+static void test_command_not_found(void **state)
+{
+	char *out;
+	struct stat st;
+
+	unlink(OUT "/tree-nocmd.data");
+	record("nocmd", "", "./no-such-command-here", 127, &out);
+	assert_non_null(strstr(out, "cannot run ./no-such-command-here"));
+	assert_null(strstr(out, "CUT SHORT"));
+	assert_int_equal(stat(OUT "/tree-nocmd.data", &st), -1);
+	free(out);
+}
+
 /* Ctrl-C as a terminal sends it: SIGINT from the line discipline to the
  * foreground process group (record and the command). The command ends
  * with SIGINT once, record reports it and keeps what was written. */
@@ -564,6 +579,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_killed_child),
 	cmocka_unit_test(test__exit),
 	cmocka_unit_test(test_static_binary),
+	cmocka_unit_test(test_command_not_found),
 	cmocka_unit_test(test_ctrl_c),
 	cmocka_unit_test(test_dump_grandchild),
 	cmocka_unit_test(test_damaged_part),

@@ -438,7 +438,11 @@ int cmd_record(int argc, char **argv)
 	snprintf(fbuf, sizeof(fbuf), "%g", freq);
 	snprintf(fdbuf, sizeof(fdbuf), "%d", sfd);
 	snprintf(sigbuf, sizeof(sigbuf), "%d", signo);
-	int gate[2];
+	int gate[2], execp[2];
+	if (pipe2(execp, O_CLOEXEC) < 0) {
+		fprintf(stderr, "stackprobe record: pipe: %s\n", strerror(errno));
+		return CLI_EXIT_ERROR;
+	}
 	if (pipe2(gate, O_CLOEXEC) < 0) {
 		fprintf(stderr, "stackprobe record: pipe: %s\n", strerror(errno));
 		return CLI_EXIT_ERROR;
@@ -480,14 +484,21 @@ int cmd_record(int argc, char **argv)
 		close(gate[1]);
 		if (read(gate[0], &go, 1) != 1)
 			_exit(CLI_EXIT_ERROR);
+		close(execp[0]);
 		execvp(argv[optind], argv + optind);
-		fprintf(stderr, "stackprobe record: cannot run %s: %s\n", argv[optind], strerror(errno));
-		_exit(errno == ENOENT ? 127 : 126);
+		int e = errno;
+		/* The exec failed: say so, and tell the parent (the pipe closes
+		 * on a successful exec, so EOF there means it ran). */
+		fprintf(stderr, "stackprobe record: cannot run %s: %s\n", argv[optind], strerror(e));
+		if (write(execp[1], &e, sizeof(e)) < 0)
+			e = errno;
+		_exit(e == ENOENT ? 127 : 126);
 	}
 	free(preload);
 	if (sfd >= 0)
 		close(sfd);
 	close(gate[0]);
+	close(execp[1]);
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {
@@ -591,6 +602,21 @@ int cmd_record(int argc, char **argv)
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */
 	remove_stale_tables(dir);
+	int exec_errno = 0;
+	if (read(execp[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
+		exec_errno = 0;
+	close(execp[0]);
+	if (exec_errno) {
+		/* Nothing ran: no recording (the message is out already). */
+		sprobe_pause__free(kp);
+		remove_dir(dir);
+		unlink(output);
+		free(ends.v);
+		free(abs_out);
+		if (st)
+			munmap(st, sizeof(*st));
+		return WIFEXITED(wst) ? WEXITSTATUS(wst) : CLI_EXIT_ERROR;
+	}
 
 	int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
 	if (!quiet && WIFSIGNALED(wst))

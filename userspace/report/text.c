@@ -289,9 +289,15 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 			r->header.mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall", r->header.freq_hz,
 			when, (double)wall / 1e9);
 	}
+	/* A recording `record` merged (several processes, or one with how
+	 * it ended): the processes table says more than "trailer present". */
+	bool merged = sprobe_rep__multi(r);
+
+	for (size_t i = 0; i < r->procs.n && !merged; i++)
+		merged = r->procs.v[i].has_exit || (r->procs.v[i].flags & SPROBE_DF_PROCESS_UNSAMPLED);
 	if (r->status == SPROBE_DF_COMPLETE)
 		fprintf(o, "  file:     complete (%" PRIu64 " records%s)\n", r->records,
-			sprobe_rep__multi(r) ? "" : ", trailer present");
+			merged ? "" : ", trailer present");
 	else
 		fprintf(o, "  file:     %s: %s\n",
 			r->status == SPROBE_DF_CUT_SHORT ? "CUT SHORT" : "ERROR", r->message);
@@ -299,7 +305,7 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		fprintf(o, "  filter:   tid %u only\n", r->filter_tid);
 	if (r->filter_pid)
 		fprintf(o, "  filter:   pid %u only\n", r->filter_pid);
-	if (sprobe_rep__multi(r))
+	if (merged)
 		text_processes(o, r);
 	fprintf(o, "  samples:  %" PRIu64 " in %" PRIu64 " captures; %" PRIu64
 		   " records lost in the stream; %" PRIu64 " thread-captures dropped\n",
