@@ -63,6 +63,8 @@ enum sprobe_method {
 	SPROBE_METHOD_VM_READV,	   /* seed strategy: handler parks, probe copies */
 	SPROBE_METHOD_ZERO_PAUSE,  /* blocked thread read without any signal */
 	SPROBE_METHOD_SUSPEND,	   /* Windows / macOS thread suspension */
+	SPROBE_METHOD_PERF_EVENT,  /* sampled by the kernel (external tier):
+				    * no code of ours in the target */
 };
 
 /* Why a thread was not captured. total = captured + sum(dropped[reason]). */

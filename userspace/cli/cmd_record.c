@@ -44,6 +44,7 @@
 
 #include "userspace/common/clock.h"
 #include "userspace/datafile/merge.h"
+#include "userspace/external/external.h"
 
 #include "cli.h"
 
@@ -53,7 +54,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
-	      "                         [--no-zero-pause] [--no-inherit]\n"
+	      "                         [--no-zero-pause] [--no-inherit] [--external]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
@@ -78,6 +79,9 @@ static void usage(FILE *f)
 	      "                       a signal or pause; docs/capture.md)\n"
 	      "      --no-inherit     sample COMMAND's first process only, not the\n"
 	      "                       processes it starts\n"
+	      "      --external       sample through the kernel (perf events), without the\n"
+	      "                       agent: cpu time, frame-pointer call chains (default\n"
+	      "                       for a command the agent cannot enter: static, set-ID)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -322,12 +326,13 @@ int cmd_record(int argc, char **argv)
 		{ "signal", required_argument, NULL, 'S' },
 		{ "no-zero-pause", no_argument, NULL, 'Z' },
 		{ "no-inherit", no_argument, NULL, 'I' },
+		{ "external", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *output = DEFAULT_OUTPUT, *mode = "wall";
 	double freq = 99;
-	bool quiet = false, report = true, zero_pause = true, inherit = true;
+	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -368,6 +373,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'I':
 			inherit = false;
+			break;
+		case 'X':
+			external = true;
 			break;
 		case 'S':
 			if (cli_parse_rtsig(optarg, &signo)) {
@@ -412,9 +420,8 @@ int cmd_record(int argc, char **argv)
 	}
 	char why[160];
 	bool unsampled_root = unenterable(argv[optind], why, sizeof(why), 0);
-	if (unsampled_root)
-		fprintf(stderr, "stackprobe record: %s %s; it runs unsampled (its exit status is "
-				"passed through)\n", argv[optind], why);
+	/* The agent cannot go in: the kernel samples it (the external tier). */
+	bool use_ext = external || unsampled_root;
 
 	int sfd = memfd_create("stackprobe-status", 0);
 	struct sprobe_sampler_status *st = NULL;
@@ -468,7 +475,8 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		sigaction(SIGQUIT, &old_quit, NULL);
-		setenv("LD_PRELOAD", preload, 1);
+		if (!use_ext)
+			setenv("LD_PRELOAD", preload, 1);
 		unsetenv("STACKPROBE_OUTPUT");
 		setenv("STACKPROBE_OUTPUT_DIR", dir, 1);
 		setenv("STACKPROBE_INHERIT", inherit ? "1" : "0", 1);
@@ -499,6 +507,23 @@ int cmd_record(int argc, char **argv)
 		close(sfd);
 	close(gate[0]);
 	close(execp[1]);
+
+	struct sprobe_ext *ext = NULL;
+	if (use_ext) {
+		char xwhy[256];
+		ext = sprobe_ext__open(pid, freq, dir, xwhy, sizeof(xwhy));
+		if (!ext && !quiet)
+			fprintf(stderr, "stackprobe record: cannot sample %s through the kernel: %s\n",
+				argv[optind], xwhy);
+	}
+	if (unsampled_root && !quiet)
+		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
+			ext ? "sampled through the kernel instead (perf events: cpu time, frame-pointer "
+			      "call chains)"
+			    : "it runs unsampled (its exit status is passed through)");
+	else if (ext && !quiet)
+		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
+				"time, frame-pointer call chains), without the agent\n");
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {
@@ -537,7 +562,7 @@ int cmd_record(int argc, char **argv)
 	}
 	close(gate[1]);
 
-	if (unsampled_root) {
+	if (unsampled_root && !ext) {
 		char line[PATH_MAX + 256];
 		int n = snprintf(line, sizeof(line), "unsampled %d 0 %llu %s\t%s\n", (int)pid,
 				 (unsigned long long)sprobe_mono_ns(), argv[optind], why + 3);
@@ -557,7 +582,7 @@ int cmd_record(int argc, char **argv)
 	for (;;) {
 		int ws;
 		/* Any child: the command, or an orphan of its tree. */
-		pid_t w = waitpid(-1, &ws, tty || kp ? WNOHANG : 0);
+		pid_t w = waitpid(-1, &ws, tty || kp || ext ? WNOHANG : 0);
 		if (w > 0) {
 			exits_add(&ends, w, ws);
 			if (w == pid) {
@@ -576,10 +601,12 @@ int cmd_record(int argc, char **argv)
 		}
 		if (tty)
 			status_line(st, sprobe_mono_ns() - t0, count_processes(dir));
+		if (ext)
+			sprobe_ext__poll(ext);
 		if (kp)
 			sprobe_pause__poll(kp, tty ? 250 : 50);
-		else if (tty)
-			poll(NULL, 0, 250);
+		else if (tty || ext)
+			poll(NULL, 0, tty ? 250 : 50);
 	}
 	/* Orphans that ended meanwhile. */
 	for (int ws; ;) {
@@ -599,6 +626,17 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGQUIT, &old_quit, NULL);
 
+	if (ext) {
+		int np = sprobe_ext__finish(ext);
+		unsigned long long xs, xl;
+		sprobe_ext__counts(ext, &xs, &xl);
+		if (np < 0)
+			fprintf(stderr, "stackprobe record: could not write the kernel's samples: %s\n",
+				strerror(-np));
+		else if (!quiet && xl)
+			fprintf(stderr, "stackprobe record: the kernel lost %llu samples (ring full)\n", xl);
+		sprobe_ext__free(ext);
+	}
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */
 	remove_stale_tables(dir);

@@ -68,7 +68,7 @@ static void bytemap_free(struct bytemap *m)
 }
 
 const char *const sprobe_rep__method_names[NMETHODS] = {
-	"none", "signal", "vm-readv", "zero-pause", "suspend",
+	"none", "signal", "vm-readv", "zero-pause", "suspend", "perf-event",
 };
 
 const char *const sprobe_rep__drop_names[SPROBE_DROP__COUNT] = {

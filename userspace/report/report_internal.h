@@ -49,7 +49,7 @@ struct bytemap {
 
 /* ---- the model ---------------------------------------------------------- */
 
-#define NMETHODS 5
+#define NMETHODS 6
 
 /* Several processes in one report (data file version 3): each part's pcs
  * become keys with the process index in bits 48..63 (user-space addresses

@@ -1,0 +1,611 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The external tier's sampler: one inherited perf event on a process
+ * tree, its ring buffer read by `record`, one data-file part per process
+ * image (contract in external.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/symbolize.h>
+
+#include "userspace/external/external.h"
+
+#define RING_PAGES 256 /* 1 MiB of samples between two polls */
+
+struct xsample {
+	uint32_t tid;
+	uint32_t nframes;
+	uint64_t time_ns;
+	uint64_t pcs[SPROBE_MAX_FRAMES];
+};
+
+struct ximage {
+	uint32_t pid, ppid, exec_index;
+	bool implicit;		/* made by its first sample, before its FORK */
+	uint64_t start_ns;
+	char comm[16];
+	char exe[256];
+	struct sprobe_modules *mods; /* from /proc/PID/maps, while it lived */
+	struct xsample *s;
+	size_t n, cap;
+};
+
+struct xthread {
+	uint32_t pid, tid;
+	char comm[16];
+};
+
+#define MAX_CPUS 1024
+
+struct sprobe_ext {
+	/* One event and ring per CPU: the kernel refuses to map the ring of
+	 * an inherited event that follows the task on every CPU. */
+	int ncpu;
+	int fd[MAX_CPUS];
+	void *ring[MAX_CPUS];
+	size_t ring_len;
+	pid_t root;
+	double freq;
+	char *dir;
+	struct ximage *img;
+	size_t nimg, capimg;
+	struct xthread *thr;
+	size_t nthr, capthr;
+	unsigned long long samples, lost;
+};
+
+struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, char *why,
+				    size_t len)
+{
+	struct perf_event_attr a;
+	struct sprobe_ext *x = calloc(1, sizeof(*x));
+	int e;
+
+	if (!x || !(x->dir = strdup(dir))) {
+		free(x);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (int c = 0; c < MAX_CPUS; c++)
+		x->fd[c] = -1;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = (uint64_t)(1e9 / freq_hz); /* ns of the task's CPU time */
+	a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+	a.disabled = 1;
+	a.enable_on_exec = 1;
+	a.inherit = 1;	/* every thread and child, from its first instruction */
+	a.exclude_kernel = 1;
+	a.exclude_hv = 1;
+	a.exclude_callchain_kernel = 1;
+	a.comm = 1;
+	a.task = 1;
+	a.sample_id_all = 1;
+	a.use_clockid = 1;
+	a.clockid = CLOCK_MONOTONIC;
+	a.sample_max_stack = SPROBE_MAX_FRAMES - 1;
+	x->ncpu = (int)sysconf(_SC_NPROCESSORS_CONF);
+	if (x->ncpu < 1 || x->ncpu > MAX_CPUS)
+		x->ncpu = x->ncpu < 1 ? 1 : MAX_CPUS;
+	x->ring_len = (size_t)(1 + RING_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+	for (int c = 0; c < x->ncpu; c++) {
+		x->fd[c] = (int)syscall(SYS_perf_event_open, &a, pid, c, -1, PERF_FLAG_FD_CLOEXEC);
+		if (x->fd[c] < 0 && errno == EINVAL && a.sample_max_stack) {
+			a.sample_max_stack = 0; /* kernels before 4.8 */
+			x->fd[c] = (int)syscall(SYS_perf_event_open, &a, pid, c, -1, PERF_FLAG_FD_CLOEXEC);
+		}
+		if (x->fd[c] < 0 && errno == ENODEV) {
+			x->ring[c] = MAP_FAILED; /* an offline CPU */
+			continue;
+		}
+		if (x->fd[c] < 0) {
+			e = errno;
+			snprintf(why, len, "perf_event_open: %s%s", strerror(e),
+				 e == EACCES || e == EPERM
+					 ? " (perf events are forbidden here: kernel.perf_event_paranoid, "
+					   "or a seccomp filter in a container)"
+					 : "");
+			x->ncpu = c;
+			sprobe_ext__free(x);
+			errno = e;
+			return NULL;
+		}
+		x->ring[c] = mmap(NULL, x->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd[c], 0);
+		if (x->ring[c] == MAP_FAILED) {
+			e = errno;
+			snprintf(why, len, "perf ring buffer: %s", strerror(e));
+			x->ncpu = c + 1;
+			sprobe_ext__free(x);
+			errno = e;
+			return NULL;
+		}
+	}
+	x->root = pid;
+	x->freq = freq_hz;
+	return x;
+}
+
+/* ---- per-process state ------------------------------------------------ */
+
+static struct ximage *image_cur(struct sprobe_ext *x, uint32_t pid)
+{
+	for (size_t i = x->nimg; i-- > 0;)
+		if (x->img[i].pid == pid)
+			return &x->img[i];
+	return NULL;
+}
+
+static struct ximage *image_new(struct sprobe_ext *x, uint32_t pid, uint32_t ppid, uint64_t t)
+{
+	struct ximage *prev = image_cur(x, pid);
+
+	if (x->nimg == x->capimg) {
+		size_t cap = x->capimg ? x->capimg * 2 : 16;
+		struct ximage *v = realloc(x->img, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		x->img = v;
+		x->capimg = cap;
+		prev = image_cur(x, pid);
+	}
+	struct ximage *im = &x->img[x->nimg];
+
+	memset(im, 0, sizeof(*im));
+	im->pid = pid;
+	im->ppid = prev ? prev->ppid : ppid;
+	im->exec_index = prev ? prev->exec_index + 1 : 0;
+	im->start_ns = t;
+	if (prev)
+		memcpy(im->comm, prev->comm, sizeof(im->comm));
+	x->nimg++;
+	return im;
+}
+
+/* The image's modules, read from /proc once while the process lives. */
+static void image_mods(struct ximage *im)
+{
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = (pid_t)im->pid };
+	char path[64];
+	ssize_t n;
+
+	if (im->mods)
+		return;
+	im->mods = sprobe_modules__new(&o);
+	/* Load each module's symbol table now: the inventory of another
+	 * process reads the files through /proc/PID, gone once it exits,
+	 * and the parts are written after that. */
+	for (size_t i = 0; im->mods && i < sprobe_modules__count(im->mods); i++) {
+		struct sprobe_symbol sym;
+
+		sprobe_modules__symbolize(im->mods, sprobe_modules__get(im->mods, i)->start, &sym);
+	}
+	snprintf(path, sizeof(path), "/proc/%u/exe", im->pid);
+	n = readlink(path, im->exe, sizeof(im->exe) - 1);
+	im->exe[n > 0 ? n : 0] = '\0';
+}
+
+static void thread_comm(struct sprobe_ext *x, uint32_t pid, uint32_t tid, const char *comm)
+{
+	for (size_t i = 0; i < x->nthr; i++)
+		if (x->thr[i].pid == pid && x->thr[i].tid == tid) {
+			snprintf(x->thr[i].comm, sizeof(x->thr[i].comm), "%s", comm);
+			return;
+		}
+	if (x->nthr == x->capthr) {
+		size_t cap = x->capthr ? x->capthr * 2 : 16;
+		struct xthread *v = realloc(x->thr, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		x->thr = v;
+		x->capthr = cap;
+	}
+	x->thr[x->nthr].pid = pid;
+	x->thr[x->nthr].tid = tid;
+	snprintf(x->thr[x->nthr].comm, sizeof(x->thr[x->nthr].comm), "%s", comm);
+	x->nthr++;
+}
+
+/* ---- the ring --------------------------------------------------------- */
+
+static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, const uint8_t *p)
+{
+	const uint8_t *end = (const uint8_t *)h + h->size;
+	uint32_t u32[4];
+	uint64_t u64;
+
+	switch (h->type) {
+	case PERF_RECORD_SAMPLE: {
+		uint64_t ip, t, nr;
+
+		if (p + 32 > end)
+			return;
+		memcpy(&ip, p, 8);
+		memcpy(u32, p + 8, 8); /* pid, tid */
+		memcpy(&t, p + 16, 8);
+		memcpy(&nr, p + 24, 8);
+		p += 32;
+		struct ximage *im = image_cur(x, u32[0]);
+
+		if (!im) {
+			if (!(im = image_new(x, u32[0], 0, t)))
+				return;
+			im->implicit = true;
+		}
+		image_mods(im);
+		if (im->n == im->cap) {
+			size_t cap = im->cap ? im->cap * 2 : 256;
+			struct xsample *v = realloc(im->s, cap * sizeof(*v));
+
+			if (!v)
+				return;
+			im->s = v;
+			im->cap = cap;
+		}
+		struct xsample *s = &im->s[im->n];
+
+		s->tid = u32[1];
+		s->time_ns = t;
+		s->nframes = 0;
+		/* The user call chain, innermost first; context markers
+		 * (PERF_CONTEXT_USER, ...) are not frames. */
+		for (uint64_t i = 0; i < nr && p + 8 <= end; i++, p += 8) {
+			memcpy(&u64, p, 8);
+			if (u64 >= (uint64_t)PERF_CONTEXT_MAX)
+				continue;
+			if (s->nframes < SPROBE_MAX_FRAMES)
+				s->pcs[s->nframes++] = u64;
+		}
+		if (!s->nframes)
+			s->pcs[s->nframes++] = ip;
+		im->n++;
+		x->samples++;
+		break;
+	}
+	case PERF_RECORD_COMM: {
+		char comm[16] = "";
+
+		if (p + 8 > end)
+			return;
+		memcpy(u32, p, 8); /* pid, tid */
+		size_t left = (size_t)(end - (p + 8));
+
+		memcpy(comm, p + 8, left < sizeof(comm) - 1 ? left : sizeof(comm) - 1);
+		if (h->misc & PERF_RECORD_MISC_COMM_EXEC) {
+			struct ximage *im = image_cur(x, u32[0]);
+			/* An exec: a new image, unless the one there has no
+			 * sample yet (the root's exec, a fork + exec). */
+			if (!im || im->n) {
+				uint64_t t = 0;
+
+				if (end - 8 >= p + 8)
+					memcpy(&t, end - 8, 8); /* sample_id: time last */
+				im = image_new(x, u32[0], 0, t);
+			} else if (im->mods) {
+				sprobe_modules__free(im->mods);
+				im->mods = NULL;
+			}
+			if (im) {
+				snprintf(im->comm, sizeof(im->comm), "%s", comm);
+				image_mods(im);
+			}
+		}
+		thread_comm(x, u32[0], u32[1], comm);
+		break;
+	}
+	case PERF_RECORD_FORK:
+		if (p + 16 + 8 > end)
+			return;
+		memcpy(u32, p, 16); /* pid, ppid, tid, ptid */
+		memcpy(&u64, p + 16, 8);
+		if (u32[0] == u32[2] && u32[0] != u32[1]) { /* a new process */
+			struct ximage *im = image_cur(x, u32[0]);
+
+			if (im && im->implicit) {
+				/* Its samples came first (another CPU's ring). */
+				im->implicit = false;
+				im->ppid = u32[1];
+				im->start_ns = u64;
+				break;
+			}
+			struct ximage *parent = image_cur(x, u32[1]);
+
+			im = image_new(x, u32[0], u32[1], u64);
+			if (im && parent)
+				memcpy(im->comm, parent->comm, sizeof(im->comm));
+		}
+		break;
+	case PERF_RECORD_LOST:
+		if (p + 16 <= end) {
+			memcpy(&u64, p + 8, 8);
+			x->lost += u64;
+		}
+		break;
+	}
+}
+
+/* Records of every ring, in time order: a process's records come from
+ * the rings of the CPUs it ran on, and its fork, exec and samples must be
+ * seen in the order they happened. */
+struct xrec {
+	uint64_t time;
+	uint32_t off, len;
+};
+
+static uint64_t rec_time(const uint8_t *r, uint16_t size)
+{
+	const struct perf_event_header *h = (const void *)r;
+	uint64_t t = 0;
+
+	if (h->type == PERF_RECORD_SAMPLE && size >= 8 + 24)
+		memcpy(&t, r + 8 + 16, 8); /* ip, pid/tid, time */
+	else if (size >= 8 + 8)
+		memcpy(&t, r + size - 8, 8); /* sample_id_all: time last */
+	return t;
+}
+
+static int cmp_xrec(const void *a, const void *b)
+{
+	const struct xrec *x = a, *y = b;
+
+	return x->time < y->time ? -1 : x->time > y->time;
+}
+
+int sprobe_ext__poll(struct sprobe_ext *x)
+{
+	unsigned long long before = x->samples;
+	uint8_t *buf = NULL;
+	struct xrec *v = NULL;
+	size_t len = 0, cap = 0, n = 0, vcap = 0;
+
+	for (int c = 0; c < x->ncpu; c++) {
+		if (!x->ring[c] || x->ring[c] == MAP_FAILED)
+			continue;
+		struct perf_event_mmap_page *mp = x->ring[c];
+		uint8_t *data = (uint8_t *)x->ring[c] + mp->data_offset;
+		uint64_t size = mp->data_size, tail = mp->data_tail;
+		uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+
+		while (tail + sizeof(struct perf_event_header) <= head) {
+			struct perf_event_header h;
+
+			for (size_t i = 0; i < sizeof(h); i++)
+				((uint8_t *)&h)[i] = data[(tail + i) % size];
+			if (h.size < sizeof(h) || tail + h.size > head)
+				break;
+			if (len + h.size > cap) {
+				size_t nc = cap ? cap * 2 : 1u << 20;
+				while (nc < len + h.size)
+					nc *= 2;
+				uint8_t *nb = realloc(buf, nc);
+				if (!nb)
+					break;
+				buf = nb;
+				cap = nc;
+			}
+			if (n == vcap) {
+				size_t nc = vcap ? vcap * 2 : 4096;
+				struct xrec *nv = realloc(v, nc * sizeof(*nv));
+				if (!nv)
+					break;
+				v = nv;
+				vcap = nc;
+			}
+			/* 8-byte aligned copies: records are multiples of 8. */
+			for (size_t i = 0; i < h.size; i++)
+				buf[len + i] = data[(tail + i) % size];
+			v[n++] = (struct xrec){ rec_time(buf + len, h.size), (uint32_t)len, h.size };
+			len += h.size;
+			tail += h.size;
+		}
+		__atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+	}
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_xrec);
+	for (size_t i = 0; i < n; i++)
+		on_record(x, (const struct perf_event_header *)(void *)(buf + v[i].off),
+			  buf + v[i].off + sizeof(struct perf_event_header));
+	free(buf);
+	free(v);
+	return (int)(x->samples - before);
+}
+
+/* ---- parts ------------------------------------------------------------ */
+
+static int write_part(struct sprobe_ext *x, struct ximage *im)
+{
+	char path[4096];
+	struct sprobe_df_record rec;
+	struct timespec rt, mt;
+	int fd, err = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u.%u.part", x->dir, im->pid, im->exec_index) >=
+	    sizeof(path))
+		return -ENAMETOOLONG;
+	/* An agent may have written this name (a child that could be
+	 * entered): that part is the better one. */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -errno;
+	struct sprobe_datafile_writer *w = sprobe_datafile_writer__new(fd, NULL);
+
+	if (!w) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_gettime(CLOCK_MONOTONIC, &mt);
+	int64_t off = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000ll + (rt.tv_nsec - mt.tv_nsec);
+	uint64_t start = im->start_ns ? im->start_ns : (im->n ? im->s[0].time_ns : 0);
+
+	memset(&rec, 0, sizeof(rec));
+	rec.type = SPROBE_DF_HEADER;
+	rec.header = (struct sprobe_df_header){ .pid = im->pid, .mode = SPROBE_DF_MODE_CPU,
+						.freq_hz = (uint32_t)(x->freq + 0.5),
+						.start_realtime_ns = (uint64_t)((int64_t)start + off),
+						.start_mono_ns = start, .cmdline = im->comm,
+						.cmdline_len = (uint32_t)strlen(im->comm) };
+	err = sprobe_datafile_writer__write(w, &rec);
+	static const char note[] = "sampled through the kernel (perf event, cpu time)";
+	rec.type = SPROBE_DF_PROCESS;
+	rec.process = (struct sprobe_df_process){
+		.pid = im->pid, .ppid = im->ppid, .exec_index = im->exec_index, .start_mono_ns = start,
+		.name = im->comm, .name_len = (uint32_t)strlen(im->comm), .exe = im->exe,
+		.exe_len = (uint32_t)strlen(im->exe), .note = note, .note_len = sizeof(note) - 1,
+	};
+	if (!err)
+		err = sprobe_datafile_writer__write(w, &rec);
+	for (size_t i = 0; i < x->nthr && !err; i++) {
+		if (x->thr[i].pid != im->pid)
+			continue;
+		rec.type = SPROBE_DF_THREAD;
+		rec.thread = (struct sprobe_df_thread){ .tid = x->thr[i].tid, .name = x->thr[i].comm,
+							.name_len = (uint32_t)strlen(x->thr[i].comm) };
+		err = sprobe_datafile_writer__write(w, &rec);
+	}
+	size_t nm = im->mods ? sprobe_modules__count(im->mods) : 0;
+
+	for (size_t i = 0; i < nm && !err; i++) {
+		const struct sprobe_module *m = sprobe_modules__get(im->mods, i);
+		struct sprobe_df_range rg[SPROBE_MODULE_MAX_SEGS];
+		uint32_t nr = 0;
+
+		for (uint32_t k = 0; k < m->nsegs; k++)
+			if (m->segs[k].prot & SPROBE_SEG_X)
+				rg[nr++] = (struct sprobe_df_range){ m->segs[k].start, m->segs[k].end,
+								     m->segs[k].file_offset };
+		rec.type = SPROBE_DF_MODULE;
+		rec.module = (struct sprobe_df_module){
+			.index = (uint32_t)i, .load_bias = m->bias, .build_id = m->build_id,
+			.build_id_len = m->build_id_len, .path = m->path,
+			.path_len = (uint32_t)strlen(m->path), .ranges = rg, .nranges = nr,
+		};
+		err = sprobe_datafile_writer__write(w, &rec);
+	}
+	for (size_t i = 0; i < im->n && !err; i++) {
+		rec.type = SPROBE_DF_SAMPLE;
+		rec.sample = (struct sprobe_df_sample){ .time_ns = im->s[i].time_ns, .tid = im->s[i].tid,
+							.method = SPROBE_METHOD_PERF_EVENT,
+							.pcs = im->s[i].pcs,
+							.nframes = im->s[i].nframes, .weight = 1 };
+		err = sprobe_datafile_writer__write(w, &rec);
+	}
+	/* Symbols of every distinct pc (return addresses looked up at pc - 1,
+	 * so a call at the end of a function is not its neighbour's); an open
+	 * addressing set keeps each pc once. */
+	size_t setcap = 1024;
+
+	while (setcap < im->n * 4 && setcap < (1u << 24))
+		setcap *= 2;
+	uint64_t *set = im->mods ? calloc(setcap, sizeof(*set)) : NULL;
+
+	for (size_t i = 0; i < im->n && !err && set; i++) {
+		for (uint32_t k = 0; k < im->s[i].nframes && !err; k++) {
+			uint64_t pc = im->s[i].pcs[k];
+			size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (setcap - 1);
+			bool seen = false;
+
+			if (!pc)
+				continue;
+			for (size_t probe = 0; probe < setcap; probe++, h = (h + 1) & (setcap - 1)) {
+				if (set[h] == pc) {
+					seen = true;
+					break;
+				}
+				if (!set[h]) {
+					set[h] = pc;
+					break;
+				}
+			}
+			if (seen)
+				continue;
+			struct sprobe_symbol sym;
+
+			if (sprobe_modules__symbolize(im->mods, k ? pc - 1 : pc, &sym) != 0 || !sym.name)
+				continue;
+			rec.type = SPROBE_DF_SYMBOL;
+			rec.symbol = (struct sprobe_df_symbol){
+				.pc = pc, .module = SPROBE_DF_NO_MODULE, .offset = pc - sym.sym_start,
+				.name = sym.name, .name_len = (uint32_t)strlen(sym.name),
+			};
+			for (size_t mi = 0; mi < nm; mi++)
+				if (sprobe_modules__get(im->mods, mi) == sym.module)
+					rec.symbol.module = (uint32_t)mi;
+			err = sprobe_datafile_writer__write(w, &rec);
+		}
+	}
+	free(set);
+	struct sprobe_df_trailer tr = { .end_realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull +
+							   (uint64_t)rt.tv_nsec,
+					.end_mono_ns = im->n ? im->s[im->n - 1].time_ns : start };
+	if (!err)
+		err = sprobe_datafile_writer__finish(w, &tr);
+	sprobe_datafile_writer__free(w);
+	if (close(fd) != 0 && !err)
+		err = -errno;
+	return err ? err : 1;
+}
+
+int sprobe_ext__finish(struct sprobe_ext *x)
+{
+	int n = 0, err;
+
+	for (int c = 0; c < x->ncpu; c++)
+		if (x->fd[c] >= 0)
+			ioctl(x->fd[c], PERF_EVENT_IOC_DISABLE, 0);
+	sprobe_ext__poll(x);
+	for (size_t i = 0; i < x->nimg; i++) {
+		/* Images with samples, and the command's own first one. */
+		if (!x->img[i].n && !(x->img[i].pid == (uint32_t)x->root && x->img[i].exec_index == 0))
+			continue;
+		err = write_part(x, &x->img[i]);
+		if (err < 0)
+			return err;
+		n += err;
+	}
+	return n;
+}
+
+void sprobe_ext__counts(const struct sprobe_ext *x, unsigned long long *samples,
+			unsigned long long *lost)
+{
+	*samples = x->samples;
+	*lost = x->lost;
+}
+
+void sprobe_ext__free(struct sprobe_ext *x)
+{
+	if (!x)
+		return;
+	for (int c = 0; c < x->ncpu; c++) {
+		if (x->ring[c] && x->ring[c] != MAP_FAILED)
+			munmap(x->ring[c], x->ring_len);
+		if (x->fd[c] >= 0)
+			close(x->fd[c]);
+	}
+	for (size_t i = 0; i < x->nimg; i++) {
+		sprobe_modules__free(x->img[i].mods);
+		free(x->img[i].s);
+	}
+	free(x->img);
+	free(x->thr);
+	free(x->dir);
+	free(x);
+}
