@@ -29,7 +29,10 @@
  * the first time a "_Z" name is seen, so C programs and the static library
  * need no C++ runtime at link time; without libstdc++ the mangled name is
  * returned unchanged. (libiberty's cplus_demangle would need -liberty, a
- * static-only, unversioned library, on every consumer's link line.)
+ * static-only, unversioned library, on every consumer's link line.) Rust
+ * names (legacy "_ZN...17h<hash>E" and v0 "_R...") are demangled first, by
+ * stackprobe's own demangler, as perf and Rust's backtraces print them: no
+ * hash, no crate disambiguator ("hot::spin::<u64>").
  *
  * Async-signal-safety: NONE of these functions is async-signal-safe. They
  * allocate, open files, take the loader lock (dl_iterate_phdr) and call

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "userspace/common/fds.h"
+#include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)
@@ -473,7 +474,9 @@ static char *cxa_demangle(struct sprobe_modules *m, const char *name)
 
 /*
  * The name users read: without a symbol-version suffix (.symtab of a debug
- * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if C++.
+ * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if Rust or C++.
+ * Rust first: a legacy Rust name is also a valid Itanium name, which
+ * __cxa_demangle would print with its hash and "$u7b$" escapes left in.
  * Computed once per symbol.
  */
 static const char *display_name(struct sprobe_modules *m, struct sym *s)
@@ -488,6 +491,11 @@ static const char *display_name(struct sprobe_modules *m, struct sym *s)
 		base = strndup(s->name, (size_t)(at - s->name));
 	const char *src = base ? base : s->name;
 
+	if (m->demangle && sprobe__rust_is_mangled(src) && (d = sprobe__rust_demangle(src))) {
+		free(base);
+		s->demangled = d;
+		return d;
+	}
 	if (m->demangle && strncmp(src, "_Z", 2) == 0 && (d = cxa_demangle(m, src))) {
 		free(base);
 		s->demangled = d;
