@@ -104,6 +104,9 @@ struct sprobe_modules_opts {
 	bool empty;		/* start empty, fill with sprobe_modules__add() */
 	bool no_demangle;	/* keep C++ names mangled */
 	const char *debug_root;	/* default "/usr/lib/debug" */
+	/* Do not read the process's JIT map (/tmp/perf-PID.map) for pcs
+	 * in no module (see sprobe_modules__symbolize()). */
+	bool no_perf_map;
 };
 
 struct sprobe_modules;
@@ -169,7 +172,8 @@ struct sprobe_symbol {
 	uint64_t sym_size;
 	const char *source;	/* where the name came from: "symtab",
 				 * "debug-build-id", "debug-link", "dynsym",
-				 * "memory" (vDSO); NULL when name is NULL */
+				 * "memory" (vDSO), "perf-map" (JIT code);
+				 * NULL when name is NULL */
 };
 
 /*
@@ -179,6 +183,18 @@ struct sprobe_symbol {
  * on first use. Returns 0 when pc is in a module (out->name may still be
  * NULL: no symbol covers it), -ENOENT when it is in none (out->module NULL),
  * -EINVAL on NULL arguments.
+ *
+ * JIT code: a pc in no module (anonymous executable memory) is looked up in
+ * the process's perf map, /tmp/perf-PID.map (read through /proc/PID/root
+ * for another process), which node --perf-basic-prof, the JVM
+ * (-XX:+DumpPerfMapAtExit, perf-map-agent), python3.12 -X perf, LuaJIT and
+ * .NET write. When it names pc the result is 0 with out->module NULL and
+ * out->name, sym_start, sym_offset, sym_size set, source "perf-map". The map
+ * is read incrementally (only what the program appended since the last
+ * miss), bounded in size, only if it is a regular file owned by the
+ * process's user or root; a line that does not parse is skipped. Not for
+ * inventories made with opts.empty (they have no process), nor with
+ * opts.no_perf_map.
  */
 SPROBE_API
 int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc,
@@ -198,7 +214,8 @@ int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const cha
 
 /*
  * Format a lookup result: "name+0x1a (libfoo.so)", "libfoo.so+0x1234" when
- * no symbol covers the pc, "0x7f..." when no module does. Returns the length
+ * no symbol covers the pc, "name+0x1a ([jit])" for JIT code named by a perf
+ * map, "0x7f..." when nothing names it. Returns the length
  * snprintf would have written (may exceed len), -EINVAL on NULL sym.
  */
 SPROBE_API

@@ -171,7 +171,8 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 		rec.symbol.pc = f->pc;
 		rec.symbol.module = SPROBE_DF_NO_MODULE;
 		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
-			int mi = module_index(s, sym.module);
+			/* a JIT frame (named by the perf map) has no module */
+			int mi = sym.module ? module_index(s, sym.module) : -1;
 			if (mi >= 0)
 				rec.symbol.module = (uint32_t)mi;
 			if (sym.name) {

@@ -515,7 +515,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	out->pc = pc;
 	mod = sprobe__modules_find(m, pc);
 	if (!mod)
-		return -ENOENT;
+		return sprobe__perfmap_symbolize(m, pc, out) == 0 ? 0 : -ENOENT;
 	out->module = &mod->pub;
 	out->module_offset = pc - mod->pub.bias;
 	if (mod->st.state == 0) {
@@ -599,6 +599,8 @@ int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t l
 {
 	if (!sym)
 		return -EINVAL;
+	if (!sym->module && sym->name)
+		return snprintf(buf, len, "%s+0x%" PRIx64 " ([jit])", sym->name, sym->sym_offset);
 	if (!sym->module)
 		return snprintf(buf, len, "0x%" PRIx64, sym->pc);
 	if (!sym->name)
