@@ -146,7 +146,12 @@ struct sprobe_report_sample {
 	uint64_t window_ns;		/* capture window entry -> exit; 0 if none */
 	uint32_t method;		/* enum sprobe_method */
 	bool truncated;			/* stack longer than the copy cap */
-	const uint64_t *pcs;		/* innermost first; NULL if nframes is 0 */
+	/* Innermost first; NULL if nframes is 0. A pc where functions were
+	 * inlined is preceded by one frame per inlined function, innermost
+	 * first (a synthetic pc with bit 63 set: resolve it, or ask
+	 * sprobe_report__frame_line(), never a module). So nframes may
+	 * exceed the recorded frames (at most 512). */
+	const uint64_t *pcs;
 	uint32_t nframes;
 	/* Samples this one stands for, >= 1: cpu mode records one stack for
 	 * the timer periods the kernel folded together (every count the
@@ -179,6 +184,19 @@ struct sprobe_report_frame {
  * each pc is looked up once per report. */
 SPROBE_API
 int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_report_frame *f);
+
+/*
+ * Source position of a frame handed out by sprobe_report__foreach_sample():
+ * *file and *line from the recording's srcline records (docs/FORMAT.md
+ * type 12: *file "" and *line 0 where DWARF did not say), *inlined true
+ * for an inlined function's frame, whose plain name ("f", where resolve()
+ * says "f (inlined)") goes to *function; NULL there for other frames.
+ * function and inlined may be NULL. Returns 0, -ENOENT (the recording has
+ * no line information for pc), -EINVAL. Strings live as long as the report.
+ */
+SPROBE_API
+int sprobe_report__frame_line(const struct sprobe_report *r, uint64_t pc, const char **function,
+			      const char **file, uint32_t *line, bool *inlined);
 
 /* A module (executable or shared object) announced in the file. */
 struct sprobe_report_module {

@@ -94,6 +94,10 @@ struct sprobe_sampler_opts {
 	 * kernel's view cannot be trusted (qemu-user) it is off anyway:
 	 * sprobe_sampler__zero_pause() says why. */
 	bool no_zero_pause;
+	/* Write no srcline records (inlined frames and source lines from
+	 * DWARF, docs/FORMAT.md type 12): symbol names only, less work at
+	 * flush. */
+	bool no_lines;
 };
 
 struct sprobe_sampler_stats {

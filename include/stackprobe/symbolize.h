@@ -212,6 +212,33 @@ SPROBE_API
 int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
 				int *line);
 
+/* One frame of the source view of a pc (sprobe_modules__inline_frames). */
+struct sprobe_src_frame {
+	/* The inlined function's name (demangled like symbol names); NULL
+	 * for the last frame, the function the code belongs to, whose name
+	 * is the symbol's (sprobe_modules__symbolize()). */
+	const char *function;
+	const char *file;	/* source file as DWARF spells it; NULL if unknown */
+	uint32_t line;		/* 0 if unknown */
+};
+
+#define SPROBE_MAX_INLINE 32
+
+/*
+ * The chain of functions inlined at pc, from DWARF (libdw): out[0] is the
+ * innermost inlined function with the file:line of pc in it, each next one
+ * the function it was inlined into with the file:line of that call site
+ * (DW_AT_call_file/line), and the last, out[n - 1], is the real function
+ * (function NULL) with its line: what `addr2line -i -f` and `eu-addr2line
+ * -i` print. Pass pc - 1 for return addresses. At most max frames (the
+ * innermost ones are kept when the chain is longer). Returns n >= 1, or
+ * -ENOENT (no module or no DWARF covers pc), -EINVAL. Strings are owned by
+ * the inventory, valid as long as the module. Not async-signal-safe.
+ */
+SPROBE_API
+int sprobe_modules__inline_frames(struct sprobe_modules *m, uint64_t pc,
+				  struct sprobe_src_frame *out, size_t max);
+
 /*
  * Format a lookup result: "name+0x1a (libfoo.so)", "libfoo.so+0x1234" when
  * no symbol covers the pc, "name+0x1a ([jit])" for JIT code named by a perf

@@ -41,6 +41,7 @@ struct sprobe_datafile_reader {
 	size_t buf_cap;			/* payload holds buf_cap, strings buf_cap + 8 */
 	size_t strings_len;
 	uint64_t pcs[SPROBE_MAX_FRAMES];
+	uint32_t lines[SPROBE_DF_MAX_INLINE];
 	struct sprobe_df_range ranges[SPROBE_DF_MAX_RANGES];
 	struct sprobe_df_dropped dropped[SPROBE_DF_MAX_DROPPED_TIDS];
 };
@@ -424,6 +425,24 @@ static void decode(struct sprobe_datafile_reader *r, struct dec *d, struct sprob
 			if (i < SPROBE_DF__TYPE_COUNT)
 				lost[i] = v;
 		}
+		break;
+	}
+	case SPROBE_DF_SRCLINE: {
+		struct sprobe_df_srcline *l = &rec->srcline;
+
+		l->pc = dec64(d);
+		l->n = dec32(d);
+		l->text_len = dec32(d);
+		if (l->n == 0 || l->n > SPROBE_DF_MAX_INLINE) {
+			dec_fail(d, "srcline entry count out of range");
+			break;
+		}
+		for (uint32_t i = 0; i < l->n; i++)
+			r->lines[i] = dec32(d);
+		l->lines = r->lines;
+		l->text = dec_str(r, d, l->text_len);
+		if (!d->bad && !sprobe_df__srcline_text_ok(l->text, l->text_len, l->n))
+			dec_fail(d, "srcline text is not its entries' names and files");
 		break;
 	}
 	}

@@ -37,6 +37,8 @@ static void jlost(FILE *o, const uint64_t *lost)
 
 	fputc('{', o);
 	for (int i = 1; i < SPROBE_DF__TYPE_COUNT; i++) {
+		if (strcmp(sprobe_df_type__name(i), "unknown") == 0)
+			continue; /* a reserved type number: no key */
 		fprintf(o, "\"%s\": %" PRIu64 ", ", sprobe_df_type__name(i), lost[i]);
 		t += lost[i];
 	}

@@ -143,6 +143,8 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			return -ENOMEM;
 		break;
 	}
+	case SPROBE_DF_SRCLINE:
+		return sprobe_rep__load_srcline(r, &rec->srcline);
 	case SPROBE_DF_SAMPLE: {
 		const struct sprobe_df_sample *s = &rec->sample;
 		struct sample smp = {

@@ -131,6 +131,7 @@ void sprobe_report__free(struct sprobe_report *r)
 	bytemap_free(&r->names);
 	ro_map__free(&r->sym_idx);
 	free(r->syms.v);
+	sprobe_rep__inline_free(r);
 	free(r->samples.v);
 	free(r->pcs.v);
 	free(r->capture_ns.v);
@@ -248,7 +249,7 @@ bool sprobe_rep__selected(const struct sprobe_report *r, uint32_t tid)
 
 int sprobe_rep__aggregate(struct sprobe_report *r)
 {
-	uint32_t key[1 + SPROBE_MAX_FRAMES];
+	uint32_t key[1 + SPROBE_REP_MAX_FRAMES];
 	bool added;
 
 	if (r->aggregated)
@@ -267,7 +268,10 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
 		const struct thread *t = &r->threads.v[s->thread];
-		const uint64_t *pcs = s->nframes ? r->pcs.v + s->pc_off : NULL;
+		size_t nframes;
+		/* inlined functions are frames of their own (inline.c) */
+		const uint64_t *pcs = sprobe_rep__expand(r, s->nframes ? r->pcs.v + s->pc_off : NULL,
+							 s->nframes, &nframes);
 		long fid, sid;
 
 		if (!sprobe_rep__selected(r, t->tid))
@@ -275,7 +279,7 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 		r->nsel += s->weight;
 		r->nsel_stacks++;
 		key[0] = s->thread;
-		for (uint32_t i = 0; i < s->nframes; i++) {
+		for (uint32_t i = 0; i < nframes; i++) {
 			fid = sprobe_rep__func_of(r, pcs[i]);
 			if (fid < 0)
 				return (int)fid;
@@ -293,9 +297,9 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 				f->mark = si + 1;
 				f->total += s->weight;
 			}
-			key[1 + s->nframes - 1 - i] = (uint32_t)fid;	/* root first */
+			key[1 + nframes - 1 - i] = (uint32_t)fid;	/* root first */
 		}
-		sid = sprobe_rep__bytemap_intern(&r->stackmap, key, (1 + s->nframes) * sizeof(uint32_t), &added);
+		sid = sprobe_rep__bytemap_intern(&r->stackmap, key, (1 + nframes) * sizeof(uint32_t), &added);
 		if (sid < 0)
 			return (int)sid;
 		if (added) {
@@ -575,13 +579,17 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 			.tid = t->tid, .thread_name = t->name && *t->name ? t->name : "thread",
 			.time_ns = s->time_ns, .window_ns = s->window_ns, .method = s->method,
 			.truncated = s->truncated,
-			.pcs = s->nframes ? r->pcs.v + s->pc_off : NULL, .nframes = s->nframes,
 			.weight = s->weight,
 		};
+		size_t nframes;
 		int rc;
 
 		if (!sprobe_rep__selected(r, t->tid))
 			continue;
+		/* inlined functions are frames of their own (inline.c) */
+		out.pcs = sprobe_rep__expand(r, s->nframes ? r->pcs.v + s->pc_off : NULL, s->nframes,
+					     &nframes);
+		out.nframes = (uint32_t)nframes;
 		rc = fn(&out, ctx);
 		if (rc)
 			return rc;

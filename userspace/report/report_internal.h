@@ -85,6 +85,22 @@ struct symbol {
 	uint64_t offset;
 };
 
+/* Source view of a pc (srcline records, inline.c): entries [first, first
+ * + n) of srcents, innermost first, the last the pc's own function. */
+struct srcline {
+	uint32_t first, n;
+};
+
+struct srcent {
+	uint32_t name;		/* id in names: "f (inlined)"; the last entry: unused */
+	uint32_t plain;		/* id in srcstr: "f"; the last entry: unused */
+	uint32_t file;		/* id in srcstr; "" when unknown */
+	uint32_t line;		/* 0 when unknown */
+};
+
+/* Frames of one expanded stack at most (a pc's inlined frames count). */
+#define SPROBE_REP_MAX_FRAMES 512
+
 struct sample {
 	uint64_t time_ns;
 	uint64_t pc_off;	/* into pcs */
@@ -131,6 +147,13 @@ struct sprobe_report {
 	struct bytemap names;		/* interned function / symbol names */
 	struct ro_map sym_idx;		/* pc -> position in syms */
 	VEC(struct symbol) syms;
+	/* inline.c: srcline records; an inlined frame is a synthetic pc
+	 * (SRC_SYNTH_BIT | index << 6 | depth) with its own symbol. */
+	struct ro_map src_idx;		/* pc -> index in srclines */
+	VEC(struct srcline) srclines;
+	VEC(struct srcent) srcents;
+	struct bytemap srcstr;		/* file and plain function names */
+	uint64_t xbuf[SPROBE_REP_MAX_FRAMES]; /* sprobe_rep__expand()'s output */
 	VEC(struct sample) samples;	/* all threads; filtered at output */
 	u64vec pcs;
 
@@ -201,6 +224,18 @@ const char *sprobe_rep__status_name(int st);
  * their self-reported ones (NULL with errno; ENOENT: no kernel windows). */
 int sprobe_rep__zp_check(const struct sprobe_report *r, struct sprobe_pause_zp_check *out);
 struct sprobe_pause_merge *sprobe_rep__pause_check(const struct sprobe_report *r);
+
+/* ---- inlined frames and source lines (inline.c) ------------------------- */
+
+/* Load a srcline record. Returns 0 or -ENOMEM. */
+int sprobe_rep__load_srcline(struct sprobe_report *r, const struct sprobe_df_srcline *l);
+/* The stack pcs[0..n) with each pc's inlined frames (synthetic pcs) before
+ * it, innermost first: pcs itself when no pc has any, else r->xbuf, valid
+ * until the next call. *out_n gets the count (<= SPROBE_REP_MAX_FRAMES;
+ * past that, pcs are left unexpanded). */
+const uint64_t *sprobe_rep__expand(struct sprobe_report *r, const uint64_t *pcs, size_t n,
+				   size_t *out_n);
+void sprobe_rep__inline_free(struct sprobe_report *r);
 
 /* ---- the writers that read the model (formats.c calls them) ------------- */
 

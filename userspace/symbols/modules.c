@@ -661,6 +661,7 @@ void sprobe_modules__free(struct sprobe_modules *m)
 	free(m->mods);
 	sprobe__demangler_release(m);
 	sprobe__perfmap_release(&m->jit);
+	sprobe__inline_release(m);
 	free(m->debug_root);
 	free(m);
 }

@@ -130,6 +130,9 @@ struct sprobe_modules {
 	char *(*demangler)(const char *, char *, size_t *, int *);
 	bool no_perf_map;
 	struct perfmap jit;
+	/* Demangled names of inlined functions handed out (inline.c). */
+	char **inl_names;
+	size_t inl_n, inl_cap;
 };
 
 /* Find the module containing addr (binary search). NULL if none. */
@@ -144,6 +147,14 @@ uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint
  * no entry, empty inventory), -ENOMEM. In perfmap.c. */
 int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out);
 void sprobe__perfmap_release(struct perfmap *pm);
+
+/* symbolize.c: the module of pc with its DWARF (a Dwarf *) open, or NULL;
+ * a mangled name demangled (caller frees) or NULL. */
+struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
+char *sprobe__demangle(struct sprobe_modules *m, const char *name);
+
+/* Inline-frame names kept for the inventory's life (inline.c). */
+void sprobe__inline_release(struct sprobe_modules *m);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);
