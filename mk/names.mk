@@ -11,3 +11,12 @@ $(BUILD)/jitloop: tests/workloads/jitloop.c | $(BUILD)
 
 all: $(BUILD)/jitloop
 $(BUILD)/tests/test_perfmap: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/jitloop
+
+# tests/test_inline.c: a hot static inline function, -O2 -g (the build
+# users profile), compared with addr2line -i and go tool pprof -lines.
+$(BUILD)/inlined: tests/workloads/inlined.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -o $@ $<
+
+all: $(BUILD)/inlined
+$(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/inlined
