@@ -81,12 +81,12 @@ static void test_rules(void **state)
 static void test_hostile_names(void **state)
 {
 	static const char *valid[] = {
-		"_ZN4core3ops8function6FnOnce40call_once$u7b$$u7b$vtable.shim$u7d$$u7d$"
-		"17h584dd148505da648E",
+		("_ZN4core3ops8function6FnOnce40call_once$u7b$$u7b$vtable.shim$u7d$$u7d$"
+		 "17h584dd148505da648E"),
 		"_RNvMCs81nRMqtTsfS_3hotNtB2_6Worker3run",
 		"_RINvC1a1fFG_RL0_hEuE",
 		"_RINvC1a1fDNtC1b1TEL_E",
-		"_RINvNtCsgEmfK2I1SDS_4core6escape14escape_unicodeKja_ECsgY6Mt91CT9J_14rustc_demangle",
+		("_RINvNtCsgEmfK2I1SDS_4core6escape14escape_unicodeKja_ECsgY6Mt91CT9J_14rustc_demangle"),
 	};
 	char buf[256];
 	unsigned long seed = 22, demangled = 0, refused = 0;
