@@ -45,6 +45,46 @@ static const char *base(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* Run prog (looping for long) and open the inventory of its process; its
+ * module named name goes to *mod. The close-on-exec pipe reads
+ * end-of-file once the exec happened: from then on the kernel has the
+ * program mapped. */
+static struct sprobe_modules *start_prog(const char *prog, const char *name, pid_t *pid,
+					 const struct sprobe_module **mod)
+{
+	int gate[2];
+	char c;
+
+	assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
+	*pid = fork();
+	assert_true(*pid >= 0);
+	if (*pid == 0) {
+		close(gate[0]);
+		execl(prog, prog, "100000000000000", (char *)NULL);
+		_exit(127);
+	}
+	close(gate[1]);
+	assert_int_equal(read(gate[0], &c, 1), 0);
+	close(gate[0]);
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = *pid };
+	struct sprobe_modules *m = sprobe_modules__new(&o);
+
+	assert_non_null(m);
+	*mod = NULL;
+	for (size_t i = 0; i < sprobe_modules__count(m); i++)
+		if (strcmp(sprobe_modules__get(m, i)->name, name) == 0)
+			*mod = sprobe_modules__get(m, i);
+	assert_non_null(*mod);
+	return m;
+}
+
+static void stop_prog(struct sprobe_modules *m, pid_t pid)
+{
+	sprobe_modules__free(m);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 /* Every address of outer_fn (inner_hot is inlined into it) in a running
  * copy of the program: our chain equals addr2line -i -f's, function by
  * function and line by line. */
@@ -62,32 +102,9 @@ static void test_chain_matches_addr2line(void **state)
 	free(nmout);
 	assert_true(size > 0 && size < 4096);
 
-	/* The close-on-exec pipe reads end-of-file once the exec happened:
-	 * from then on the kernel has the program mapped. */
-	int gate[2];
-	char c;
-
-	assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(gate[0]);
-		execl(PROG, PROG, "100000000000000", (char *)NULL);
-		_exit(127);
-	}
-	close(gate[1]);
-	assert_int_equal(read(gate[0], &c, 1), 0);
-	close(gate[0]);
-	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = pid };
-	struct sprobe_modules *m = sprobe_modules__new(&o);
-	const struct sprobe_module *mod = NULL;
-
-	assert_non_null(m);
-	for (size_t i = 0; i < sprobe_modules__count(m); i++)
-		if (strcmp(sprobe_modules__get(m, i)->name, "inlined") == 0)
-			mod = sprobe_modules__get(m, i);
-	assert_non_null(mod);
+	pid_t pid;
+	const struct sprobe_module *mod;
+	struct sprobe_modules *m = start_prog(PROG, "inlined", &pid, &mod);
 
 	/* addr2line, once, for every address: "-a" prints each address
 	 * before its chain of "function\nfile:line" pairs */
@@ -149,9 +166,60 @@ static void test_chain_matches_addr2line(void **state)
 	assert_int_equal(compared, size);
 	assert_true(inlined_seen > 0); /* the compiler did inline it */
 	free(a2l);
-	sprobe_modules__free(m);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
+	stop_prog(m, pid);
+}
+
+/* Damaged DWARF (a .debug_info cut in half, cut to 40 bytes, or random
+ * bytes): no crash, and no frame named wrong: the chain holds at most
+ * inner_hot and the symbol's own function, or is refused. */
+static void test_damaged_dwarf(void **state)
+{
+	static const char *const how[] = { "half", "tiny", "random" };
+	char cmd[1024], *nmout = NULL;
+	unsigned long start = 0, size = 0;
+	(void)state;
+
+	if (sprobe_test_run("command -v objcopy >/dev/null 2>&1", NULL) != 0)
+		SPROBE_SKIP("no objcopy (binutils, tools/deps.d/outputs.list)");
+	assert_int_equal(sprobe_test_run("nm -S " PROG " | grep ' outer_fn$'", &nmout), 0);
+	assert_int_equal(sscanf(nmout, "%lx %lx", &start, &size), 2);
+	free(nmout);
+	assert_int_equal(sprobe_test_run("objcopy --dump-section .debug_info=" OUT "/di.bin " PROG, NULL), 0);
+	for (size_t h = 0; h < sizeof(how) / sizeof(how[0]); h++) {
+		const char *make_part =
+			h == 0 ? "head -c $(( $(stat -c %s " OUT "/di.bin) / 2 )) " OUT "/di.bin" :
+			h == 1 ? "head -c 40 " OUT "/di.bin" :
+				 "head -c $(stat -c %s " OUT "/di.bin) /dev/urandom";
+		snprintf(cmd, sizeof(cmd), "%s > " OUT "/di_bad.bin && objcopy --update-section .debug_info="
+			 OUT "/di_bad.bin " PROG " " OUT "/inlined_%s", make_part, how[h]);
+		assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+		snprintf(cmd, sizeof(cmd), OUT "/inlined_%s", how[h]);
+
+		pid_t pid;
+		const struct sprobe_module *mod;
+		struct sprobe_modules *m = start_prog(cmd, cmd + strlen(OUT) + 1, &pid, &mod);
+		unsigned chains = 0, refused = 0;
+
+		for (unsigned long a = start; a < start + size; a++) {
+			struct sprobe_src_frame fr[SPROBE_MAX_INLINE];
+			struct sprobe_symbol sym;
+			int n = sprobe_modules__inline_frames(m, mod->bias + a, fr, SPROBE_MAX_INLINE);
+
+			assert_int_equal(sprobe_modules__symbolize(m, mod->bias + a, &sym), 0);
+			assert_string_equal(sym.name, "outer_fn"); /* .symtab is intact */
+			if (n < 0) {
+				refused++;
+				continue;
+			}
+			chains++;
+			assert_true(n <= 2);
+			assert_null(fr[n - 1].function);
+			if (n == 2)
+				assert_string_equal(fr[0].function, "inner_hot");
+		}
+		print_message("  .debug_info %s: %u chains, %u refused\n", how[h], chains, refused);
+		stop_prog(m, pid);
+	}
 }
 
 /* Counts of folded lines of the program's thread that end in leaf. */
@@ -292,6 +360,7 @@ static void test_bad_srcline_refused(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_chain_matches_addr2line),
+	cmocka_unit_test(test_damaged_dwarf),
 	cmocka_unit_test(test_recording_shows_inlined),
 	cmocka_unit_test(test_pprof_lines),
 	cmocka_unit_test(test_bad_srcline_refused),
