@@ -3,11 +3,13 @@
  * A hot static inline function for tests/test_inline.c, built -O2 -g:
  * inner_hot is inlined into outer_fn (the compiler's choice at -O2; the
  * test checks it happened with eu-addr2line/addr2line -i), which main
- * calls. argv[1]: iterations (default 100000000).
+ * calls. argv[1]: iterations (default 100000000); argv[2], optional: a
+ * descriptor to write one byte to once main runs (every library mapped).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static volatile uint64_t sink;
 
@@ -31,6 +33,14 @@ __attribute__((noinline)) static uint64_t outer_fn(uint64_t n)
 int main(int argc, char **argv)
 {
 	uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 100000000;
+
+	if (argc > 2) {
+		int fd = atoi(argv[2]);
+
+		if (write(fd, "r", 1) != 1)
+			return 1;
+		close(fd);
+	}
 
 	printf("%llu\n", (unsigned long long)outer_fn(n));
 	return 0;

@@ -41,6 +41,7 @@ struct symtab {
 	void *membuf;		/* another process's vDSO image, copied */
 	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
+	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
 };
 
 /* One row of a procedure's CFI table: the register-state rule that holds
@@ -153,8 +154,10 @@ void sprobe__perfmap_release(struct perfmap *pm);
 struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
 char *sprobe__demangle(struct sprobe_modules *m, const char *name);
 
-/* Inline-frame names kept for the inventory's life (inline.c). */
+/* Inline-frame names kept for the inventory's life, and a module's index
+ * of function DIEs (inline.c). */
 void sprobe__inline_release(struct sprobe_modules *m);
+void sprobe__inline_cache_free(struct inl_cache *c);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);

@@ -25,6 +25,7 @@
 
 void sprobe__symtab_release(struct symtab *st)
 {
+	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf)
 		dwarf_end(st->dwarf);
 	for (size_t i = 0; i < st->n; i++)
