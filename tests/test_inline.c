@@ -406,10 +406,11 @@ static void test_recording_shows_inlined(void **state)
 	free(out);
 	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/inl.data --format json | "
 					 "python3 -c 'import json,sys; d=json.load(sys.stdin); "
-					 "print(\"\\n\".join(f[\"name\"] if isinstance(f, dict) else str(f) "
-					 "for f in d.get(\"functions\", [])))'",
+					 "print(\"\\n\".join(f[\"name\"] + (\" INLINED\" if f.get(\"inlined\") else \"\") "
+					 "for f in d[\"functions\"]))'",
 					 &out), 0);
-	assert_non_null(strstr(out, "inner_hot (inlined)"));
+	assert_non_null(strstr(out, "inner_hot (inlined) INLINED\n"));
+	assert_null(strstr(out, "outer_fn INLINED"));
 	free(out);
 	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/inl.data --format speedscope", &out), 0);
 	assert_non_null(strstr(out, "{\"name\": \"inner_hot (inlined)\", \"file\": \"tests/workloads/inlined.c\", \"line\": "));

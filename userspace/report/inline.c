@@ -68,6 +68,8 @@ int sprobe_rep__load_srcline(struct sprobe_report *r, const struct sprobe_df_src
 			if ((id = sprobe_rep__bytemap_intern(&r->names, name, (size_t)k, &added)) < 0)
 				return (int)id;
 			e.name = (uint32_t)id;
+			if (ro_map__put(&r->inl_names, e.name, 1))
+				return -ENOMEM;
 			struct symbol sym = { .name = e.name, .module = module };
 
 			if (VEC_PUSH(r->syms, sym) ||
@@ -140,8 +142,16 @@ int sprobe_report__frame_line(const struct sprobe_report *r, uint64_t pc, const 
 	return 0;
 }
 
+bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name)
+{
+	uint32_t v;
+
+	return ro_map__get(&r->inl_names, name, &v);
+}
+
 void sprobe_rep__inline_free(struct sprobe_report *r)
 {
+	ro_map__free(&r->inl_names);
 	ro_map__free(&r->src_idx);
 	free(r->srclines.v);
 	free(r->srcents.v);

@@ -217,6 +217,8 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 			ro_json_str(o, mod);
 		else
 			fputs("null", o);
+		if (sprobe_rep__is_inlined(r, ids[i]))
+			fputs(", \"inlined\": true", o);
 		fprintf(o, ", \"self\": %" PRIu64 ", \"total\": %" PRIu64 "}", f->self, f->total);
 	}
 	free(ids);

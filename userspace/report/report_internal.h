@@ -153,6 +153,7 @@ struct sprobe_report {
 	VEC(struct srcline) srclines;
 	VEC(struct srcent) srcents;
 	struct bytemap srcstr;		/* file and plain function names */
+	struct ro_map inl_names;	/* name ids of "f (inlined)" frames */
 	uint64_t xbuf[SPROBE_REP_MAX_FRAMES]; /* sprobe_rep__expand()'s output */
 	VEC(struct sample) samples;	/* all threads; filtered at output */
 	u64vec pcs;
@@ -236,6 +237,8 @@ int sprobe_rep__load_srcline(struct sprobe_report *r, const struct sprobe_df_src
 const uint64_t *sprobe_rep__expand(struct sprobe_report *r, const uint64_t *pcs, size_t n,
 				   size_t *out_n);
 void sprobe_rep__inline_free(struct sprobe_report *r);
+/* Is name id (a function id) an inlined function's frame? */
+bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name);
 
 /* ---- the writers that read the model (formats.c calls them) ------------- */
 
