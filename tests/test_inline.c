@@ -403,6 +403,16 @@ static void test_recording_shows_inlined(void **state)
 
 	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/inl.data", &out), 0);
 	assert_non_null(strstr(out, "inner_hot (inlined)"));
+	/* the per-line view: the hottest line is in inner_hot */
+	char *lines = strstr(out, "Top source lines by self samples");
+	unsigned hot_line = 0;
+
+	assert_non_null(lines);
+	lines = strstr(lines, "inlined.c:");
+	assert_non_null(lines);
+	assert_int_equal(sscanf(lines, "inlined.c:%u", &hot_line), 1);
+	assert_true(strncmp(strchr(lines, ' '), "  inner_hot (inlined)\n", 22) == 0);
+	print_message("  text: hottest line inlined.c:%u\n", hot_line);
 	free(out);
 	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/inl.data --format json | "
 					 "python3 -c 'import json,sys; d=json.load(sys.stdin); "
@@ -435,6 +445,15 @@ static void test_recording_shows_inlined(void **state)
 					 "grep -A1 -m1 -- '  outer_fn$'", &out), 0);
 	print_message("  perf: %s", out);
 	assert_non_null(strstr(out, "inner_hot (inlined)"));
+	free(out);
+	/* and perf's hottest source line is ours */
+	assert_int_equal(sprobe_test_run("perf report -i " OUT "/perf.data --stdio --no-children --sort srcline "
+					 "-g none 2>/dev/null | grep -m1 -o 'inlined.c:[0-9]*'", &out), 0);
+	unsigned perf_line = 0;
+
+	assert_int_equal(sscanf(out, "inlined.c:%u", &perf_line), 1);
+	print_message("  perf --sort srcline: hottest inlined.c:%u\n", perf_line);
+	assert_int_equal(perf_line, hot_line);
 	free(out);
 }
 

@@ -12,6 +12,7 @@
  * space), so synthetic pcs collide with no sampled pc.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,77 @@ int sprobe_report__frame_line(const struct sprobe_report *r, uint64_t pc, const 
 	*file = sprobe_rep__bytemap_key(&r->srcstr, e->file);
 	*line = e->line;
 	return 0;
+}
+
+struct line_count {
+	uint32_t key;		/* id in the bytemap: "file:line\0function" */
+	uint64_t count;
+};
+
+static int cmp_line_count(const void *a, const void *b)
+{
+	const struct line_count *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+int sprobe_rep__write_top_lines(struct sprobe_report *r, FILE *o)
+{
+	struct bytemap keys = { 0 };
+	VEC(struct line_count) counts = { 0 };
+	int ret = 0;
+
+	if (r->srclines.n == 0)
+		return 0;
+	for (size_t si = 0; si < r->samples.n; si++) {
+		const struct sample *s = &r->samples.v[si];
+		const struct srcline *sl;
+		const struct srcent *e;
+		uint32_t idx, symi;
+		char key[1200];
+		bool added;
+
+		if (!s->nframes || !sprobe_rep__selected(r, r->threads.v[s->thread].tid) ||
+		    !ro_map__get(&r->src_idx, r->pcs.v[s->pc_off], &idx))
+			continue;
+		sl = &r->srclines.v[idx];
+		e = &r->srcents.v[sl->first]; /* the innermost frame */
+		const char *file = sprobe_rep__bytemap_key(&r->srcstr, e->file);
+		const char *fn = sl->n > 1 ? sprobe_rep__bytemap_key(&r->names, e->name)
+			       : ro_map__get(&r->sym_idx, r->pcs.v[s->pc_off], &symi)
+				       ? sprobe_rep__bytemap_key(&r->names, r->syms.v[symi].name)
+				       : "";
+		if (!file[0] || !e->line)
+			continue;
+		int k = snprintf(key, sizeof(key), "%.600s:%u%c%.500s", file, e->line, '\0', fn);
+		long id = sprobe_rep__bytemap_intern(&keys, key, (size_t)k, &added);
+
+		if (id < 0 || (added && VEC_PUSH(counts, ((struct line_count){ (uint32_t)id, 0 })))) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		counts.v[id].count += s->weight;
+	}
+	if (!counts.n)
+		goto out;
+	qsort(counts.v, counts.n, sizeof(*counts.v), cmp_line_count);
+	fprintf(o, "\nTop source lines by self samples (the innermost frame's line)\n");
+	fprintf(o, "  %8s %7s  %s\n", "self", "self%", "line  function");
+	for (size_t i = 0; i < counts.n && i < r->top; i++) {
+		const char *k = sprobe_rep__bytemap_key(&keys, counts.v[i].key);
+
+		fprintf(o, "  %8" PRIu64 " %6.2f%%  %s  %s\n", counts.v[i].count,
+			r->nsel ? 100.0 * (double)counts.v[i].count / (double)r->nsel : 0.0, k,
+			k + strlen(k) + 1);
+	}
+out:
+	ro_map__free(&keys.idx);
+	free(keys.arena.v);
+	free(keys.keys.v);
+	free(counts.v);
+	return ret;
 }
 
 bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name)

@@ -237,6 +237,10 @@ int sprobe_rep__load_srcline(struct sprobe_report *r, const struct sprobe_df_src
 const uint64_t *sprobe_rep__expand(struct sprobe_report *r, const uint64_t *pcs, size_t n,
 				   size_t *out_n);
 void sprobe_rep__inline_free(struct sprobe_report *r);
+/* "Top source lines by self samples": the file:line of each selected
+ * sample's innermost frame (inlined or not), summed; nothing when the
+ * recording has no srcline records. 0 or -ENOMEM. */
+int sprobe_rep__write_top_lines(struct sprobe_report *r, FILE *o);
 /* Is name id (a function id) an inlined function's frame? */
 bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name);
 

@@ -214,6 +214,9 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		free(ids);
 	}
 
+	if (sprobe_rep__write_top_lines(r, o))
+		return -ENOMEM;
+
 	fprintf(o, "\nThreads (by samples)\n");
 	fprintf(o, "  %8s  %-16s %8s %7s %9s %9s %9s %7s %10s %s\n", "tid", "name", "samples",
 		"share", "win-p50", "win-p99", "win-max", "pause%", "stack-max", "methods");
