@@ -137,6 +137,9 @@ struct sprobe_report_info {
 SPROBE_API
 int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info *info);
 
+/* Frames of a sample as handed out, inlined frames included. */
+#define SPROBE_REPORT_MAX_FRAMES 512
+
 /* One loaded sample, as handed to a sprobe_report__foreach_sample callback.
  * Pointers are valid during the callback only. */
 struct sprobe_report_sample {
@@ -150,7 +153,7 @@ struct sprobe_report_sample {
 	 * inlined is preceded by one frame per inlined function, innermost
 	 * first (a synthetic pc with bit 63 set: resolve it, or ask
 	 * sprobe_report__frame_line(), never a module). So nframes may
-	 * exceed the recorded frames (at most 512). */
+	 * exceed the recorded frames (at most SPROBE_REPORT_MAX_FRAMES). */
 	const uint64_t *pcs;
 	uint32_t nframes;
 	/* Samples this one stands for, >= 1: cpu mode records one stack for

@@ -99,7 +99,7 @@ struct srcent {
 };
 
 /* Frames of one expanded stack at most (a pc's inlined frames count). */
-#define SPROBE_REP_MAX_FRAMES 512
+#define SPROBE_REP_MAX_FRAMES SPROBE_REPORT_MAX_FRAMES
 
 struct sample {
 	uint64_t time_ns;
