@@ -537,8 +537,11 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      "corrupt %s record at offset %llu (payload checksum mismatch)",
 				      sprobe_df_type__name(type), (unsigned long long)off);
-		if (type >= SPROBE_DF__TYPE_COUNT) {
-			r->good = r->pos;	/* intact record of a newer kind: skip */
+		if (type >= SPROBE_DF__TYPE_COUNT ||
+		    (type != 0 && strcmp(sprobe_df_type__name(type), "unknown") == 0)) {
+			/* intact record of a newer kind (or of a reserved
+			 * number this reader has no decoder for): skip */
+			r->good = r->pos;
 			continue;
 		}
 		if ((r->records == 0) != (type == SPROBE_DF_HEADER))
