@@ -321,15 +321,17 @@ static char *perf_names(const char *bin)
 	return out;
 }
 
-/* A folded line with ";caller;" in it and leaf as its last frame. Inlined
- * closures may sit between them ("hot::Worker::run::{{closure}} (inlined)"). */
+/* A folded line with ";caller;" in it and leaf as its last frame, or
+ * followed only by frames inlined into it (the std iterator code of its
+ * loop: "core::iter::range::...::next (inlined)"). Inlined closures may
+ * sit between caller and leaf ("hot::Worker::run::{{closure}} (inlined)"). */
 static bool has_stack(const char *folded, const char *caller, const char *leaf)
 {
 	char c[256], l[256];
 	const char *line = folded;
 
 	snprintf(c, sizeof(c), ";%s;", caller);
-	snprintf(l, sizeof(l), ";%s ", leaf);
+	snprintf(l, sizeof(l), ";%s", leaf);
 	while (*line) {
 		const char *eol = strchr(line, '\n');
 		size_t len = eol ? (size_t)(eol - line) : strlen(line);
@@ -339,10 +341,25 @@ static bool has_stack(const char *folded, const char *caller, const char *leaf)
 			memcpy(tmp, line, len);
 			tmp[len] = '\0';
 			char *sp = strrchr(tmp, ' ');
-			char *at = strstr(tmp, l);
 
-			if (sp && strstr(tmp, c) && at && at + strlen(l) - 1 == sp)
-				return true;
+			if (sp && strstr(tmp, c)) {
+				*sp = '\0';
+				for (char *at = strstr(tmp, l); at; at = strstr(at + 1, l)) {
+					char *end = at + strlen(l);
+					bool ok = *end == '\0' || *end == ';';
+
+					/* every frame after it must be an inlined one */
+					for (char *f = *end ? end + 1 : NULL; ok && f;) {
+						char *next = strchr(f, ';');
+						size_t flen = next ? (size_t)(next - f) : strlen(f);
+
+						ok = flen >= 10 && strncmp(f + flen - 10, " (inlined)", 10) == 0;
+						f = next ? next + 1 : NULL;
+					}
+					if (ok)
+						return true;
+				}
+			}
 		}
 		line += len + (eol ? 1 : 0);
 	}
