@@ -254,6 +254,22 @@ static void test_hostile_map(void **state)
 	expect_jit(m, at(0x302), "good_one", at(0x300)); /* a hit: not re-read */
 	expect_unnamed(m, at(0x1000 + 5));		  /* a miss: re-read, new file */
 	expect_jit(m, at(0x302), "g1", at(0x300));
+
+	/* written again in place, longer (same inode: fopen "w", as
+	 * perf-map-agent does): read again from the start */
+	char big[512];
+
+	map_line(big, sizeof(big), 0x300, 0x8, "g2_rewritten_in_place");
+	map_line(good2, sizeof(good2), 0x340, 0x8, "g3");
+	strcat(big, good2);
+	struct stat before, after;
+
+	assert_int_equal(stat(map_path, &before), 0);
+	write_map("w", big);
+	assert_int_equal(stat(map_path, &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	expect_jit(m, at(0x342), "g3", at(0x340));	/* a miss: the new content */
+	expect_jit(m, at(0x302), "g2_rewritten_in_place", at(0x300));
 	sprobe_modules__free(m);
 	unlink(map_path);
 }

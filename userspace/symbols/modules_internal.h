@@ -110,6 +110,8 @@ struct perfmap {
 	uint64_t seq;
 	uint64_t offset;	/* bytes of whole lines consumed */
 	uint64_t dev, ino;	/* the file those bytes came from */
+	uint8_t head[64];	/* its first bytes: a file rewritten in place */
+	uint32_t head_len;	/* (truncated, written again) differs there */
 	bool skipping;		/* inside an over-long line */
 	bool capped;		/* PERFMAP_BYTES_MAX or ENTRIES_MAX reached */
 	struct perfmap_block *blocks; /* names */

@@ -193,7 +193,8 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 	int h, fd, ret = 0;
 	char *buf;
 	size_t have = 0;
-	bool skipping = pm->skipping;
+	bool skipping;
+	uint8_t head[sizeof(pm->head)];
 
 	if (pm->capped)
 		return 0;
@@ -209,15 +210,20 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 		return 0;
 	}
 	if ((uint64_t)st.st_dev != pm->dev || (uint64_t)st.st_ino != pm->ino ||
-	    (uint64_t)st.st_size < pm->offset) {
-		/* another file: its entries replace the old ones (the names
-		 * already handed out stay in their blocks) */
+	    (uint64_t)st.st_size < pm->offset ||
+	    (pm->head_len && (pread(fd, head, pm->head_len, 0) != (ssize_t)pm->head_len ||
+			      memcmp(head, pm->head, pm->head_len) != 0))) {
+		/* another file, or this one written again from the start
+		 * (perf-map-agent rewrites it): its entries replace the old
+		 * ones (the names already handed out stay in their blocks) */
 		pm->n = 0;
 		pm->offset = 0;
 		pm->skipping = false;
+		pm->head_len = 0;
 		pm->dev = (uint64_t)st.st_dev;
 		pm->ino = (uint64_t)st.st_ino;
 	}
+	skipping = pm->skipping;
 	if ((uint64_t)st.st_size == pm->offset) {
 		sprobe_fd__done(h);
 		return 0;
@@ -271,6 +277,14 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 	/* An over-long line not yet ended stays skipped next time. */
 	pm->skipping = skipping;
 	pm->offset = pos;
+	if (pm->head_len < sizeof(pm->head) && pos > pm->head_len) {
+		size_t want = pos < sizeof(pm->head) ? (size_t)pos : sizeof(pm->head);
+
+		if (pread(fd, pm->head, want, 0) == (ssize_t)want)
+			pm->head_len = (uint32_t)want;
+		else
+			pm->head_len = 0;
+	}
 	free(buf);
 	sprobe_fd__done(h);
 	if (pm->n != before && pm->n > 1)
