@@ -413,7 +413,7 @@ static void test_recording_names_node_js(void **state)
 	mkdir("build/test-out", 0755);
 	mkdir(OUT, 0755);
 	assert_int_equal(sprobe_test_run(CLI " record -q -F 199 -o " OUT "/node.data -- "
-					 "node --perf-basic-prof tests/workloads/jshot.js 300", &out), 0);
+					 "node --perf-basic-prof --no-logfile-per-isolate --logfile=" OUT "/v8.log tests/workloads/jshot.js 300", &out), 0);
 	pid = atoi(out);
 	assert_true(pid > 0);
 	free(out);
@@ -430,7 +430,7 @@ static void test_recording_names_node_js(void **state)
 
 	if (sprobe_test_run("command -v perf >/dev/null 2>&1", NULL) != 0 ||
 	    sprobe_test_run("perf record -q -F 199 -o " OUT "/perf-node.data node --perf-basic-prof "
-			    "tests/workloads/jshot.js 300 > " OUT "/perf-node.pid 2>/dev/null", NULL) != 0) {
+			    "--no-logfile-per-isolate --logfile=" OUT "/v8-perf.log tests/workloads/jshot.js 300 > " OUT "/perf-node.pid 2>/dev/null", NULL) != 0) {
 		print_message("  perf unavailable here: not compared\n");
 		free(folded);
 		return;
