@@ -3,7 +3,8 @@
  * libFuzzer target for symbolization of malformed ELF files (modules.c +
  * symbolize.c). Built by mk/hardening.mk with
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_elf.c
- *         userspace/symbols/modules.c userspace/symbols/symbolize.c -lelf -lz -ldl
+ *         userspace/symbols/{modules,symbolize,demangle_rust,perfmap,inline}.c
+ *         -ldw -lelf -lz -ldl (and the inline chain of each pc: the DWARF reader)
  * and run briefly by `make test` (lane test-fuzz-elf), longer by `make fuzz`.
  *
  * Each input is written to a file in a private temp directory; an inventory
@@ -183,6 +184,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r != 0 || sym.module == NULL)
 			abort();
 		check_symbol(&sym, pcs[i]);
+		/* the DWARF reader (libdw plus inline.c's index) on the same input */
+		struct sprobe_src_frame fr[SPROBE_MAX_INLINE];
+		int n = sprobe_modules__inline_frames(m, pcs[i], fr, SPROBE_MAX_INLINE);
+
+		if (n == 0 || n > SPROBE_MAX_INLINE || (n > 0 && fr[n - 1].function))
+			abort();
+		for (int k = 0; k < n; k++)
+			if ((fr[k].function && strlen(fr[k].function) > (1u << 20)) ||
+			    (fr[k].file && strlen(fr[k].file) > (1u << 20)))
+				abort();
 	}
 	struct sprobe_symbol out;
 	if (sprobe_modules__symbolize(m, 0x20000000, &out) != -ENOENT || out.module)

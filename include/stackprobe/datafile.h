@@ -75,6 +75,7 @@ enum sprobe_df_type {
 	SPROBE_DF_TRAILER = 9,
 	SPROBE_DF_PROCESS = 10,
 	SPROBE_DF_EXIT = 11,
+	SPROBE_DF_SRCLINE = 12,
 	SPROBE_DF__TYPE_COUNT
 };
 
@@ -137,6 +138,25 @@ struct sprobe_df_symbol {
 	uint64_t offset;
 	const char *name;
 	uint32_t name_len;
+};
+
+/* Entries of a srcline record: the chain of inlined functions at a pc plus
+ * the function itself. */
+#define SPROBE_DF_MAX_INLINE 32u
+
+/* The source view of one pc (written by the agent after its symbol record):
+ * entry 0 is the innermost inlined function with the file:line of pc in
+ * it, each next entry the function it was inlined into with the line of
+ * that call, the last entry the symbol's own function (empty name: the
+ * symbol record names it) with its line. text holds n pairs of
+ * NUL-terminated strings "function\0file\0" (an empty file: unknown);
+ * lines[i] is 0 when unknown. */
+struct sprobe_df_srcline {
+	uint64_t pc;
+	uint32_t n;			/* 1..SPROBE_DF_MAX_INLINE */
+	const uint32_t *lines;		/* n */
+	const char *text;
+	uint32_t text_len;		/* <= SPROBE_DF_MAX_STRING */
 };
 
 struct sprobe_df_sample {
@@ -261,6 +281,7 @@ struct sprobe_df_record {
 		struct sprobe_df_trailer trailer;
 		struct sprobe_df_process process;
 		struct sprobe_df_exit exit;
+		struct sprobe_df_srcline srcline;
 	};
 };
 

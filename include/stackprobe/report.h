@@ -138,6 +138,9 @@ struct sprobe_report_info {
 SPROBE_API
 int sprobe_report__info(const struct sprobe_report *r, struct sprobe_report_info *info);
 
+/* Frames of a sample as handed out, inlined frames included. */
+#define SPROBE_REPORT_MAX_FRAMES 512
+
 /* One loaded sample, as handed to a sprobe_report__foreach_sample callback.
  * Pointers are valid during the callback only. */
 struct sprobe_report_sample {
@@ -152,8 +155,12 @@ struct sprobe_report_sample {
 	bool truncated;			/* stack longer than the copy cap */
 	/* Innermost first; NULL if nframes is 0. In a report of several
 	 * processes these are keys, not addresses (the process in bits
-	 * 48..63): pass them to sprobe_report__resolve(), whose .address is
-	 * the address. */
+	 * 48..62): pass them to sprobe_report__resolve(), whose .address is
+	 * the address. A pc where functions were inlined is preceded by one
+	 * frame per inlined function, innermost first (a synthetic pc with
+	 * bit 63 set: resolve it, or ask sprobe_report__frame_line(), never
+	 * a module). So nframes may exceed the recorded frames (at most
+	 * SPROBE_REPORT_MAX_FRAMES). */
 	const uint64_t *pcs;
 	uint32_t nframes;
 	/* Samples this one stands for, >= 1: cpu mode records one stack for
@@ -189,6 +196,19 @@ struct sprobe_report_frame {
  * each pc is looked up once per report. */
 SPROBE_API
 int sprobe_report__resolve(struct sprobe_report *r, uint64_t pc, struct sprobe_report_frame *f);
+
+/*
+ * Source position of a frame handed out by sprobe_report__foreach_sample():
+ * *file and *line from the recording's srcline records (docs/FORMAT.md
+ * type 12: *file "" and *line 0 where DWARF did not say), *inlined true
+ * for an inlined function's frame, whose plain name ("f", where resolve()
+ * says "f (inlined)") goes to *function; NULL there for other frames.
+ * function and inlined may be NULL. Returns 0, -ENOENT (the recording has
+ * no line information for pc), -EINVAL. Strings live as long as the report.
+ */
+SPROBE_API
+int sprobe_report__frame_line(const struct sprobe_report *r, uint64_t pc, const char **function,
+			      const char **file, uint32_t *line, bool *inlined);
 
 /* A module (executable or shared object) announced in the file. */
 struct sprobe_report_module {

@@ -104,6 +104,10 @@ struct sprobe_sampler_opts {
 	/* Zero-pause's self-test already passed in this kernel (see
 	 * sprobe_capture_opts.zero_pause_pretested). */
 	bool zero_pause_pretested;
+	/* Write no srcline records (inlined frames and source lines from
+	 * DWARF, docs/FORMAT.md type 12): symbol names only, less work at
+	 * flush. */
+	bool no_lines;
 };
 
 struct sprobe_sampler_stats {

@@ -29,7 +29,10 @@
  * the first time a "_Z" name is seen, so C programs and the static library
  * need no C++ runtime at link time; without libstdc++ the mangled name is
  * returned unchanged. (libiberty's cplus_demangle would need -liberty, a
- * static-only, unversioned library, on every consumer's link line.)
+ * static-only, unversioned library, on every consumer's link line.) Rust
+ * names (legacy "_ZN...17h<hash>E" and v0 "_R...") are demangled first, by
+ * stackprobe's own demangler, as perf and Rust's backtraces print them: no
+ * hash, no crate disambiguator ("hot::spin::<u64>").
  *
  * Async-signal-safety: NONE of these functions is async-signal-safe. They
  * allocate, open files, take the loader lock (dl_iterate_phdr) and call
@@ -101,6 +104,9 @@ struct sprobe_modules_opts {
 	bool empty;		/* start empty, fill with sprobe_modules__add() */
 	bool no_demangle;	/* keep C++ names mangled */
 	const char *debug_root;	/* default "/usr/lib/debug" */
+	/* Do not read the process's JIT map (/tmp/perf-PID.map) for pcs
+	 * in no module (see sprobe_modules__symbolize()). */
+	bool no_perf_map;
 };
 
 struct sprobe_modules;
@@ -166,7 +172,8 @@ struct sprobe_symbol {
 	uint64_t sym_size;
 	const char *source;	/* where the name came from: "symtab",
 				 * "debug-build-id", "debug-link", "dynsym",
-				 * "memory" (vDSO); NULL when name is NULL */
+				 * "memory" (vDSO), "perf-map" (JIT code);
+				 * NULL when name is NULL */
 };
 
 /*
@@ -176,6 +183,18 @@ struct sprobe_symbol {
  * on first use. Returns 0 when pc is in a module (out->name may still be
  * NULL: no symbol covers it), -ENOENT when it is in none (out->module NULL),
  * -EINVAL on NULL arguments.
+ *
+ * JIT code: a pc in no module (anonymous executable memory) is looked up in
+ * the process's perf map, /tmp/perf-PID.map (read through /proc/PID/root
+ * for another process), which node --perf-basic-prof, the JVM
+ * (-XX:+DumpPerfMapAtExit, perf-map-agent), python3.12 -X perf, LuaJIT and
+ * .NET write. When it names pc the result is 0 with out->module NULL and
+ * out->name, sym_start, sym_offset, sym_size set, source "perf-map". The map
+ * is read incrementally (only what the program appended since the last
+ * miss), bounded in size, only if it is a regular file owned by the
+ * process's user or root; a line that does not parse is skipped. Not for
+ * inventories made with opts.empty (they have no process), nor with
+ * opts.no_perf_map.
  */
 SPROBE_API
 int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc,
@@ -193,9 +212,37 @@ SPROBE_API
 int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
 				int *line);
 
+/* One frame of the source view of a pc (sprobe_modules__inline_frames). */
+struct sprobe_src_frame {
+	/* The inlined function's name (demangled like symbol names); NULL
+	 * for the last frame, the function the code belongs to, whose name
+	 * is the symbol's (sprobe_modules__symbolize()). */
+	const char *function;
+	const char *file;	/* source file as DWARF spells it; NULL if unknown */
+	uint32_t line;		/* 0 if unknown */
+};
+
+#define SPROBE_MAX_INLINE 32
+
+/*
+ * The chain of functions inlined at pc, from DWARF (libdw): out[0] is the
+ * innermost inlined function with the file:line of pc in it, each next one
+ * the function it was inlined into with the file:line of that call site
+ * (DW_AT_call_file/line), and the last, out[n - 1], is the real function
+ * (function NULL) with its line: what `addr2line -i -f` and `eu-addr2line
+ * -i` print. Pass pc - 1 for return addresses. At most max frames (the
+ * innermost ones are kept when the chain is longer). Returns n >= 1, or
+ * -ENOENT (no module or no DWARF covers pc), -EINVAL. Strings are owned by
+ * the inventory, valid as long as the module. Not async-signal-safe.
+ */
+SPROBE_API
+int sprobe_modules__inline_frames(struct sprobe_modules *m, uint64_t pc,
+				  struct sprobe_src_frame *out, size_t max);
+
 /*
  * Format a lookup result: "name+0x1a (libfoo.so)", "libfoo.so+0x1234" when
- * no symbol covers the pc, "0x7f..." when no module does. Returns the length
+ * no symbol covers the pc, "name+0x1a ([jit])" for JIT code named by a perf
+ * map, "0x7f..." when nothing names it. Returns the length
  * snprintf would have written (may exceed len), -EINVAL on NULL sym.
  */
 SPROBE_API

@@ -66,8 +66,10 @@ const locs = byId(p.location, 'location');
 const funcs = byId(p.function, 'function');
 
 for (const l of p.location) {
-	if (l.line.length !== 1) fail('location ' + l.id + ' has ' + l.line.length + ' lines');
-	if (!funcs.has(Number(l.line[0].functionId))) fail('location ' + l.id + ': bad function id');
+	// One Line per function: those inlined at the address first, its own last.
+	if (l.line.length < 1 || l.line.length > 32) fail('location ' + l.id + ' has ' + l.line.length + ' lines');
+	for (const ln of l.line)
+		if (!funcs.has(Number(ln.functionId))) fail('location ' + l.id + ': bad function id');
 	if (l.mappingId) {
 		const m = maps.get(Number(l.mappingId));
 		if (!m) fail('location ' + l.id + ': bad mapping id');
@@ -101,10 +103,13 @@ for (const s of p.sample) {
 		if (k === 'thread_name') tname = S(l.str);
 	}
 	if (tid === null || tname === null) fail('sample without thread_id/thread_name labels');
-	const frames = s.locationId.map((id) => {
+	// An inlined function is a frame of its own in the folded report,
+	// named "f (inlined)".
+	const frames = s.locationId.flatMap((id) => {
 		const l = locs.get(Number(id));
 		if (!l) fail('sample points at missing location ' + id);
-		return esc(S(funcs.get(Number(l.line[0].functionId)).name));
+		return l.line.map((ln, k) => esc(S(funcs.get(Number(ln.functionId)).name) +
+						 (k + 1 < l.line.length ? ' (inlined)' : '')));
 	}).reverse(); // pprof is leaf first, folded root first
 	const key = [esc(tname) + '-' + tid, ...frames].join(';');
 	got.set(key, (got.get(key) || 0) + count);

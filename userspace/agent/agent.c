@@ -288,6 +288,15 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_zero_pause = zp[0] == '0';
 	}
+	/* STACKPROBE_LINES=0: no inlined frames or source lines (default 1). */
+	const char *lines = sprobe_agent__getenv("STACKPROBE_LINES");
+	if (lines && *lines) {
+		if (strcmp(lines, "0") != 0 && strcmp(lines, "1") != 0) {
+			agent_msg("STACKPROBE_LINES=%s: expected 0 or 1%s", lines, "");
+			return;
+		}
+		o.no_lines = lines[0] == '0';
+	}
 	const char *table = sprobe_agent__getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)
 		o.no_table = true;

@@ -6,8 +6,13 @@
 #ifndef SPROBE_USERSPACE_DATAFILE_INTERNAL_H
 #define SPROBE_USERSPACE_DATAFILE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+
+/* A srcline record's text (format.c): len bytes holding exactly 2n
+ * NUL-terminated strings, the last byte a NUL. */
+bool sprobe_df__srcline_text_ok(const char *text, uint32_t len, uint32_t n);
 
 /* ---- little-endian helpers -------------------------------------------- */
 

@@ -70,7 +70,7 @@ const char *sprobe_df_type__name(uint32_t type)
 		[SPROBE_DF_SAMPLE] = "sample",	 [SPROBE_DF_CAPTURE] = "capture",
 		[SPROBE_DF_KWINDOW] = "kwindow", [SPROBE_DF_LOST] = "lost",
 		[SPROBE_DF_TRAILER] = "trailer", [SPROBE_DF_PROCESS] = "process",
-		[SPROBE_DF_EXIT] = "exit",
+		[SPROBE_DF_EXIT] = "exit",	 [SPROBE_DF_SRCLINE] = "srcline",
 	};
 	if (type < SPROBE_DF__TYPE_COUNT && names[type])
 		return names[type];
@@ -115,6 +115,17 @@ static inline void enc64(struct enc *e, uint64_t v)
 	if (e->len + 8 <= e->cap)
 		put64(e->buf + e->len, v);
 	e->len += 8;
+}
+
+bool sprobe_df__srcline_text_ok(const char *text, uint32_t len, uint32_t n)
+{
+	uint32_t nuls = 0;
+
+	if (!text || len == 0 || len > SPROBE_DF_MAX_STRING || text[len - 1] != '\0')
+		return false;
+	for (uint32_t i = 0; i < len; i++)
+		nuls += text[i] == '\0';
+	return nuls == 2 * n;
 }
 
 static bool str_ok(const void *s, uint32_t len)
@@ -295,6 +306,20 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 		enc32(&e, x->part_status);
 		enc32(&e, x->note_len);
 		enc_bytes(&e, x->note, x->note_len);
+		break;
+	}
+	case SPROBE_DF_SRCLINE: {
+		const struct sprobe_df_srcline *l = &rec->srcline;
+
+		if (l->n == 0 || l->n > SPROBE_DF_MAX_INLINE || !l->lines ||
+		    !sprobe_df__srcline_text_ok(l->text, l->text_len, l->n))
+			return -EINVAL;
+		enc64(&e, l->pc);
+		enc32(&e, l->n);
+		enc32(&e, l->text_len);
+		for (uint32_t i = 0; i < l->n; i++)
+			enc32(&e, l->lines[i]);
+		enc_bytes(&e, l->text, l->text_len);
 		break;
 	}
 	default:

@@ -43,6 +43,7 @@ struct sprobe_datafile_reader {
 	size_t buf_cap;			/* payload holds buf_cap, strings buf_cap + 8 */
 	size_t strings_len;
 	uint64_t pcs[SPROBE_MAX_FRAMES];
+	uint32_t lines[SPROBE_DF_MAX_INLINE];
 	struct sprobe_df_range ranges[SPROBE_DF_MAX_RANGES];
 	struct sprobe_df_dropped dropped[SPROBE_DF_MAX_DROPPED_TIDS];
 };
@@ -460,6 +461,24 @@ static void decode(struct sprobe_datafile_reader *r, struct dec *d, struct sprob
 		}
 		break;
 	}
+	case SPROBE_DF_SRCLINE: {
+		struct sprobe_df_srcline *l = &rec->srcline;
+
+		l->pc = dec64(d);
+		l->n = dec32(d);
+		l->text_len = dec32(d);
+		if (l->n == 0 || l->n > SPROBE_DF_MAX_INLINE) {
+			dec_fail(d, "srcline entry count out of range");
+			break;
+		}
+		for (uint32_t i = 0; i < l->n; i++)
+			r->lines[i] = dec32(d);
+		l->lines = r->lines;
+		l->text = dec_str(r, d, l->text_len);
+		if (!d->bad && !sprobe_df__srcline_text_ok(l->text, l->text_len, l->n))
+			dec_fail(d, "srcline text is not its entries' names and files");
+		break;
+	}
 	}
 	/* Trailing bytes inside a known record: a newer minor revision may
 	 * append fields, so they are allowed and ignored. */
@@ -559,8 +578,11 @@ int sprobe_datafile_reader__next(struct sprobe_datafile_reader *r, struct sprobe
 			return finish(r, SPROBE_DF_CORRUPT, -EBADMSG,
 				      "corrupt %s record at offset %llu (payload checksum mismatch)",
 				      sprobe_df_type__name(type), (unsigned long long)off);
-		if (type >= SPROBE_DF__TYPE_COUNT) {
-			r->good = r->pos;	/* intact record of a newer kind: skip */
+		if (type >= SPROBE_DF__TYPE_COUNT ||
+		    (type != 0 && strcmp(sprobe_df_type__name(type), "unknown") == 0)) {
+			/* intact record of a newer kind (or of a reserved
+			 * number this reader has no decoder for): skip */
+			r->good = r->pos;
 			continue;
 		}
 		if (r->version >= 3) {

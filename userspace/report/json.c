@@ -37,6 +37,8 @@ static void jlost(FILE *o, const uint64_t *lost)
 
 	fputc('{', o);
 	for (int i = 1; i < SPROBE_DF__TYPE_COUNT; i++) {
+		if (strcmp(sprobe_df_type__name(i), "unknown") == 0)
+			continue; /* a reserved type number: no key */
 		fprintf(o, "\"%s\": %" PRIu64 ", ", sprobe_df_type__name(i), lost[i]);
 		t += lost[i];
 	}
@@ -241,6 +243,8 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 			ro_json_str(o, mod);
 		else
 			fputs("null", o);
+		if (sprobe_rep__is_inlined(r, ids[i]))
+			fputs(", \"inlined\": true", o);
 		fprintf(o, ", \"self\": %" PRIu64 ", \"total\": %" PRIu64 "}", f->self, f->total);
 	}
 	free(ids);

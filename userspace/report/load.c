@@ -296,6 +296,15 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			return -ENOMEM;
 		break;
 	}
+	case SPROBE_DF_SRCLINE: {
+		/* Keyed like the part's pcs (its process's). */
+		struct sprobe_df_srcline l = rec->srcline;
+
+		if (l.pc >> 63)
+			return 0; /* not a user pc */
+		l.pc = pc_key(r->cur_proc, l.pc);
+		return sprobe_rep__load_srcline(r, &l);
+	}
 	case SPROBE_DF_SAMPLE: {
 		const struct sprobe_df_sample *s = &rec->sample;
 		struct sample smp = {

@@ -144,6 +144,7 @@ void sprobe_report__free(struct sprobe_report *r)
 	bytemap_free(&r->names);
 	ro_map__free(&r->sym_idx);
 	free(r->syms.v);
+	sprobe_rep__inline_free(r);
 	free(r->samples.v);
 	free(r->pcs.v);
 	free(r->capture_ns.v);
@@ -345,7 +346,7 @@ static int elide_agent_frames(struct sprobe_report *r)
 
 int sprobe_rep__aggregate(struct sprobe_report *r)
 {
-	uint32_t key[1 + SPROBE_MAX_FRAMES];
+	uint32_t key[1 + SPROBE_REP_MAX_FRAMES];
 	bool added;
 
 	if (r->aggregated)
@@ -367,7 +368,10 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 		r->modules.v[i].frames = r->modules.v[i].named = 0;
 	for (size_t si = 0; si < r->samples.n; si++) {
 		const struct sample *s = &r->samples.v[si];
-		const uint64_t *pcs = s->nframes ? r->pcs.v + s->pc_off : NULL;
+		size_t nframes;
+		/* inlined functions are frames of their own (inline.c) */
+		const uint64_t *pcs = sprobe_rep__expand(r, s->nframes ? r->pcs.v + s->pc_off : NULL,
+							 s->nframes, &nframes);
 		long fid, sid;
 
 		if (!sprobe_rep__thread_selected(r, s->thread))
@@ -375,7 +379,7 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 		r->nsel += s->weight;
 		r->nsel_stacks++;
 		key[0] = s->thread;
-		for (uint32_t i = 0; i < s->nframes; i++) {
+		for (uint32_t i = 0; i < nframes; i++) {
 			fid = sprobe_rep__func_of(r, pcs[i]);
 			if (fid < 0)
 				return (int)fid;
@@ -391,9 +395,9 @@ int sprobe_rep__aggregate(struct sprobe_report *r)
 				f->mark = si + 1;
 				f->total += s->weight;
 			}
-			key[1 + s->nframes - 1 - i] = (uint32_t)fid;	/* root first */
+			key[1 + nframes - 1 - i] = (uint32_t)fid;	/* root first */
 		}
-		sid = sprobe_rep__bytemap_intern(&r->stackmap, key, (1 + s->nframes) * sizeof(uint32_t), &added);
+		sid = sprobe_rep__bytemap_intern(&r->stackmap, key, (1 + nframes) * sizeof(uint32_t), &added);
 		if (sid < 0)
 			return (int)sid;
 		if (added) {
@@ -686,13 +690,17 @@ int sprobe_report__foreach_sample(struct sprobe_report *r, sprobe_report_sample_
 			.multi_process = sprobe_rep__multi(r),
 			.time_ns = s->time_ns, .window_ns = s->window_ns, .method = s->method,
 			.truncated = s->truncated,
-			.pcs = s->nframes ? r->pcs.v + s->pc_off : NULL, .nframes = s->nframes,
 			.weight = s->weight,
 		};
+		size_t nframes;
 		int rc;
 
 		if (!sprobe_rep__thread_selected(r, s->thread))
 			continue;
+		/* inlined functions are frames of their own (inline.c) */
+		out.pcs = sprobe_rep__expand(r, s->nframes ? r->pcs.v + s->pc_off : NULL, s->nframes,
+					     &nframes);
+		out.nframes = (uint32_t)nframes;
 		rc = fn(&out, ctx);
 		if (rc)
 			return rc;

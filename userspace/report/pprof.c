@@ -19,10 +19,14 @@
  *   samples        one per distinct (thread, pcs), leaf first, with the
  *                  labels thread_id (number) and thread_name (string),
  *                  pid (number) and comm (string: the process's name)
- *   locations      one per distinct pc: address = pc, its mapping, one line
- *                  pointing at the function
+ *   locations      one per distinct pc: address = pc, its mapping, one Line
+ *                  per function: the functions inlined at pc (innermost
+ *                  first) then pc's own, each with its source line when
+ *                  the recording has srcline records (go tool pprof -lines)
  *   functions      one per distinct name; the names are the text/folded
- *                  report's names (symbol, module+0xOFF or 0xPC)
+ *                  report's names (symbol, module+0xOFF or 0xPC), plain
+ *                  names for inlined functions ("f", not "f (inlined)":
+ *                  pprof marks them itself); filename when known
  *   mappings       one per executable range of each module: start, limit,
  *                  file offset (as recorded), path, GNU build-id (hex);
  *                  has_functions when every location in it was symbolized
@@ -102,10 +106,19 @@ struct pp_mapping {
 	bool used;
 };
 
+/* One Line of a Location: a function and a line in it (0: unknown). */
+struct pp_line {
+	uint32_t function;		/* 1-based */
+	uint32_t line;
+};
+
 struct pp_location {
 	uint64_t pc;
-	uint32_t function;		/* 1-based */
 	uint32_t mapping;		/* 1-based, 0: none */
+	/* innermost inlined function first, the pc's own function last
+	 * (profile.proto's order); 1 Line when nothing was inlined */
+	uint32_t nlines;
+	struct pp_line lines[SPROBE_DF_MAX_INLINE];
 };
 
 struct pp_sample {
@@ -121,6 +134,8 @@ struct pp {
 	struct ro_strtab strs;		/* the profile's string table */
 	struct ro_strtab fnames;	/* name -> function index */
 	uint32_t *fname_str;		/* function index -> string id */
+	uint32_t *ffile_str;		/* function index -> source file string id (0: "") */
+	size_t ffile_cap;
 	size_t nfuncs, funcs_cap;
 	struct pp_mapping *maps;
 	size_t nmaps;
@@ -131,6 +146,9 @@ struct pp {
 	struct pp_sample *samples;
 	size_t nsamples, samples_cap;
 	uint64_t scratch[1 + SPROBE_MAX_FRAMES];
+	/* inlined frames (synthetic pcs) met before their pc, innermost first */
+	uint64_t pending[SPROBE_DF_MAX_INLINE];
+	uint32_t npending;
 	bool any_window;
 };
 
@@ -171,34 +189,60 @@ static int pp_mappings(struct pp *p)
 	return p->err;
 }
 
-/* Location id (1-based) of PC, created with its function on first sight. */
+/* Function index (1-based) of name, with its source file (NULL or "": not
+ * known), created on first sight; 0 on error (p->err set). */
+static uint32_t pp_function(struct pp *p, const char *name, const char *file)
+{
+	long fi = ro_strtab__intern(&p->fnames, name, strlen(name));
+
+	if (fi < 0)
+		goto oom;
+	if ((size_t)fi == p->nfuncs) {
+		if (ro_grow((void **)&p->fname_str, &p->funcs_cap, p->nfuncs + 1, sizeof(uint32_t)) ||
+		    ro_grow((void **)&p->ffile_str, &p->ffile_cap, p->nfuncs + 1, sizeof(uint32_t)))
+			goto oom;
+		p->fname_str[p->nfuncs] = pp_str(p, name);
+		p->ffile_str[p->nfuncs] = 0;
+		p->nfuncs++;
+	}
+	if (file && *file && !p->ffile_str[fi])
+		p->ffile_str[fi] = pp_str(p, file);
+	return (uint32_t)fi + 1;
+oom:
+	p->err = -ENOMEM;
+	return 0;
+}
+
+/* Location id (1-based) of PC, created with its functions on first sight:
+ * the inlined frames in p->pending (innermost first) and pc's own. */
 static uint32_t pp_location(struct pp *p, uint64_t pc)
 {
 	struct sprobe_report_frame f;
 	struct pp_location loc = { 0 };
-	uint32_t idx;
-	long fi;
+	const char *fn, *file;
+	uint32_t idx, line;
+	bool inl;
 	int err;
 
 	if (ro_map__get(&p->loc_of_pc, pc, &idx))
 		return idx + 1;
+	for (uint32_t k = 0; k < p->npending && loc.nlines + 1 < SPROBE_DF_MAX_INLINE; k++) {
+		if (sprobe_report__frame_line(p->r, p->pending[k], &fn, &file, &line, &inl) != 0 || !fn)
+			continue;
+		loc.lines[loc.nlines++] = (struct pp_line){ pp_function(p, fn, file), line };
+	}
 	err = sprobe_report__resolve(p->r, pc, &f);
 	if (err) {
 		p->err = err;
 		return 0;
 	}
-	fi = ro_strtab__intern(&p->fnames, f.name, strlen(f.name));
-	if (fi < 0)
-		goto oom;
-	if ((size_t)fi == p->nfuncs) {
-		if (ro_grow((void **)&p->fname_str, &p->funcs_cap, p->nfuncs + 1, sizeof(uint32_t)))
-			goto oom;
-		p->fname_str[p->nfuncs++] = pp_str(p, f.name);
-	}
-	loc.function = (uint32_t)fi + 1;
 	/* The address, not the key (several processes: see report.h), in
 	 * a mapping of the frame's own module (its process's). */
 	loc.pc = f.address;
+	file = NULL;
+	line = 0;
+	sprobe_report__frame_line(p->r, pc, NULL, &file, &line, NULL);
+	loc.lines[loc.nlines++] = (struct pp_line){ pp_function(p, f.name, file), line };
 	for (size_t i = 0; i < p->nmaps; i++)
 		if ((f.module_pos == SPROBE_DF_NO_MODULE || p->maps[i].module == f.module_pos) &&
 		    f.address >= p->maps[i].start && f.address < p->maps[i].limit) {
@@ -208,6 +252,8 @@ static uint32_t pp_location(struct pp *p, uint64_t pc)
 				p->maps[i].all_symbolized = false;
 			break;
 		}
+	if (p->err)
+		return 0;
 	if (ro_grow((void **)&p->locs, &p->locs_cap, p->nlocs + 1, sizeof(*p->locs)) ||
 	    ro_map__put(&p->loc_of_pc, pc, (uint32_t)p->nlocs))
 		goto oom;
@@ -218,15 +264,23 @@ oom:
 	return 0;
 }
 
+/* Synthetic pcs (bit 63) are inlined frames: part of the next real pc's
+ * Location, not Locations of their own (sprobe_report_sample). */
+static bool is_inlined_frame(uint64_t pc)
+{
+	return (pc >> 63) != 0;
+}
+
 static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 {
 	struct pp *p = ctx;
-	uint32_t n = s->nframes > SPROBE_MAX_FRAMES ? SPROBE_MAX_FRAMES : s->nframes;
+	uint32_t n = 0;
 	long id;
 
 	p->scratch[0] = s->tid;
-	if (n)
-		memcpy(p->scratch + 1, s->pcs, n * sizeof(uint64_t));
+	for (uint32_t i = 0; i < s->nframes && n < SPROBE_MAX_FRAMES; i++)
+		if (!is_inlined_frame(s->pcs[i]))
+			p->scratch[1 + n++] = s->pcs[i];
 	id = ro_strtab__intern(&p->keys, p->scratch, (1 + n) * sizeof(uint64_t));
 	if (id < 0)
 		return -ENOMEM;
@@ -239,8 +293,16 @@ static int pp_add_sample(const struct sprobe_report_sample *s, void *ctx)
 		};
 		/* Locations in leaf-first order, created now so the ids are
 		 * stable before encoding. */
-		for (uint32_t i = 0; i < n; i++)
+		p->npending = 0;
+		for (uint32_t i = 0; i < s->nframes; i++) {
+			if (is_inlined_frame(s->pcs[i])) {
+				if (p->npending < SPROBE_DF_MAX_INLINE)
+					p->pending[p->npending++] = s->pcs[i];
+				continue;
+			}
 			pp_location(p, s->pcs[i]);
+			p->npending = 0;
+		}
 	}
 	p->samples[id].count += s->weight ? s->weight : 1;
 	p->samples[id].pause_ns += s->window_ns;
@@ -355,7 +417,7 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		pb_msg(b, 3, &msg);
 	}
 
-	/* location = 4, with one Line each */
+	/* location = 4, with one Line per function (inlined ones first) */
 	for (size_t i = 0; i < p->nlocs; i++) {
 		const struct pp_location *l = &p->locs[i];
 
@@ -363,9 +425,12 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		pb_uint(&msg, 1, i + 1);
 		pb_uint(&msg, 2, l->mapping);
 		pb_uint(&msg, 3, l->pc);
-		tmp.n = 0;
-		pb_uint(&tmp, 1, l->function);
-		pb_msg(&msg, 4, &tmp);
+		for (uint32_t k = 0; k < l->nlines; k++) {
+			tmp.n = 0;
+			pb_uint(&tmp, 1, l->lines[k].function);
+			pb_uint(&tmp, 2, l->lines[k].line);
+			pb_msg(&msg, 4, &tmp);
+		}
 		pb_msg(b, 4, &msg);
 	}
 
@@ -375,6 +440,7 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		pb_uint(&msg, 1, i + 1);
 		pb_uint(&msg, 2, p->fname_str[i]);
 		pb_uint(&msg, 3, p->fname_str[i]);
+		pb_uint(&msg, 4, p->ffile_str[i]);
 		pb_msg(b, 5, &msg);
 	}
 
@@ -493,6 +559,7 @@ int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out)
 	free(p.maps);
 	ro_map__free(&p.loc_of_pc);
 	free(p.locs);
+	free(p.ffile_str);
 	ro_strtab__free(&p.keys);
 	free(p.samples);
 	return err;

@@ -53,23 +53,24 @@ struct bytemap {
 
 /* Several processes in one report (data file version 3): each part's pcs
  * become keys with the process index in bits 48..63 (user-space addresses
- * are below 2^48 on x86_64 and aarch64), so that equal addresses in two
+ * are below 2^48 on x86_64 and aarch64; bit 63 stays free for the
+ * synthetic pcs of inlined frames, inline.c), so that equal addresses in two
  * processes never share a symbol or a function; the first process's keys
  * are its addresses. Module indexes and tids are per process too. */
 #define PROC_SHIFT 48
 #define PC_MASK ((1ull << PROC_SHIFT) - 1)
-#define MAX_PROCS 65535u
+#define MAX_PROCS 32767u /* bit 63 is inline.c's synthetic pcs' */
 static inline uint64_t pc_key(uint32_t proc, uint64_t pc)
 {
 	return proc ? (pc & PC_MASK) | (uint64_t)proc << PROC_SHIFT : pc;
 }
 static inline uint32_t key_proc(uint64_t key)
 {
-	return (uint32_t)(key >> PROC_SHIFT);
+	return (uint32_t)(key >> PROC_SHIFT) & MAX_PROCS;
 }
 static inline uint64_t key_pc(uint64_t key)
 {
-	return key >> PROC_SHIFT ? key & PC_MASK : key;
+	return (key >> PROC_SHIFT) & MAX_PROCS ? key & PC_MASK : key;
 }
 
 /* One process image of the recording (a part, or an unsampled one). */
@@ -126,6 +127,22 @@ struct symbol {
 	uint64_t offset;
 };
 
+/* Source view of a pc (srcline records, inline.c): entries [first, first
+ * + n) of srcents, innermost first, the last the pc's own function. */
+struct srcline {
+	uint32_t first, n;
+};
+
+struct srcent {
+	uint32_t name;		/* id in names: "f (inlined)"; the last entry: unused */
+	uint32_t plain;		/* id in srcstr: "f"; the last entry: unused */
+	uint32_t file;		/* id in srcstr; "" when unknown */
+	uint32_t line;		/* 0 when unknown */
+};
+
+/* Frames of one expanded stack at most (a pc's inlined frames count). */
+#define SPROBE_REP_MAX_FRAMES SPROBE_REPORT_MAX_FRAMES
+
 struct sample {
 	uint64_t time_ns;
 	uint64_t pc_off;	/* into pcs */
@@ -178,6 +195,14 @@ struct sprobe_report {
 	struct bytemap names;		/* interned function / symbol names */
 	struct ro_map sym_idx;		/* pc key -> position in syms */
 	VEC(struct symbol) syms;
+	/* inline.c: srcline records; an inlined frame is a synthetic pc
+	 * (SRC_SYNTH_BIT | index << 6 | depth) with its own symbol. */
+	struct ro_map src_idx;		/* pc -> index in srclines */
+	VEC(struct srcline) srclines;
+	VEC(struct srcent) srcents;
+	struct bytemap srcstr;		/* file and plain function names */
+	struct ro_map inl_names;	/* name ids of "f (inlined)" frames */
+	uint64_t xbuf[SPROBE_REP_MAX_FRAMES]; /* sprobe_rep__expand()'s output */
 	VEC(struct sample) samples;	/* all threads; filtered at output */
 	u64vec pcs;
 
@@ -259,6 +284,24 @@ const char *sprobe_rep__status_name(int st);
  * their self-reported ones (NULL with errno; ENOENT: no kernel windows). */
 int sprobe_rep__zp_check(const struct sprobe_report *r, struct sprobe_pause_zp_check *out);
 struct sprobe_pause_merge *sprobe_rep__pause_check(const struct sprobe_report *r);
+
+/* ---- inlined frames and source lines (inline.c) ------------------------- */
+
+/* Load a srcline record. Returns 0 or -ENOMEM. */
+int sprobe_rep__load_srcline(struct sprobe_report *r, const struct sprobe_df_srcline *l);
+/* The stack pcs[0..n) with each pc's inlined frames (synthetic pcs) before
+ * it, innermost first: pcs itself when no pc has any, else r->xbuf, valid
+ * until the next call. *out_n gets the count (<= SPROBE_REP_MAX_FRAMES;
+ * past that, pcs are left unexpanded). */
+const uint64_t *sprobe_rep__expand(struct sprobe_report *r, const uint64_t *pcs, size_t n,
+				   size_t *out_n);
+void sprobe_rep__inline_free(struct sprobe_report *r);
+/* "Top source lines by self samples": the file:line of each selected
+ * sample's innermost frame (inlined or not), summed; nothing when the
+ * recording has no srcline records. 0 or -ENOMEM. */
+int sprobe_rep__write_top_lines(struct sprobe_report *r, FILE *o);
+/* Is name id (a function id) an inlined function's frame? */
+bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name);
 
 /* ---- the writers that read the model (formats.c calls them) ------------- */
 

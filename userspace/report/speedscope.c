@@ -45,6 +45,8 @@ struct ss {
 	struct ro_strtab names;		/* frame name -> frame index */
 	uint32_t *file;			/* frame index -> string id in files, +1; 0: none */
 	size_t file_cap;
+	uint32_t *line;			/* frame index -> source line; 0: none */
+	size_t line_cap;
 	struct ro_strtab files;
 	struct ro_map frame_of_pc;
 	struct ro_map prof_of_tid;
@@ -72,15 +74,22 @@ static long ss_frame(struct ss *s, uint64_t pc)
 	id = ro_strtab__intern(&s->names, f.name, strlen(f.name));
 	if (id < 0)
 		return id;
-	if (ro_grow((void **)&s->file, &s->file_cap, s->names.n, sizeof(uint32_t)))
+	if (ro_grow((void **)&s->file, &s->file_cap, s->names.n, sizeof(uint32_t)) ||
+	    ro_grow((void **)&s->line, &s->line_cap, s->names.n, sizeof(uint32_t)))
 		return -ENOMEM;
 	if ((size_t)id == before) {
-		/* New frame: remember the module of its first pc. */
-		long fid = f.module ? ro_strtab__intern(&s->files, f.module, strlen(f.module)) : -1;
+		/* New frame: the source file and line of its first pc when the
+		 * recording has them (srcline records), else its module. */
+		const char *src = NULL;
+		uint32_t line = 0;
+		const char *file = sprobe_report__frame_line(s->r, pc, NULL, &src, &line, NULL) == 0 &&
+						   src[0] ? src : f.module;
+		long fid = file ? ro_strtab__intern(&s->files, file, strlen(file)) : -1;
 
-		if (f.module && fid < 0)
+		if (file && fid < 0)
 			return -ENOMEM;
 		s->file[id] = fid < 0 ? 0 : (uint32_t)fid + 1;
+		s->line[id] = file == f.module ? 0 : line;
 	}
 	if (ro_map__put(&s->frame_of_pc, pc, (uint32_t)id))
 		return -ENOMEM;
@@ -167,6 +176,8 @@ static void ss_write(struct ss *s, const struct sprobe_report_info *info, FILE *
 			fputs(", \"file\": ", o);
 			ro_json_str(o, ro_strtab__get(&s->files, s->file[i] - 1));
 		}
+		if (s->line[i])
+			fprintf(o, ", \"line\": %u", s->line[i]);
 		fputc('}', o);
 	}
 	fputs("\n  ]},\n  \"profiles\": [", o);
@@ -209,6 +220,7 @@ int sprobe_report__write_speedscope(struct sprobe_report *r, FILE *out)
 	if (!err)
 		ss_write(&s, &info, out);
 	ro_strtab__free(&s.names);
+	free(s.line);
 	ro_strtab__free(&s.files);
 	free(s.file);
 	ro_map__free(&s.frame_of_pc);

@@ -57,7 +57,7 @@ struct fg {
 	struct ro_map name_of_pc;
 	struct ro_map name_of_tid;	/* thread label "name-tid" per tid */
 	struct tree samples, pause;
-	uint32_t path[2 + SPROBE_MAX_FRAMES];
+	uint32_t path[2 + SPROBE_REPORT_MAX_FRAMES];
 };
 
 static long name_id(struct ro_strtab *t, const char *s)
@@ -131,7 +131,7 @@ static int fg_add(const struct sprobe_report_sample *s, void *ctx)
 	}
 	g->path[0] = 0;		/* "all", interned first */
 	g->path[1] = tname;
-	for (uint32_t i = 0; i < s->nframes && i < SPROBE_MAX_FRAMES; i++) {
+	for (uint32_t i = 0; i < s->nframes && i < SPROBE_REPORT_MAX_FRAMES; i++) {
 		uint64_t pc = s->pcs[s->nframes - 1 - i];	/* root first */
 		uint32_t nid;
 
@@ -148,7 +148,7 @@ static int fg_add(const struct sprobe_report_sample *s, void *ctx)
 		}
 		g->path[2 + i] = nid;
 	}
-	uint32_t n = 2 + (s->nframes < SPROBE_MAX_FRAMES ? s->nframes : SPROBE_MAX_FRAMES);
+	uint32_t n = 2 + (s->nframes < SPROBE_REPORT_MAX_FRAMES ? s->nframes : SPROBE_REPORT_MAX_FRAMES);
 
 	err = tree_add(&g->samples, g->path, n, s->weight ? s->weight : 1);
 	if (!err && s->window_ns)
@@ -311,7 +311,7 @@ static void share_text(FILE *o, const struct layout *L, uint64_t v)
 		fprintf(o, " (%" PRIu64 " sample%s, %.2f%%)", v, v == 1 ? "" : "s", pct);
 }
 
-/* Nodes in the subtree of ID (recursion depth <= SPROBE_MAX_FRAMES + 2). */
+/* Nodes in the subtree of ID (recursion depth <= SPROBE_REPORT_MAX_FRAMES + 2). */
 static size_t subtree_size(const struct tree *t, uint32_t id)
 {
 	size_t n = 1;

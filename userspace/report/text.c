@@ -337,6 +337,8 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		free(ids);
 	}
 
+	if (sprobe_rep__write_top_lines(r, o))
+		return -ENOMEM;
 	bool multi = sprobe_rep__multi(r);
 
 	fprintf(o, "\nThreads (by samples)\n");

@@ -65,16 +65,19 @@ int sprobe_rep__write_trace(struct sprobe_report *r, FILE *o)
 	for (size_t i = 0; i < r->swv.n && !err; i++)
 		if (sprobe_rep__selected(r, (uint32_t)r->swv.v[i].tid))
 			TRACE_ITEM(sprobe_trace__self_window(t, &r->swv.v[i]));
-	const char *names[SPROBE_MAX_FRAMES];
+	const char *names[SPROBE_REP_MAX_FRAMES];
 	for (size_t i = 0; i < r->samples.n && !err; i++) {
 		const struct sample *sm = &r->samples.v[i];
 		uint32_t tid = r->threads.v[sm->thread].tid;
-		size_t nf = sm->nframes < SPROBE_MAX_FRAMES ? sm->nframes : SPROBE_MAX_FRAMES;
+		size_t nf;
 
 		if (!sprobe_rep__selected(r, tid))
 			continue;
+		/* inlined functions are frames of their own (inline.c) */
+		const uint64_t *pcs = sprobe_rep__expand(r, sm->nframes ? r->pcs.v + sm->pc_off : NULL,
+							 sm->nframes, &nf);
 		for (size_t f = 0; f < nf; f++) {
-			long fid = sprobe_rep__func_of(r, r->pcs.v[sm->pc_off + f]);
+			long fid = sprobe_rep__func_of(r, pcs[f]);
 			if (fid == -ENOMEM) {
 				err = -ENOMEM;
 				break;

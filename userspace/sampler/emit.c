@@ -187,6 +187,50 @@ static int module_index(struct sprobe_sampler *s, const struct sprobe_module *m)
 	return (int)s->nmods++;
 }
 
+/* The SRCLINE record of f's pc (inline chain and lines from DWARF), when
+ * its module has line information. */
+static void emit_srcline(struct sprobe_stream *st, struct sprobe_modules *mods,
+			 const struct sprobe_frame *f)
+{
+	struct sprobe_src_frame fr[SPROBE_DF_MAX_INLINE];
+	uint32_t lines[SPROBE_DF_MAX_INLINE];
+	char text[4096];
+	size_t len = 0;
+	int n = sprobe_modules__inline_frames(mods, sprobe_frame_lookup_pc(f), fr,
+					      SPROBE_DF_MAX_INLINE);
+
+	if (n <= 0 || (n == 1 && !fr[0].file))
+		return;
+	for (int i = 0; i < n; i++) {
+		const char *fn = fr[i].function ? fr[i].function : "";
+		const char *file = fr[i].file ? fr[i].file : "";
+		size_t a = strlen(fn) + 1, b = strlen(file) + 1;
+
+		if (len + a + b > sizeof(text)) {
+			/* keep the outer frames' order valid: drop the inner
+			 * ones that did not fit, keep the real function last */
+			if (i == 0)
+				return;
+			n = i;
+			break;
+		}
+		memcpy(text + len, fn, a);
+		memcpy(text + len + a, file, b);
+		len += a + b;
+		lines[i] = fr[i].line;
+	}
+	if (fr[n - 1].function) /* truncated chain: last entry must be the function */
+		return;
+	struct sprobe_df_record rec = { .type = SPROBE_DF_SRCLINE };
+
+	rec.srcline.pc = f->pc;
+	rec.srcline.n = (uint32_t)n;
+	rec.srcline.lines = lines;
+	rec.srcline.text = text;
+	rec.srcline.text_len = (uint32_t)len;
+	sprobe_stream__push(st, &rec);
+}
+
 /* Push a SYMBOL record for each pc of the sample seen for the first time. */
 void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
 {
@@ -201,7 +245,8 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 		rec.symbol.pc = f->pc;
 		rec.symbol.module = SPROBE_DF_NO_MODULE;
 		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
-			int mi = module_index(s, sym.module);
+			/* a JIT frame (named by the perf map) has no module */
+			int mi = sym.module ? module_index(s, sym.module) : -1;
 			if (mi >= 0)
 				rec.symbol.module = (uint32_t)mi;
 			if (sym.name) {
@@ -213,5 +258,7 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			}
 		}
 		sprobe_stream__push(s->stream, &rec);
+		if (rec.symbol.name && sym.module && !s->opts.no_lines)
+			emit_srcline(s->stream, mods, f);
 	}
 }

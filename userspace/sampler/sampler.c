@@ -269,7 +269,6 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			s->windows[nwin++] = ts->exit_ns - ts->entry_ns;
 		if (s->table)
 			publish(s, e, ts, t0);
-		sprobe_sampler_emit__symbols(s, ts);
 		/* cpu mode: the record carries the CPU periods the timer
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
@@ -279,6 +278,16 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			w = SPROBE_DF_SAMPLE_WEIGHT_MAX; /* what the file can say */
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
+	}
+	/* Symbols after the round's samples: naming a new pc can take long
+	 * (the first libdw lookup in a module reads its debug file), and a
+	 * process killed meanwhile keeps the samples already in the stream
+	 * (readers take symbols after the samples that use them). */
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
+
+		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY && ts->tid > 0)
+			sprobe_sampler_emit__symbols(s, ts);
 	}
 
 	struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE };

@@ -629,6 +629,9 @@ struct sprobe_modules *sprobe_modules__new(const struct sprobe_modules_opts *opt
 		m->pid = 0;
 	m->empty_mode = opts && opts->empty;
 	m->demangle = !(opts && opts->no_demangle);
+	m->no_perf_map = opts && opts->sz >= offsetof(struct sprobe_modules_opts, no_perf_map) +
+						  sizeof(opts->no_perf_map) &&
+			 opts->no_perf_map;
 	const char *root = opts && opts->sz >= sizeof(*opts) && opts->debug_root
 				   ? opts->debug_root
 				   : "/usr/lib/debug";
@@ -657,6 +660,8 @@ void sprobe_modules__free(struct sprobe_modules *m)
 		module_free(m->mods[i]);
 	free(m->mods);
 	sprobe__demangler_release(m);
+	sprobe__perfmap_release(&m->jit);
+	sprobe__inline_release(m);
 	free(m->debug_root);
 	free(m);
 }

@@ -41,6 +41,7 @@ struct symtab {
 	void *membuf;		/* another process's vDSO image, copied */
 	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
+	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
 };
 
 /* One row of a procedure's CFI table: the register-state rule that holds
@@ -95,6 +96,27 @@ struct module {
 	struct unw_cache unw;
 };
 
+/* One line of a JIT's perf map (perfmap.c). */
+struct jit_sym {
+	uint64_t start, size;	/* runtime addresses */
+	uint64_t seq;		/* line order: the later line wins */
+	const char *name;	/* in a perfmap block, never moved */
+};
+
+/* The perf map of the inventory's process, read incrementally. */
+struct perfmap {
+	struct jit_sym *v;	/* sorted by start, then seq */
+	size_t n, cap;
+	uint64_t seq;
+	uint64_t offset;	/* bytes of whole lines consumed */
+	uint64_t dev, ino;	/* the file those bytes came from */
+	uint8_t head[64];	/* its first bytes: a file rewritten in place */
+	uint32_t head_len;	/* (truncated, written again) differs there */
+	bool skipping;		/* inside an over-long line */
+	bool capped;		/* PERFMAP_BYTES_MAX or ENTRIES_MAX reached */
+	struct perfmap_block *blocks; /* names */
+};
+
 struct sprobe_modules {
 	pid_t pid;		/* 0: this process */
 	bool empty_mode;
@@ -109,6 +131,11 @@ struct sprobe_modules {
 	int demangler_state;	/* 0 unresolved, 1 ready, -1 unavailable */
 	void *demangler_dl;	/* dlopen handle to release, or NULL */
 	char *(*demangler)(const char *, char *, size_t *, int *);
+	bool no_perf_map;
+	struct perfmap jit;
+	/* Demangled names of inlined functions handed out (inline.c). */
+	char **inl_names;
+	size_t inl_n, inl_cap;
 };
 
 /* Find the module containing addr (binary search). NULL if none. */
@@ -117,6 +144,22 @@ struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t add
 /* Parse ELF notes in [p, p + len) (alignment align) for the GNU build-id;
  * copies at most SPROBE_BUILD_ID_MAX bytes to out. Returns its length or 0. */
 uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint8_t *out);
+
+/* Name pc (in no module) from the process's perf map: fills out's name,
+ * sym_start, sym_offset, sym_size, source "perf-map". 0, -ENOENT (no map,
+ * no entry, empty inventory), -ENOMEM. In perfmap.c. */
+int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out);
+void sprobe__perfmap_release(struct perfmap *pm);
+
+/* symbolize.c: the module of pc with its DWARF (a Dwarf *) open, or NULL;
+ * a mangled name demangled (caller frees) or NULL. */
+struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
+char *sprobe__demangle(struct sprobe_modules *m, const char *name);
+
+/* Inline-frame names kept for the inventory's life, and a module's index
+ * of function DIEs (inline.c). */
+void sprobe__inline_release(struct sprobe_modules *m);
+void sprobe__inline_cache_free(struct inl_cache *c);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);

@@ -20,10 +20,12 @@
 #include <zlib.h>
 
 #include "userspace/common/fds.h"
+#include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)
 {
+	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf)
 		dwarf_end(st->dwarf);
 	for (size_t i = 0; i < st->n; i++)
@@ -471,9 +473,24 @@ static char *cxa_demangle(struct sprobe_modules *m, const char *name)
 	return NULL;
 }
 
+/* A name demangled as display_name() would (Rust, then C++): a string
+ * the caller frees, or NULL when it is not mangled (or demangling is off). */
+char *sprobe__demangle(struct sprobe_modules *m, const char *name)
+{
+	if (!m->demangle)
+		return NULL;
+	if (sprobe__rust_is_mangled(name))
+		return sprobe__rust_demangle(name);
+	if (strncmp(name, "_Z", 2) == 0)
+		return cxa_demangle(m, name);
+	return NULL;
+}
+
 /*
  * The name users read: without a symbol-version suffix (.symtab of a debug
- * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if C++.
+ * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if Rust or C++.
+ * Rust first: a legacy Rust name is also a valid Itanium name, which
+ * __cxa_demangle would print with its hash and "$u7b$" escapes left in.
  * Computed once per symbol.
  */
 static const char *display_name(struct sprobe_modules *m, struct sym *s)
@@ -488,6 +505,11 @@ static const char *display_name(struct sprobe_modules *m, struct sym *s)
 		base = strndup(s->name, (size_t)(at - s->name));
 	const char *src = base ? base : s->name;
 
+	if (m->demangle && sprobe__rust_is_mangled(src) && (d = sprobe__rust_demangle(src))) {
+		free(base);
+		s->demangled = d;
+		return d;
+	}
 	if (m->demangle && strncmp(src, "_Z", 2) == 0 && (d = cxa_demangle(m, src))) {
 		free(base);
 		s->demangled = d;
@@ -507,7 +529,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	out->pc = pc;
 	mod = sprobe__modules_find(m, pc);
 	if (!mod)
-		return -ENOENT;
+		return sprobe__perfmap_symbolize(m, pc, out) == 0 ? 0 : -ENOENT;
 	out->module = &mod->pub;
 	out->module_offset = pc - mod->pub.bias;
 	if (mod->st.state == 0) {
@@ -544,11 +566,41 @@ static struct module *loaded_module(struct sprobe_modules *m, uint64_t pc)
 	return sprobe__modules_find(m, pc);
 }
 
+/* The module of pc with its DWARF open (*dw), or NULL: no module, or no
+ * DWARF for it. Opens the debug file if there is one (it holds the DWARF
+ * of a stripped object), else the object itself (built with -g), once. */
+struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw)
+{
+	struct module *mod = loaded_module(m, pc);
+	struct symtab *st;
+
+	if (!mod)
+		return NULL;
+	st = &mod->st;
+	if (st->dwarf_state == 0) {
+		st->dwarf_state = -ENOENT;
+		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
+			Dwarf *d = st->files[i].elf ? dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL)
+						    : NULL;
+
+			if (d) {
+				st->dwarf = d;
+				st->dwarf_state = 1;
+				break;
+			}
+		}
+	}
+	if (st->dwarf_state != 1)
+		return NULL;
+	*dw = st->dwarf;
+	return mod;
+}
+
 int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const char **file,
 				int *line)
 {
 	struct module *mod;
-	struct symtab *st;
+	void *dw = NULL;
 	Dwarf_Die cu;
 	Dwarf_Line *l;
 	const char *src;
@@ -556,28 +608,10 @@ int sprobe_modules__source_line(struct sprobe_modules *m, uint64_t pc, const cha
 
 	if (!m || !file || !line)
 		return -EINVAL;
-	mod = loaded_module(m, pc);
+	mod = sprobe__module_dwarf(m, pc, &dw);
 	if (!mod)
 		return -ENOENT;
-	st = &mod->st;
-	if (st->dwarf_state == 0) {
-		/* The debug file if there is one (it holds the DWARF of a
-		 * stripped object), else the object itself (built with -g). */
-		st->dwarf_state = -ENOENT;
-		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
-			Dwarf *dw = st->files[i].elf ? dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL)
-						     : NULL;
-
-			if (dw) {
-				st->dwarf = dw;
-				st->dwarf_state = 1;
-				break;
-			}
-		}
-	}
-	if (st->dwarf_state != 1)
-		return -ENOENT;
-	if (!dwarf_addrdie(st->dwarf, pc - mod->pub.bias, &cu))
+	if (!dwarf_addrdie(dw, pc - mod->pub.bias, &cu))
 		return -ENOENT;
 	l = dwarf_getsrc_die(&cu, pc - mod->pub.bias);
 	if (!l || dwarf_lineno(l, &ln) != 0 || !(src = dwarf_linesrc(l, NULL, NULL)))
@@ -591,6 +625,8 @@ int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t l
 {
 	if (!sym)
 		return -EINVAL;
+	if (!sym->module && sym->name)
+		return snprintf(buf, len, "%s+0x%" PRIx64 " ([jit])", sym->name, sym->sym_offset);
 	if (!sym->module)
 		return snprintf(buf, len, "0x%" PRIx64, sym->pc);
 	if (!sym->name)

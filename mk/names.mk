@@ -1,0 +1,22 @@
+# Names (issue #22): Rust demangling, JIT maps, inlined frames and lines.
+# tests/test_demangle.c records a Rust program it builds with rustc
+# (tests/workloads/rusthot.rs), so it needs the CLI and the agent.
+$(BUILD)/tests/test_demangle: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+
+# tests/test_perfmap.c records this small JIT (a loop generated at run time,
+# named in /tmp/perf-PID.map).
+$(BUILD)/jitloop: tests/workloads/jitloop.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -o $@ $<
+
+all: $(BUILD)/jitloop
+$(BUILD)/tests/test_perfmap: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/jitloop
+
+# tests/test_inline.c: a hot static inline function, -O2 -g (the build
+# users profile), compared with addr2line -i and go tool pprof -lines.
+$(BUILD)/inlined: tests/workloads/inlined.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -o $@ $<
+
+all: $(BUILD)/inlined
+$(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/inlined
