@@ -1030,9 +1030,11 @@ static void test_soak(void **state)
 	print_message("\n");
 	assert_true(samples > 0);
 	assert_int_equal(lost, 0);
-	/* The service has 2 threads blocking every signal: "blocked" drops
-	 * are expected; "error" and "no slot" are not. */
-	assert_true(drops[SPROBE_DROP_BLOCKED] > 0);
+	/* The service has 2 threads blocking every signal: they are read
+	 * without a signal while they sleep in the kernel (zero-pause) and
+	 * dropped as "blocked" only in the captures that find them running,
+	 * which scheduling decides (test_blocked_threads_dropped_and_counted
+	 * checks the blocked path itself); "error" and "no slot" never. */
 	assert_int_equal(drops[SPROBE_DROP_ERROR], 0);
 	assert_int_equal(drops[SPROBE_DROP_NO_SLOT], 0);
 
