@@ -25,6 +25,12 @@ function pprof(args, file) {
 		{ encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120000 });
 }
 
+// pprof marks a function inlined at a Location's pc with " (inline)"; the
+// folded report names that frame "f (inlined)", as perf does.
+function inl(name) {
+	return name.replace(/ \(inline\)$/, ' (inlined)');
+}
+
 // -top table rows -> Map(name -> {flat, cum}), the rows' sum ("accounting
 // for X") and the profile's total ("of Z total").
 function parseTop(text) {
@@ -38,8 +44,9 @@ function parseTop(text) {
 		if (!inTable || !line.trim()) continue;
 		const r = /^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$/.exec(line);
 		assert.ok(r, 'unparsed -top row: ' + line);
-		rows.set(r[6], { flat: r[1], cum: r[4] });
-		order.push(r[6]);
+		const name = inl(r[6]);
+		rows.set(name, { flat: r[1], cum: r[4] });
+		order.push(name);
 	}
 	return { shown: m[1], total: m[2], rows, order };
 }
@@ -61,8 +68,8 @@ function parseTraces(text) {
 			const lab = /^\s*(\w+):\s+(.*)$/.exec(line);
 			if (n === null && lab) { labels[lab[1]] = lab[2].trim(); continue; }
 			const first = /^\s+(\d+)\s+(.*)$/.exec(line);
-			if (n === null && first) { n = Number(first[1]); frames.push(first[2]); continue; }
-			frames.push(line.trim());
+			if (n === null && first) { n = Number(first[1]); frames.push(inl(first[2])); continue; }
+			frames.push(inl(line.trim()));
 		}
 		assert.ok(n !== null, 'trace without a count:\n' + b);
 		assert.ok(labels.thread_name !== undefined && labels.thread_id !== undefined,
@@ -143,8 +150,10 @@ describe('go tool pprof', () => {
 		const n = (re) => (samples.match(re) || []).length;
 		const rows = n(/^\s+\d+\s+\d+.*:.*$/gm);
 		assert.ok(rows > 0, 'no samples in -raw:\n' + raw);
-		assert.equal(n(/^\s+thread_name:\[[^\]]+\]$/gm), rows);
-		assert.equal(n(/^\s+thread_id:\[\d+\]$/gm), rows);
+		// pprof prints the string labels on one line, the numeric ones
+		// on the next: the thread's and its process's (pid, comm).
+		assert.equal(n(/^\s+comm:\[[^\]]*\] thread_name:\[[^\]]+\]$/gm), rows);
+		assert.equal(n(/^\s+pid:\[\d+\] thread_id:\[\d+\]$/gm), rows);
 		// docs/OUTPUTS.md's example: one thread by its name.
 		let want = 0;
 		for (const [k, v] of folded) if (/^compute-0-\d+$/.test(k.split(';')[0])) want += v;
