@@ -156,6 +156,23 @@ static void vm_handshake(struct slot *sl, uint64_t entry)
 }
 
 /*
+ * ASYNC-SIGNAL-SAFE: atomics, one raw syscall (gettid).
+ * A perf-event delivery (perfclock.c): si_code POLL_IN, si_fd the event's
+ * number. *v gets its gen << 16 | slot from perf_map, and true only if
+ * the event belongs to this very thread.
+ */
+static bool perf_delivery(const siginfo_t *si, uint64_t *v)
+{
+	uint32_t fd = (uint32_t)si->si_fd;
+
+	if (si->si_code != POLL_IN || !sprobe_lx_g.perf_map || fd >= sprobe_lx_g.perf_nmap)
+		return false;
+	/* Acquire; pairs with the release store in sprobe_lx_perf_open(). */
+	*v = atomic_load_explicit(&sprobe_lx_g.perf_map[fd], memory_order_acquire);
+	return *v && sprobe_lx_g.perf_tid[fd] == (pid_t)syscall(SYS_gettid);
+}
+
+/*
  * The capture signal handler.
  * ASYNC-SIGNAL-SAFE: see the suspend-window rule in linux.h. Reads the
  * ucontext, copies the stack into the preallocated buffer, publishes with
@@ -169,7 +186,7 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 	struct sprobe_thread_sample *t;
 	struct slot *sl;
 	uint64_t v, gen, expect, lo, hi;
-	uint32_t idx, n;
+	uint32_t idx, n, overrun = 0;
 	bool timer = false;
 
 	(void)sig;
@@ -179,11 +196,17 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	/* Only signals the probe sent: a kill(1) from outside, or a capture
 	 * signal from another process, carries another code or pid. */
-	if (si->si_code == SI_TIMER)
+	if (si->si_code == SI_TIMER) {
 		timer = true; /* one of our per-thread CPU timers (or stale) */
-	else if (si->si_code != SI_QUEUE || si->si_pid != sprobe_lx_g.pid)
+		v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+		overrun = si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0;
+	} else if (perf_delivery(si, &v)) {
+		timer = true; /* one overflow of its perf event: one period, no overruns */
+	} else if (si->si_code != SI_QUEUE || si->si_pid != sprobe_lx_g.pid) {
 		goto out;
-	v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	} else {
+		v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	}
 	idx = (uint32_t)(v & 0xffff);
 	gen = v >> 16;
 	if (idx >= sprobe_lx_g.nslots)
@@ -200,17 +223,15 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 		 * sample: count the CPU period (and the ones the kernel
 		 * folded into this signal), the sample stands for them. */
 		if (timer && expect == (gen << 2 | SLOT_DONE))
-			atomic_fetch_add_explicit(&sl->extra, 1 + (uint32_t)si->si_overrun,
-						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&sl->extra, 1 + overrun, memory_order_relaxed);
 		goto out;
 	}
 	/* The kernel checks thread CPU timers at its tick (run_posix_cpu_timers),
 	 * so at rates above HZ one signal stands for several expirations: it
 	 * reports the rest as overruns. Relaxed: the probe reads extra only
 	 * after it saw DONE (release below / acquire in sprobe_lx_slot_phase). */
-	if (timer && si->si_overrun > 0)
-		atomic_fetch_add_explicit(&sl->extra, (uint32_t)si->si_overrun,
-					  memory_order_relaxed);
+	if (overrun)
+		atomic_fetch_add_explicit(&sl->extra, overrun, memory_order_relaxed);
 
 	t = sl->sample;
 	read_regs(t, uc);
