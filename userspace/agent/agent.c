@@ -47,6 +47,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <stackprobe/capture.h>
 #include <stackprobe/sampler.h>
 #include <stackprobe/table.h>
 
@@ -193,6 +194,17 @@ __attribute__((constructor)) static void agent_start(void)
 		}
 		o.no_zero_pause = zp[0] == '0';
 	}
+	/* STACKPROBE_CPU_ENGINE=perf|timer|auto: cpu mode's engine (default
+	 * auto: perf events where allowed, else CPU timers). */
+	const char *eng = getenv("STACKPROBE_CPU_ENGINE");
+	if (eng && *eng) {
+		int e = sprobe_cpu_engine__parse(eng);
+		if (e < 0) {
+			agent_msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer or auto%s", eng, "");
+			return;
+		}
+		o.cpu_engine = (uint32_t)e;
+	}
 	const char *table = getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)
 		o.no_table = true;
@@ -242,6 +254,12 @@ __attribute__((constructor)) static void agent_start(void)
 			  errno == EEXIST ? " (a node table for this pid already exists)" : "");
 	else
 		atexit(agent_stop);
+	if (agent_sampler && o.mode == SPROBE_MODE_CPU) {
+		char why[256];
+
+		sprobe_sampler__cpu_engine(agent_sampler, why, sizeof(why));
+		agent_msg("%s%s", why, ""); /* one line: which engine, and why */
+	}
 	free(path);
 }
 

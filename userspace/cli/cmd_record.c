@@ -49,7 +49,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
-	      "                         [--no-zero-pause]\n"
+	      "                         [--no-zero-pause] [--cpu-engine perf|timer|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread is sampled\n"
@@ -71,6 +71,10 @@ static void usage(FILE *f)
 	      "      --no-zero-pause  wall mode: signal every thread, also those blocked\n"
 	      "                       in the kernel (default: read blocked threads without\n"
 	      "                       a signal or pause; docs/capture.md)\n"
+	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
+	      "                       exact, fails if perf events are not allowed), timer\n"
+	      "                       (CPU-clock timers: fire at the scheduler tick only)\n"
+	      "                       or auto (default: perf where allowed, else timer)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -153,10 +157,11 @@ int cmd_record(int argc, char **argv)
 		{ "no-bpf", no_argument, NULL, 'N' },
 		{ "signal", required_argument, NULL, 'S' },
 		{ "no-zero-pause", no_argument, NULL, 'Z' },
+		{ "cpu-engine", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *output = DEFAULT_OUTPUT, *mode = "wall";
+	const char *output = DEFAULT_OUTPUT, *mode = "wall", *engine = NULL;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
@@ -196,6 +201,14 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'Z':
 			zero_pause = false;
+			break;
+		case 'E':
+			if (sprobe_cpu_engine__parse(optarg) < 0) {
+				fprintf(stderr, "stackprobe record: --cpu-engine %s: expected perf, timer or auto\n",
+					optarg);
+				return CLI_EXIT_USAGE;
+			}
+			engine = optarg;
 			break;
 		case 'S':
 			if (cli_parse_rtsig(optarg, &signo)) {
@@ -279,6 +292,8 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
+		if (engine)
+			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
 		if (st)
 			setenv("STACKPROBE_STATUS_FD", fdbuf, 1);

@@ -69,6 +69,7 @@ const char *sprobe_df_type__name(uint32_t type)
 		[SPROBE_DF_MODULE] = "module",	 [SPROBE_DF_SYMBOL] = "symbol",
 		[SPROBE_DF_SAMPLE] = "sample",	 [SPROBE_DF_CAPTURE] = "capture",
 		[SPROBE_DF_KWINDOW] = "kwindow", [SPROBE_DF_LOST] = "lost",
+		[SPROBE_DF_THREAD_CPU] = "thread-cpu",
 		[SPROBE_DF_TRAILER] = "trailer",
 	};
 	if (type < SPROBE_DF__TYPE_COUNT && names[type])
@@ -235,6 +236,12 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 		enc64(&e, k->offcpu_ns);
 		break;
 	}
+	case SPROBE_DF_THREAD_CPU:
+		enc64(&e, rec->thread_cpu.time_ns);
+		enc32(&e, rec->thread_cpu.tid);
+		enc32(&e, rec->thread_cpu.flags);
+		enc64(&e, rec->thread_cpu.cpu_ns);
+		break;
 	case SPROBE_DF_LOST:
 		enc64(&e, rec->lost.time_ns);
 		enc32(&e, SPROBE_DF__TYPE_COUNT);

@@ -193,6 +193,19 @@ static void threads_keep_alive(struct sprobe_sampler *s)
 	}
 }
 
+void sprobe_sampler_emit__name_once(struct sprobe_sampler *s, pid_t tid)
+{
+	bool fresh;
+	struct thread_ent *e = thread_get(s, tid, &fresh);
+
+	if (e && !e->named) {
+		sprobe_sampler_emit__thread_name(s, tid);
+		e->named = true;
+	}
+	if (e)
+		mark_seen(s, e);
+}
+
 /* Leave the stream's writer thread out of the captures: it is ours, not
  * the application's. Its tid is published by the writer itself when it
  * starts, so look until it is there (normally before the first round). */
@@ -296,6 +309,9 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	if (s->opts.mode != SPROBE_MODE_CPU) {
 		threads_sweep(s); /* the capture listed every live thread */
 	} else if (t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
+		/* Each thread's CPU time, for the coverage (and the check
+		 * for threads that block the signal): same cadence. */
+		sprobe_sampler_emit__cpu_usage(s, t0);
 		/* cpu mode samples only threads that used CPU: the others
 		 * are asked whether they live (one tgkill(0) each), so not
 		 * every round. An exited thread's node stays in the table
@@ -387,7 +403,9 @@ static uint64_t probe_period_ns(const struct sprobe_sampler *s)
 	uint64_t period = (uint64_t)(1e9 / s->opts.freq_hz);
 	struct timespec res;
 
-	if (s->opts.mode == SPROBE_MODE_CPU && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
+	/* A perf event overflows at any point of the CPU time: collect at 1/F. */
+	if (s->opts.mode == SPROBE_MODE_CPU && s->cpu_engine == SPROBE_CPU_ENGINE_TIMER &&
+	    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
 		uint64_t half_tick = ((uint64_t)res.tv_sec * 1000000000ull + (uint64_t)res.tv_nsec) / 2;
 
 		if (half_tick > period && half_tick <= 10000000ull)
@@ -456,6 +474,8 @@ static void *probe_main(void *arg)
 			next = now + step;
 	}
 	round_finish(s); /* the last wall capture, if one was started */
+	if (s->opts.mode == SPROBE_MODE_CPU)
+		sprobe_sampler_emit__cpu_usage(s, sprobe_mono_ns()); /* the final CPU times */
 	return NULL;
 }
 
@@ -477,6 +497,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	free(s->threads);
 	free(s->windows);
 	free(s->dropped);
+	free(s->usage);
 	free(s);
 }
 
@@ -520,7 +541,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->threads = calloc(s->threads_cap, sizeof(*s->threads));
 	s->windows = calloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = calloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
-	if (!s->threads || !s->windows || !s->dropped) {
+	s->usage = calloc(s->opts.max_threads, sizeof(*s->usage));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage) {
 		err = ENOMEM;
 		goto fail;
 	}
@@ -538,6 +560,16 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		goto fail;
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
+	if (s->opts.mode == SPROBE_MODE_CPU) {
+		/* Chosen before the header is written: the file says which. */
+		int e = sprobe_capturer__cpu_engine(s->capturer, s->opts.cpu_engine, s->cpu_engine_why,
+						    sizeof(s->cpu_engine_why));
+		if (e < 0) {
+			err = -e;
+			goto fail;
+		}
+		s->cpu_engine = (uint32_t)e;
+	}
 	s->snap = sprobe_snapshot__new(s->opts.max_threads, s->opts.max_stack_bytes);
 	if (!s->snap) {
 		err = errno;
@@ -604,6 +636,15 @@ int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t
 	if (!s)
 		return -EINVAL;
 	return sprobe_capturer__zero_pause(s->capturer, why, len);
+}
+
+int sprobe_sampler__cpu_engine(const struct sprobe_sampler *s, char *why, size_t len)
+{
+	if (!s)
+		return -EINVAL;
+	if (why && len)
+		snprintf(why, len, "%s", s->cpu_engine ? s->cpu_engine_why : "");
+	return (int)s->cpu_engine;
 }
 
 int sprobe_sampler__stop(struct sprobe_sampler *s)
