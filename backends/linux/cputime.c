@@ -112,11 +112,12 @@ static int cpu_alloc_more(struct sprobe_capturer *c)
 	c->perf_fd = malloc(n * sizeof(*c->perf_fd));
 	c->cpu_ns = calloc(n, sizeof(*c->cpu_ns));
 	c->cpu_reported = calloc(n, sizeof(*c->cpu_reported));
+	c->cpu_open = calloc(n, sizeof(*c->cpu_open));
 	c->cpu_hits = calloc(n, sizeof(*c->cpu_hits));
 	c->cpu_blocked = calloc(n, 1);
 	c->cpu_blk_drop = calloc(n, 1);
 	c->cpu_gone = calloc(n, sizeof(*c->cpu_gone));
-	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_hits ||
+	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_hits ||
 	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone) {
 		sprobe_lx_cpu_free(c);
 		return -ENOMEM;
@@ -132,12 +133,13 @@ void sprobe_lx_cpu_free(struct sprobe_capturer *c)
 	free(c->perf_fd);
 	free(c->cpu_ns);
 	free(c->cpu_reported);
+	free(c->cpu_open);
 	free(c->cpu_hits);
 	free(c->cpu_blocked);
 	free(c->cpu_blk_drop);
 	free(c->cpu_gone);
 	c->perf_h = c->perf_fd = NULL;
-	c->cpu_ns = c->cpu_reported = NULL;
+	c->cpu_ns = c->cpu_reported = c->cpu_open = NULL;
 	c->cpu_hits = NULL;
 	c->cpu_blocked = c->cpu_blk_drop = NULL;
 	c->cpu_gone = NULL;
@@ -222,13 +224,23 @@ static bool thread_cpu_ns(pid_t tid, uint64_t *ns)
 static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen)
 {
 	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
-		int err = sprobe_lx_perf_open(c, tid, i, gen);
+		int err;
 
+		/* Its CPU before the event counts (coverage at exit). */
+		if (!thread_cpu_ns(tid, &c->cpu_open[i]))
+			return -ESRCH;
+		err = sprobe_lx_perf_open(c, tid, i, gen);
 		if (err == 0 || err == -ESRCH)
 			return err;
 		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
 	}
 	return cpu_timer_new(c, tid, gen << 16 | i, &c->cpu_timer[i]);
+}
+
+/* Engine PERF, and slot i got a timer instead (see source_new()). */
+static bool cpu_on_timer_slot(const struct sprobe_capturer *c, uint32_t i)
+{
+	return c->cpu_engine == SPROBE_CPU_ENGINE_PERF && c->perf_h[i] < 0;
 }
 
 static void source_delete(struct sprobe_capturer *c, uint32_t i)
@@ -239,15 +251,42 @@ static void source_delete(struct sprobe_capturer *c, uint32_t i)
 		timer_delete(c->cpu_timer[i]);
 }
 
-/* Slot i's thread is gone: remember its last CPU time for the coverage. */
+/* Slot i's thread is gone: remember its last CPU time for the coverage.
+ * A perf event still counts after its thread died: its count (the CPU
+ * since it was opened; user time only under exclude_kernel, hence the
+ * max) gives the final value, where the clock read every 100 ms lags. */
+static uint64_t final_cpu(struct sprobe_capturer *c, uint32_t i)
+{
+	uint64_t cpu = c->cpu_ns[i], count;
+	int fd = c->perf_h[i] >= 0 ? sprobe_fd__get(c->perf_h[i]) : -1;
+
+	if (fd >= 0) {
+		if (read(fd, &count, sizeof(count)) == (ssize_t)sizeof(count) &&
+		    c->cpu_open[i] + count > cpu)
+			cpu = c->cpu_open[i] + count;
+		sprobe_fd__put(c->perf_h[i]);
+	}
+	return cpu;
+}
+
 static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 {
-	if (c->cpu_ns[i] && c->ncpu_gone < c->max_threads)
+	uint64_t cpu = final_cpu(c, i);
+
+	if (cpu == c->cpu_reported[i] && c->cpu_reported[i]) {
+		/* Reported as gone by cpu_usage() already. */
+		c->cpu_ns[i] = c->cpu_reported[i] = 0;
+		c->cpu_hits[i] = 0;
+		c->cpu_blocked[i] = c->cpu_blk_drop[i] = 0;
+		return;
+	}
+	if (cpu && c->ncpu_gone < c->max_threads)
 		c->cpu_gone[c->ncpu_gone++] = (struct sprobe_cpu_usage){
 			.tid = c->cpu_tid[i],
 			.flags = SPROBE_CPU_USAGE_EXITED |
-				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0),
-			.cpu_ns = c->cpu_ns[i],
+				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+				 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+			.cpu_ns = cpu,
 		};
 	c->cpu_ns[i] = c->cpu_reported[i] = 0;
 	c->cpu_hits[i] = 0;
@@ -338,8 +377,8 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		if (!tid)
 			continue;
 		if (!bsearch(&tid, c->prev_tids, c->nprev, sizeof(pid_t), sprobe_lx_cmp_tid)) {
+			slot_gone(c, i); /* reads its perf event: before the close */
 			source_delete(c, i);
-			slot_gone(c, i);
 			c->cpu_tid[i] = 0;
 			continue;
 		}
@@ -413,14 +452,14 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 	if (c->cpu_on) {
 		/* Delete first: no new expiry; then no handler is left. */
 		for (uint32_t i = 0; i < c->max_threads; i++)
-			if (c->cpu_tid[i])
+			if (c->cpu_tid[i]) {
+				slot_gone(c, i);
 				source_delete(c, i);
+			}
 		cpu_quiesce(c);
 		for (uint32_t i = 0; i < c->max_threads; i++) {
-			if (c->cpu_tid[i]) {
+			if (c->cpu_tid[i])
 				atomic_store(&c->slots[i].state, c->cpu_gen[i] << 2 | SLOT_IDLE);
-				slot_gone(c, i);
-			}
 			c->cpu_tid[i] = 0;
 		}
 		c->ncpu_gone = 0;
@@ -566,20 +605,38 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		uint64_t now, used;
 		uint32_t flags;
 
-		if (!tid || !thread_cpu_ns(tid, &now))
-			continue; /* exited: the next collect frees its slot */
+		if (!tid)
+			continue;
+		if (!thread_cpu_ns(tid, &now)) {
+			/* Exited: the next collect frees its slot; its final
+			 * value now, in case recording stops first. */
+			now = final_cpu(c, i);
+			if (n < max && now && now != c->cpu_reported[i]) {
+				out[n++] = (struct sprobe_cpu_usage){
+					.tid = tid,
+					.flags = SPROBE_CPU_USAGE_EXITED |
+						 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+						 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+					.cpu_ns = now,
+				};
+				c->cpu_ns[i] = c->cpu_reported[i] = now;
+			}
+			continue;
+		}
 		used = c->cpu_ns[i] && now > c->cpu_ns[i] ? now - c->cpu_ns[i] : 0;
 		if (c->cpu_ns[i])
 			cpu_check_blocked(c, i, used);
 		c->cpu_ns[i] = now;
 		c->cpu_hits[i] = 0;
-		flags = c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0;
+		flags = (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+			(cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0);
 		/* Bit 1 of cpu_blocked: BLOCKED as last reported. */
 		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
-				!!(c->cpu_blocked[i] & 2) != !!flags)) {
+				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
 			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags, .cpu_ns = now };
 			c->cpu_reported[i] = now;
-			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) | (flags ? 2 : 0));
+			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) |
+						      (flags & SPROBE_CPU_USAGE_BLOCKED ? 2 : 0));
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

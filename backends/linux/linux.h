@@ -238,6 +238,7 @@ struct sprobe_capturer {
 	 * (capture signal blocked: event disabled), and whether the next
 	 * collect lists it as dropped BLOCKED. */
 	uint64_t *cpu_ns, *cpu_reported;
+	uint64_t *cpu_open;		  /* CPU clock when its perf event was opened */
 	uint32_t *cpu_hits;
 	uint8_t *cpu_blocked, *cpu_blk_drop;
 	/* Threads gone since the last usage call, with their last CPU time. */

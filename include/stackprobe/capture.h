@@ -502,6 +502,7 @@ struct sprobe_cpu_usage {
 };
 #define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */
 #define SPROBE_CPU_USAGE_EXITED 0x2u  /* gone: cpu_ns is the last value read */
+#define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
 
 /*
  * CPU coverage (issue #18): reads the CPU clock of every thread the CPU

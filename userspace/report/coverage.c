@@ -40,6 +40,13 @@ void sprobe_rep__write_cpu_coverage(const struct sprobe_report *r, FILE *o)
 	if (eng)
 		fprintf(o, "  engine:   cpu engine: %s\n", eng);
 	hz = r->header.freq_hz ? (double)r->header.freq_hz : 99.0;
+	uint64_t on_timer = 0;
+	for (size_t i = 0; i < r->threads.n; i++)
+		on_timer += !!(r->threads.v[i].cpu_flags & SPROBE_CPU_USAGE_TIMER);
+	if (on_timer)
+		fprintf(o, "            %" PRIu64 " threads on CPU timers instead of perf events "
+			   "(no descriptor left in the agent's budget, docs/AGENT.md): tick-bound\n",
+			on_timer);
 	for (size_t i = 0; i < r->threads.n; i++) {
 		const struct thread *t = &r->threads.v[i];
 
