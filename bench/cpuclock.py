@@ -13,7 +13,8 @@ profiled at 199 Hz by
 round-robin (every round runs every configuration once, starting one
 later than the previous round), and the table gives, per workload and
 configuration, the median over rounds of phase_a's share (threads: the
-largest error over the four threads' shares) and of the error.
+largest error over the four threads' shares), of the error, and the
+range of the error.
 
 Cost: tests/workloads/benchload.c (fixed work: the same instructions
 whatever the profiler) unprofiled and under each engine at 99 and 999 Hz,
@@ -144,10 +145,12 @@ def accuracy(b):
         for cfg in cfgs:
             cells = res[(wi, cfg)]
             err = statistics.median(c[1] for c in cells)
+            lo, hi = min(c[1] for c in cells), max(c[1] for c in cells)
             if w[0] == "phases":
-                row.append("%.3f (%+.3f)" % (statistics.median(c[0] for c in cells), err))
+                row.append("%.3f (%+.3f; %+.3f..%+.3f)" %
+                           (statistics.median(c[0] for c in cells), err, lo, hi))
             else:
-                row.append("max err %+.3f" % err)
+                row.append("max err %+.3f (%+.3f..%+.3f)" % (err, lo, hi))
         print("| %s | %s | %s |" % (label, truth, " | ".join(row)))
 
 
