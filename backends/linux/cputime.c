@@ -223,13 +223,13 @@ static bool thread_cpu_ns(pid_t tid, uint64_t *ns)
  * event, else (engine TIMER, or no descriptor fits: counted) a timer. */
 static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen)
 {
+	/* Coverage counts the CPU from here on (what could be sampled), and
+	 * an event's count starts here too. */
+	if (!thread_cpu_ns(tid, &c->cpu_open[i]))
+		return -ESRCH;
 	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
-		int err;
+		int err = sprobe_lx_perf_open(c, tid, i, gen);
 
-		/* Its CPU before the event counts (coverage at exit). */
-		if (!thread_cpu_ns(tid, &c->cpu_open[i]))
-			return -ESRCH;
-		err = sprobe_lx_perf_open(c, tid, i, gen);
 		if (err == 0 || err == -ESRCH)
 			return err;
 		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
@@ -286,7 +286,7 @@ static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 			.flags = SPROBE_CPU_USAGE_EXITED |
 				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
 				 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
-			.cpu_ns = cpu,
+			.cpu_ns = cpu - c->cpu_open[i],
 		};
 	c->cpu_ns[i] = c->cpu_reported[i] = 0;
 	c->cpu_hits[i] = 0;
@@ -617,7 +617,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 					.flags = SPROBE_CPU_USAGE_EXITED |
 						 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
 						 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
-					.cpu_ns = now,
+					.cpu_ns = now - c->cpu_open[i],
 				};
 				c->cpu_ns[i] = c->cpu_reported[i] = now;
 			}
@@ -633,7 +633,8 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		/* Bit 1 of cpu_blocked: BLOCKED as last reported. */
 		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
 				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
-			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags, .cpu_ns = now };
+			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags,
+							       .cpu_ns = now - c->cpu_open[i] };
 			c->cpu_reported[i] = now;
 			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) |
 						      (flags & SPROBE_CPU_USAGE_BLOCKED ? 2 : 0));

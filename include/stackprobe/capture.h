@@ -498,7 +498,9 @@ uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c);
 struct sprobe_cpu_usage {
 	pid_t tid;
 	uint32_t flags;		/* SPROBE_CPU_USAGE_* */
-	uint64_t cpu_ns;	/* the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID) */
+	/* CPU time (its CLOCK_THREAD_CPUTIME_ID) used since the engine
+	 * began tracking the thread: what could be sampled. */
+	uint64_t cpu_ns;
 };
 #define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */
 #define SPROBE_CPU_USAGE_EXITED 0x2u  /* gone: cpu_ns is the last value read */
