@@ -85,6 +85,13 @@ static unsigned long folded_count(const char *folded, const char *fn)
 	return n;
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
 /* "truth NAME NS" from the workload's output. */
 static double truth_of(const char *out, const char *name)
 {
@@ -198,6 +205,33 @@ static void test_four_threads_split(void **state)
 	}
 	free(out);
 	free(folded);
+
+	/* The coverage figures (THREAD_CPU records, JSON threads[].cpu_ns)
+	 * against the CPU each worker measured itself: the four largest
+	 * against the four truths, both sorted. A worker is first tracked
+	 * at the collect after it started (up to 1/F late) and its final
+	 * value comes from its perf event's count. */
+	char *json;
+	double cpu[64];
+	int ncpu = 0;
+
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-threads.data --format json",
+					 &json),
+			 0);
+	for (const char *p = json; (p = strstr(p, "\"cpu_ns\": ")) && ncpu < 64; p++) {
+		p += strlen("\"cpu_ns\": ");
+		if (*p >= '0' && *p <= '9')
+			cpu[ncpu++] = strtod(p, NULL);
+	}
+	free(json);
+	assert_true(ncpu >= 4);
+	qsort(cpu, (size_t)ncpu, sizeof(double), cmp_desc);
+	qsort(truth, 4, sizeof(double), cmp_desc);
+	for (int k = 0; k < 4; k++) {
+		print_message("cpu coverage: %.3f s, measured %.3f s\n", cpu[k] / 1e9, truth[k] / 1e9);
+		assert_true(cpu[k] <= truth[k] + 2e6);
+		assert_true(cpu[k] >= 0.95 * truth[k] - 10e6);
+	}
 }
 
 /* The engine is said at start and in the report, for each engine forced. */

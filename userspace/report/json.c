@@ -185,9 +185,17 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 		else
 			fputs("null", o);
 		fprintf(o, ", \"samples\": %" PRIu64 ", \"share\": %.6f, \"truncated\": %" PRIu64
-			   ", \"stack_max_bytes\": %" PRIu64 ", \"methods\": {",
+			   ", \"stack_max_bytes\": %" PRIu64 ", \"cpu_ns\": ",
 			t->samples, r->nsel ? (double)t->samples / (double)r->nsel : 0.0, t->truncated,
 			t->stack_max);
+		/* cpu mode's coverage: the CPU it used while sampled (null:
+		 * no THREAD_CPU record). */
+		if (t->cpu_seen)
+			fprintf(o, "%" PRIu64, t->cpu_ns);
+		else
+			fputs("null", o);
+		fprintf(o, ", \"cpu_blocked\": %s, \"methods\": {",
+			t->cpu_flags & SPROBE_CPU_USAGE_BLOCKED ? "true" : "false");
 		for (int k = 0; k < NMETHODS; k++)
 			fprintf(o, "%s\"%s\": %" PRIu64, k ? ", " : "", sprobe_rep__method_names[k], t->methods[k]);
 		fputs("}, \"window\": ", o);
