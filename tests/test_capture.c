@@ -1501,6 +1501,54 @@ static void test_cpu_perf_weights_and_descriptors(void **state)
 	untrack(c);
 }
 
+/* Past the registry's descriptor budget (a quarter of the soft
+ * RLIMIT_NOFILE, fds.h) a thread gets a CPU timer instead of a perf event:
+ * counted, never an event below the top region, never a thread left out. */
+static void test_cpu_perf_budget_spills_to_timers(void **state)
+{
+	enum { N = 72 }; /* budget 64 at a soft limit of 256 */
+	static struct worker w[N];
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	struct rlimit old, rl;
+	int lowest, e, nfd;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	c = new_capturer(0, 0);
+	s = sprobe_snapshot__new(128, 4096);
+	assert_non_null(c);
+	assert_non_null(s);
+	e = sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_PERF, NULL, 0);
+	if (e == -EACCES || e == -EPERM || e == -ENOENT || e == -ENOSYS) {
+		sprobe_snapshot__free(s);
+		untrack(c);
+		setrlimit(RLIMIT_NOFILE, &old);
+		SPROBE_SKIP("perf events not allowed here\n");
+	}
+	assert_int_equal(e, SPROBE_CPU_ENGINE_PERF);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 10000000), 0);
+	nfd = count_perf_fds(&lowest);
+	print_message("%d perf events (lowest fd %d), %u threads on timers, budget %u\n", nfd, lowest,
+		      sprobe_capturer__cpu_on_timer(c), sprobe_fd__budget());
+	assert_true(nfd >= 1 && (unsigned)nfd <= sprobe_fd__budget());
+	assert_true(lowest >= 256 - 8 - 64);
+	/* Every thread has a source: events, and timers for the rest. */
+	assert_true((unsigned)nfd + sprobe_capturer__cpu_on_timer(c) >= N);
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	assert_int_equal(count_perf_fds(&lowest), 0);
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	sprobe_snapshot__free(s);
+	untrack(c);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
 /* sprobe_capturer__capture_start() + __finish() give what __capture()
  * gives; between the two every other capture call is refused, and only
  * the started snapshot can be finished. */
@@ -1740,6 +1788,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
 	cmocka_unit_test_teardown(test_cpu_perf_weights_and_descriptors, teardown),
+	cmocka_unit_test_teardown(test_cpu_perf_budget_spills_to_timers, teardown),
 	cmocka_unit_test_teardown(test_capture_start_finish, teardown),
 	cmocka_unit_test_teardown(test_capture_finish_late_answer_dropped, teardown),
 	cmocka_unit_test_teardown(test_excluded_thread, teardown),

@@ -492,10 +492,9 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	sprobe_lx_g.ranges = NULL;
 	sprobe_lx_g.nranges = 0;
 	/* No handler runs (in_handler drained above): the perf map goes. */
+	free((void *)atomic_exchange(&sprobe_lx_g.perf_map, NULL));
 	sprobe_lx_g.perf_nmap = 0;
-	free((void *)sprobe_lx_g.perf_map);
-	free(sprobe_lx_g.perf_tid);
-	sprobe_lx_g.perf_map = NULL;
+	free((void *)sprobe_lx_g.perf_tid);
 	sprobe_lx_g.perf_tid = NULL;
 	g_owner = NULL;
 	g_last_gen = c->gen;

@@ -501,20 +501,22 @@ static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why
 	} else {
 		err = sprobe_lx_perf_probe(c, tmp, sizeof(tmp));
 	}
-	if (!err && !sprobe_lx_g.perf_map) {
+	if (!err && !atomic_load(&sprobe_lx_g.perf_map)) {
 		/* One entry per number the registry can give a CACHE
 		 * descriptor (all below SPROBE_FD_TOP). Freed with the
 		 * capturer, once no handler runs. */
-		sprobe_lx_g.perf_tid = calloc(SPROBE_FD_TOP, sizeof(pid_t));
-		sprobe_lx_g.perf_map = calloc(SPROBE_FD_TOP, sizeof(*sprobe_lx_g.perf_map));
-		if (!sprobe_lx_g.perf_map || !sprobe_lx_g.perf_tid) {
-			free(sprobe_lx_g.perf_tid);
-			free((void *)sprobe_lx_g.perf_map);
-			sprobe_lx_g.perf_tid = NULL;
-			sprobe_lx_g.perf_map = NULL;
+		_Atomic pid_t *tids = calloc(SPROBE_FD_TOP, sizeof(*tids));
+		_Atomic uint64_t *map = calloc(SPROBE_FD_TOP, sizeof(*map));
+
+		if (!map || !tids) {
+			free((void *)tids);
+			free((void *)map);
 			return -ENOMEM;
 		}
+		sprobe_lx_g.perf_tid = tids;
 		sprobe_lx_g.perf_nmap = SPROBE_FD_TOP;
+		/* Release; pairs with the handler's acquire load. */
+		atomic_store_explicit(&sprobe_lx_g.perf_map, map, memory_order_release);
 	}
 	if (!err) {
 		c->cpu_engine = SPROBE_CPU_ENGINE_PERF;

@@ -164,12 +164,15 @@ static void vm_handshake(struct slot *sl, uint64_t entry)
 static bool perf_delivery(const siginfo_t *si, uint64_t *v)
 {
 	uint32_t fd = (uint32_t)si->si_fd;
+	/* Acquire; pairs with the release store in cpu_engine_locked(). */
+	_Atomic uint64_t *map = atomic_load_explicit(&sprobe_lx_g.perf_map, memory_order_acquire);
 
-	if (si->si_code != POLL_IN || !sprobe_lx_g.perf_map || fd >= sprobe_lx_g.perf_nmap)
+	if (si->si_code != POLL_IN || !map || fd >= sprobe_lx_g.perf_nmap)
 		return false;
 	/* Acquire; pairs with the release store in sprobe_lx_perf_open(). */
-	*v = atomic_load_explicit(&sprobe_lx_g.perf_map[fd], memory_order_acquire);
-	return *v && sprobe_lx_g.perf_tid[fd] == (pid_t)syscall(SYS_gettid);
+	*v = atomic_load_explicit(&map[fd], memory_order_acquire);
+	return *v && atomic_load_explicit(&sprobe_lx_g.perf_tid[fd], memory_order_relaxed) ==
+			     (pid_t)syscall(SYS_gettid);
 }
 
 /*

@@ -169,9 +169,12 @@ struct sprobe_lx_state {
 	 * perf_map (acquire) then perf_tid, and takes the slot only on its
 	 * own thread (a stale signal of a closed event whose number was
 	 * reused names another thread). The arrays live as long as the
-	 * capturer (perf_nmap entries; NULL: engine never used). */
-	_Atomic uint64_t *perf_map;
-	pid_t *perf_tid;
+	 * capturer (perf_nmap entries; NULL: engine never used); the
+	 * pointer is published with a release store after perf_nmap and
+	 * the zeroed arrays, read with an acquire load, and cleared only
+	 * once no handler runs (capturer free). */
+	_Atomic uint64_t *_Atomic perf_map;
+	_Atomic pid_t *perf_tid;	/* relaxed: ordered by perf_map[fd] */
 	uint32_t perf_nmap;
 };
 

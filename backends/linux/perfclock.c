@@ -142,7 +142,9 @@ int sprobe_lx_perf_open(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64
 	struct perf_event_attr a;
 	int fd, h, num, err;
 
-	if (!sprobe_lx_g.perf_map)
+	_Atomic uint64_t *map = atomic_load(&sprobe_lx_g.perf_map);
+
+	if (!map)
 		return -ENOMEM;
 	attr_init(&a, c->cpu_interval_ns, c->perf_user_only);
 	sprobe_fd__alloc_begin();
@@ -159,12 +161,12 @@ int sprobe_lx_perf_open(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64
 	err = route(num, tid, c->signo);
 	if (err)
 		goto fail;
-	sprobe_lx_g.perf_tid[num] = tid;
-	/* Release; pairs with the handler's acquire load of perf_map. */
-	atomic_store_explicit(&sprobe_lx_g.perf_map[num], gen << 16 | i, memory_order_release);
+	atomic_store_explicit(&sprobe_lx_g.perf_tid[num], tid, memory_order_relaxed);
+	/* Release; pairs with the handler's acquire load of perf_map[fd]. */
+	atomic_store_explicit(&map[num], gen << 16 | i, memory_order_release);
 	if (ioctl(num, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
-		atomic_store(&sprobe_lx_g.perf_map[num], 0);
+		atomic_store(&map[num], 0);
 		goto fail;
 	}
 	sprobe_fd__put(h);
@@ -184,8 +186,10 @@ void sprobe_lx_perf_close(struct sprobe_capturer *c, uint32_t i)
 {
 	int num = c->perf_fd[i];
 
-	if (num >= 0 && (uint32_t)num < sprobe_lx_g.perf_nmap)
-		atomic_store(&sprobe_lx_g.perf_map[num], 0);
+	_Atomic uint64_t *map = atomic_load(&sprobe_lx_g.perf_map);
+
+	if (map && num >= 0 && (uint32_t)num < sprobe_lx_g.perf_nmap)
+		atomic_store(&map[num], 0);
 	sprobe_fd__close(c->perf_h[i]);
 	c->perf_h[i] = -1;
 	c->perf_fd[i] = -1;
@@ -215,9 +219,10 @@ int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64
 
 	if (fd < 0)
 		return fd;
-	if (c->perf_fd[i] >= 0)
-		atomic_store_explicit(&sprobe_lx_g.perf_map[c->perf_fd[i]], on ? gen << 16 | i : 0,
-				      memory_order_release);
+	_Atomic uint64_t *map = atomic_load(&sprobe_lx_g.perf_map);
+
+	if (map && c->perf_fd[i] >= 0)
+		atomic_store_explicit(&map[c->perf_fd[i]], on ? gen << 16 | i : 0, memory_order_release);
 	if (ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
 		err = -errno;
 	sprobe_fd__put(c->perf_h[i]);
