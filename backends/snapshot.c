@@ -231,6 +231,8 @@ const char *sprobe_cpu_engine__name(uint32_t engine)
 		return "perf-event";
 	case SPROBE_CPU_ENGINE_TIMER:
 		return "cpu-timer";
+	case SPROBE_CPU_ENGINE_POLL:
+		return "cpu-poll";
 	default:
 		return "unknown";
 	}
@@ -246,5 +248,7 @@ int sprobe_cpu_engine__parse(const char *name)
 		return SPROBE_CPU_ENGINE_PERF;
 	if (!strcmp(name, "timer") || !strcmp(name, "cpu-timer"))
 		return SPROBE_CPU_ENGINE_TIMER;
+	if (!strcmp(name, "poll") || !strcmp(name, "cpu-poll"))
+		return SPROBE_CPU_ENGINE_POLL;
 	return -EINVAL;
 }

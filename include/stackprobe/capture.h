@@ -463,13 +463,20 @@ enum sprobe_cpu_engine {
 	SPROBE_CPU_ENGINE_AUTO = 0,  /* PERF where the kernel allows it, else TIMER */
 	SPROBE_CPU_ENGINE_PERF = 1,
 	SPROBE_CPU_ENGINE_TIMER = 2,
+	/* The sampler's (userspace/sampler/sampler.c), not a capturer
+	 * engine: wall-style captures at randomised intervals, each
+	 * thread's stack weighted by the CPU it used since its previous
+	 * one; sprobe_capturer__cpu_engine() refuses it (-EINVAL). */
+	SPROBE_CPU_ENGINE_POLL = 3,
 };
 
-/* "perf-event", "cpu-timer", "auto"; "unknown" otherwise. Static string. */
+/* "perf-event", "cpu-timer", "cpu-poll", "auto"; "unknown" otherwise.
+ * Static string. */
 SPROBE_API
 const char *sprobe_cpu_engine__name(uint32_t engine);
 
-/* "perf"/"perf-event", "timer"/"cpu-timer", "auto" -> enum value, or -EINVAL. */
+/* "perf"/"perf-event", "timer"/"cpu-timer", "poll"/"cpu-poll", "auto" ->
+ * enum value, or -EINVAL. */
 SPROBE_API
 int sprobe_cpu_engine__parse(const char *name);
 

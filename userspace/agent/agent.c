@@ -200,7 +200,7 @@ __attribute__((constructor)) static void agent_start(void)
 	if (eng && *eng) {
 		int e = sprobe_cpu_engine__parse(eng);
 		if (e < 0) {
-			agent_msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer or auto%s", eng, "");
+			agent_msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer, poll or auto%s", eng, "");
 			return;
 		}
 		o.cpu_engine = (uint32_t)e;

@@ -49,7 +49,7 @@ static void usage(FILE *f)
 {
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
-	      "                         [--no-zero-pause] [--cpu-engine perf|timer|auto]\n"
+	      "                         [--no-zero-pause] [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread is sampled\n"
@@ -73,8 +73,10 @@ static void usage(FILE *f)
 	      "                       a signal or pause; docs/capture.md)\n"
 	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
 	      "                       exact, fails if perf events are not allowed), timer\n"
-	      "                       (CPU-clock timers: fire at the scheduler tick only)\n"
-	      "                       or auto (default: perf where allowed, else timer)\n"
+	      "                       (CPU-clock timers: fire at the scheduler tick only),\n"
+	      "                       poll (captures at random instants, weighted by each\n"
+	      "                       thread's CPU since its previous one) or auto\n"
+	      "                       (default: perf where allowed, else timer)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -204,7 +206,7 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'E':
 			if (sprobe_cpu_engine__parse(optarg) < 0) {
-				fprintf(stderr, "stackprobe record: --cpu-engine %s: expected perf, timer or auto\n",
+				fprintf(stderr, "stackprobe record: --cpu-engine %s: expected perf, timer, poll or auto\n",
 					optarg);
 				return CLI_EXIT_USAGE;
 			}

@@ -20,6 +20,9 @@ static const char *engine_line(uint32_t flags)
 	case SPROBE_CPU_ENGINE_TIMER:
 		return "cpu-timer (CPU-clock timers fire at the scheduler tick only: a workload "
 		       "whose phases line up with the tick is seen at a fixed phase)";
+	case SPROBE_CPU_ENGINE_POLL:
+		return "cpu-poll (captures at randomised intervals, each stack weighted by the CPU "
+		       "its thread used since its previous capture)";
 	case 0:
 		return NULL; /* an older writer: not recorded */
 	default:

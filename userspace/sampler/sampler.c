@@ -179,6 +179,72 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* cpu mode with the POLL engine: wall-style captures, weighted by CPU. */
+static bool poll_engine(const struct sprobe_sampler *s)
+{
+	return s->opts.mode == SPROBE_MODE_CPU && s->cpu_engine == SPROBE_CPU_ENGINE_POLL;
+}
+
+/* The CPU clock of thread tid of this process (MAKE_THREAD_CPUCLOCK). */
+static bool thread_cpu(pid_t tid, uint64_t *ns)
+{
+	clockid_t clk = (clockid_t)((~(unsigned)tid) << 3) | 6;
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts) < 0)
+		return false;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * POLL engine: the periods of CPU thread e used since its previous
+ * capture, which the stack captured now stands for (0: it used less than
+ * a period; the rest is carried). The captures come at random instants
+ * (wall_interval()), so the stack is an unbiased draw of where the CPU
+ * went, whatever the workload's period, and the weights add up to the
+ * thread's CPU time / period.
+ */
+static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e)
+{
+	uint64_t now, period = (uint64_t)(1e9 / s->opts.freq_hz), w;
+
+	if (!thread_cpu(e->tid, &now))
+		return 0;
+	if (!e->cpu_known) {
+		e->cpu_known = true;
+		e->cpu_first = e->cpu_last = now;
+		return 0;
+	}
+	e->cpu_carry += now > e->cpu_last ? now - e->cpu_last : 0;
+	e->cpu_last = now;
+	w = e->cpu_carry / period;
+	e->cpu_carry -= w * period;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* POLL engine: THREAD_CPU records for the threads whose CPU changed. */
+static void poll_emit_usage(struct sprobe_sampler *s, uint64_t now)
+{
+	for (size_t i = 0; i < s->threads_cap && s->stream; i++) {
+		struct thread_ent *e = &s->threads[i];
+		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+		if (!e->tid || !e->cpu_known || e->cpu_last - e->cpu_first == e->cpu_emitted)
+			continue;
+		e->cpu_emitted = e->cpu_last - e->cpu_first;
+		if (!e->named) {
+			sprobe_sampler_emit__thread_name(s, e->tid);
+			e->named = true;
+		}
+		rec.thread_cpu.time_ns = now;
+		rec.thread_cpu.tid = (uint32_t)e->tid;
+		rec.thread_cpu.flags = e->cpu_blocked ? SPROBE_CPU_USAGE_BLOCKED : 0;
+		rec.thread_cpu.cpu_ns = e->cpu_emitted;
+		sprobe_stream__push(s->stream, &rec);
+	}
+}
+
 /* cpu mode: a thread that had no sample this round (it did not use a
  * period of CPU) is kept while it lives; only exited threads are swept. */
 static void threads_keep_alive(struct sprobe_sampler *s)
@@ -267,11 +333,23 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			/* An exited thread is forgotten by the sweep. */
 			if (e && ts->drop_reason != SPROBE_DROP_EXITED)
 				mark_seen(s, e);
+			if (e && poll_engine(s)) {
+				/* Its CPU since the last capture goes unsampled. */
+				(void)poll_weight(s, e);
+				e->cpu_carry = 0;
+				if (ts->drop_reason == SPROBE_DROP_BLOCKED)
+					e->cpu_blocked = true;
+			}
 			continue;
 		}
 		if (!e)
 			continue;
 		mark_seen(s, e);
+		if (poll_engine(s)) {
+			ts->weight = poll_weight(s, e);
+			if (!ts->weight)
+				continue; /* used no period of CPU since its last capture */
+		}
 		if (fresh || !e->named) {
 			sprobe_sampler_emit__thread_name(s, ts->tid);
 			e->named = true;
@@ -306,7 +384,11 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	rec.capture.ndropped_tids = ndropped;
 	sprobe_stream__push(s->stream, &rec);
 
-	if (s->opts.mode != SPROBE_MODE_CPU) {
+	if (poll_engine(s) && t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
+		poll_emit_usage(s, t0);
+		s->last_sweep_ns = t0;
+	}
+	if (s->opts.mode != SPROBE_MODE_CPU || poll_engine(s)) {
 		threads_sweep(s); /* the capture listed every live thread */
 	} else if (t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
 		/* Each thread's CPU time, for the coverage (and the check
@@ -367,7 +449,7 @@ static void round_once(struct sprobe_sampler *s)
 {
 	int err;
 
-	if (s->opts.mode == SPROBE_MODE_CPU) {
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s)) {
 		uint64_t t0;
 
 		exclude_own_threads(s);
@@ -449,7 +531,7 @@ static void *probe_main(void *arg)
 	uint64_t period = probe_period_ns(s);
 	uint64_t start = sprobe_mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
-	bool jitter = s->opts.mode == SPROBE_MODE_WALL;
+	bool jitter = s->opts.mode == SPROBE_MODE_WALL || poll_engine(s);
 
 	s->jitter_state = (start ^ ((uint64_t)getpid() << 32)) | 1;
 	uint64_t next = start + (jitter ? wall_interval(s, period) : period);
@@ -474,7 +556,9 @@ static void *probe_main(void *arg)
 			next = now + step;
 	}
 	round_finish(s); /* the last wall capture, if one was started */
-	if (s->opts.mode == SPROBE_MODE_CPU)
+	if (poll_engine(s))
+		poll_emit_usage(s, sprobe_mono_ns());
+	else if (s->opts.mode == SPROBE_MODE_CPU)
 		sprobe_sampler_emit__cpu_usage(s, sprobe_mono_ns()); /* the final CPU times */
 	return NULL;
 }
@@ -526,6 +610,7 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	if (s->opts.freq_hz == 0)
 		s->opts.freq_hz = DEFAULT_FREQ;
 	if (!(s->opts.freq_hz > 0 && s->opts.freq_hz <= 10000) ||
+	    s->opts.cpu_engine > SPROBE_CPU_ENGINE_POLL ||
 	    s->opts.mode > SPROBE_MODE_CPU || s->opts.duration_s < 0) {
 		err = EINVAL;
 		goto fail_early;
@@ -552,7 +637,11 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		.signo = s->opts.signo,
 		.max_stack_bytes = s->opts.max_stack_bytes,
 		.max_threads = s->opts.max_threads,
-		.zero_pause = !s->opts.no_zero_pause && s->opts.mode == SPROBE_MODE_WALL,
+		/* The POLL engine captures as wall mode does: zero-pause reads
+		 * the blocked threads (they used no CPU) without a signal. */
+		.zero_pause = !s->opts.no_zero_pause &&
+			      (s->opts.mode == SPROBE_MODE_WALL ||
+			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL),
 	};
 	s->capturer = sprobe_capturer__new(&copts);
 	if (!s->capturer) {
@@ -560,7 +649,12 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		goto fail;
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
-	if (s->opts.mode == SPROBE_MODE_CPU) {
+	if (s->opts.mode == SPROBE_MODE_CPU && s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL) {
+		s->cpu_engine = SPROBE_CPU_ENGINE_POLL;
+		snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),
+			 "cpu engine: cpu-poll (asked for; captures at randomised intervals, each "
+			 "stack weighted by the CPU its thread used since its previous capture)");
+	} else if (s->opts.mode == SPROBE_MODE_CPU) {
 		/* Chosen before the header is written: the file says which. */
 		int e = sprobe_capturer__cpu_engine(s->capturer, s->opts.cpu_engine, s->cpu_engine_why,
 						    sizeof(s->cpu_engine_why));

@@ -26,6 +26,12 @@ struct thread_ent {
 	uint32_t node;		/* table node index, 0: none */
 	uint64_t round;		/* last round the thread was enumerated */
 	bool named;		/* a THREAD record was pushed */
+	/* cpu engine POLL (sampler.c, poll_weight()): the thread's CPU clock
+	 * when first seen and at its last capture, CPU not yet turned into
+	 * weight (< one period), the value last written as THREAD_CPU, and
+	 * whether a capture found it blocking the signal. */
+	uint64_t cpu_first, cpu_last, cpu_carry, cpu_emitted;
+	bool cpu_known, cpu_blocked;
 };
 
 struct pc_set {
