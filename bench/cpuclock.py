@@ -9,6 +9,7 @@ the 4 ms scheduler tick (HZ=250), and prints the split it measured; the
 profiled at 199 Hz by
   perf-event  stackprobe record --mode cpu --cpu-engine perf
   cpu-timer   stackprobe record --mode cpu --cpu-engine timer
+  cpu-poll    stackprobe record --mode cpu --cpu-engine poll
   perf        perf record -F 199 --call-graph dwarf (perf script counts)
 round-robin (every round runs every configuration once, starting one
 later than the previous round), and the table gives, per workload and
@@ -100,7 +101,7 @@ def profile(b, cfg, args, tag):
         script, _ = run([b.perf, "script", "-i", data, "-F", "ip,sym"])
         counts = perf_counts(script, names)
     else:
-        engine = "perf" if cfg == "perf-event" else "timer"
+        engine = {"perf-event": "perf", "cpu-timer": "timer", "cpu-poll": "poll"}[cfg]
         out, _ = run([b.sp, "record", "-q", "--no-bpf", "-F", "199", "--mode", "cpu",
                       "--cpu-engine", engine, "-o", data, "--", b.cpusplit] + args)
         folded, _ = run([b.sp, "report", "-i", data, "--format", "folded"])
@@ -112,7 +113,7 @@ def profile(b, cfg, args, tag):
 
 
 def accuracy(b):
-    cfgs = ["perf-event", "cpu-timer"] + ([] if b.no_perf else ["perf"])
+    cfgs = ["perf-event", "cpu-timer", "cpu-poll"] + ([] if b.no_perf else ["perf"])
     works = [["phases", str(a), str(c), str(b.ms)] for a, c in PHASES] + [["threads", str(b.ms)]]
     res = {}
     for rnd in range(b.rounds):
@@ -155,7 +156,7 @@ def accuracy(b):
 
 
 def cost(b):
-    engines = ["perf", "timer"]
+    engines = ["perf", "timer", "poll"]
     freqs = [99, 999]
     load = [b.benchload, "4", str(b.work), "35"]
     one = [b.benchload, "4", "1", "35"]
@@ -188,7 +189,7 @@ def cost(b):
         for e in engines:
             c = per[(e, f)]
             print("| %s | %d | %d | %.1f | %.1f | %.0f |" % (
-                "perf-event" if e == "perf" else "cpu-timer", f,
+                {"perf": "perf-event", "timer": "cpu-timer", "poll": "cpu-poll"}[e], f,
                 statistics.median(x[2] for x in c), statistics.median(x[0] for x in c),
                 statistics.median(x[1] for x in c), statistics.median(x[3] for x in c) * 1e3))
 

@@ -8,7 +8,11 @@
  *    the truth, which tests/workloads/cpusplit.c measures itself on the
  *    thread's CPU clock (the tick-bound CPU timers were 0.2-0.3 off on
  *    2:2 and 1:3 ms here: docs/PERFORMANCE.md "CPU engines");
- *  - four threads with a 1:2:3:4 CPU split;
+ *  - the cpu-poll engine (randomised captures weighted by CPU, no perf
+ *    events needed) on 3:1 and 2:2 ms, within 0.05 or 4 standard
+ *    deviations of its random draw;
+ *  - four threads with a 1:2:3:4 CPU split, and the coverage figures
+ *    (each thread's CPU time) against what each thread measured;
  *  - each engine can be forced, the choice is said at start and recorded
  *    in the file, and a small descriptor limit makes the engine fall back
  *    (and say so) instead of taking the program's numbers;
@@ -20,6 +24,7 @@
  */
 #include <errno.h>
 #include <linux/perf_event.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,30 +131,63 @@ static char *record(const char *engine, const char *tag, const char *args, char 
 	return out;
 }
 
-/* One thread, phase_a for a_us and phase_b for b_us of CPU, 4 s: ~800
- * samples at 199 Hz. */
-static void phases(int a_us, int b_us)
+/* Captured stacks of a recording (JSON captured_stacks). */
+static double captured_stacks(const char *tag)
 {
-	char args[64], tag[32], *folded, *out;
+	char cmd[256], *json;
+	const char *p;
+	double n = 0;
 
-	NEED_PERF();
+	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/cpuclock-%s.data --format json", tag);
+	assert_int_equal(sprobe_test_run(cmd, &json), 0);
+	p = strstr(json, "\"captured_stacks\": ");
+	if (p)
+		n = strtod(p + strlen("\"captured_stacks\": "), NULL);
+	free(json);
+	return n;
+}
+
+/* One thread, phase_a for a_us and phase_b for b_us of CPU, 4 s: ~800
+ * samples at 199 Hz. The perf-event engine takes a sample at every
+ * period of CPU (systematic, not random: 0.05 holds with room); the
+ * cpu-poll engine captures at random instants, so its band also covers
+ * 4 binomial standard deviations of the stacks it got (a starved probe
+ * on a loaded machine gets fewer). */
+static void phases_engine(const char *engine, int a_us, int b_us)
+{
+	char args[64], tag[48], line[64], *folded, *out;
+	double band = 0.05;
+
 	snprintf(args, sizeof(args), "phases %d %d 4000", a_us, b_us);
-	snprintf(tag, sizeof(tag), "phases-%d-%d", a_us, b_us);
-	out = record("perf", tag, args, &folded);
-	assert_non_null(strstr(out, "cpu engine: perf-event"));
+	snprintf(tag, sizeof(tag), "phases-%s-%d-%d", engine, a_us, b_us);
+	out = record(engine, tag, args, &folded);
+	snprintf(line, sizeof(line), "cpu engine: %s", !strcmp(engine, "perf") ? "perf-event" : "cpu-poll");
+	assert_non_null(strstr(out, line));
 	double ta = truth_of(out, "phase_a"), tb = truth_of(out, "phase_b");
 	unsigned long a = folded_count(folded, "phase_a"), b = folded_count(folded, "phase_b");
 	double truth = ta / (ta + tb), share = a + b ? (double)a / (double)(a + b) : -1;
 
-	print_message("%d:%d us: phase_a %lu, phase_b %lu: share %.3f, truth %.3f\n", a_us, b_us, a,
-		      b, share, truth);
+	if (strcmp(engine, "perf")) {
+		double n = captured_stacks(tag), sd = n > 0 ? sqrt(truth * (1 - truth) / n) : 1;
+
+		if (4 * sd > band)
+			band = 4 * sd;
+	}
+	print_message("%s %d:%d us: phase_a %lu, phase_b %lu: share %.3f, truth %.3f (band %.3f)\n",
+		      engine, a_us, b_us, a, b, share, truth, band);
 	assert_true(ta > 0 && tb > 0);
 	/* At least a quarter of the CPU the workload used (a loaded machine
 	 * gives it less CPU, never fewer samples per CPU-second). */
 	assert_true((double)(a + b) >= 0.25 * 199.0 * (ta + tb) / 1e9);
-	assert_true(share >= truth - 0.05 && share <= truth + 0.05);
+	assert_true(share >= truth - band && share <= truth + band);
 	free(out);
 	free(folded);
+}
+
+static void phases(int a_us, int b_us)
+{
+	NEED_PERF();
+	phases_engine("perf", a_us, b_us);
 }
 
 static void test_phases_3_1(void **state)
@@ -175,6 +213,17 @@ static void test_phases_1_3(void **state)
 static void test_phases_1_1(void **state)
 {
 	phases(1000, 1000);
+}
+
+/* The fallback that needs no perf events and does not alias either. */
+static void test_poll_phases_3_1(void **state)
+{
+	phases_engine("poll", 3000, 1000);
+}
+
+static void test_poll_phases_2_2(void **state)
+{
+	phases_engine("poll", 2000, 2000);
 }
 
 /* Four threads, thread k spinning k ms of every 10: a 1:2:3:4 split. */
@@ -260,7 +309,7 @@ static void test_engine_forced_and_recorded(void **state)
 
 /* Below 256 descriptors the registry holds no per-thread descriptor
  * (fds.h): the perf engine must not take the program's numbers, so auto
- * falls back to the timers and says why. */
+ * falls back on cpu-poll and says why, at start and in the report. */
 static void test_small_fd_limit_falls_back(void **state)
 {
 	char *out;
@@ -270,7 +319,10 @@ static void test_small_fd_limit_falls_back(void **state)
 					 &out),
 			 0);
 	print_message("%s", out);
-	assert_non_null(strstr(out, "cpu engine: cpu-timer (fallback: no descriptor budget"));
+	assert_non_null(strstr(out, "cpu engine: cpu-poll (fallback: no descriptor budget"));
+	free(out);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-lowfd.data", &out), 0);
+	assert_non_null(strstr(out, "cpu engine: cpu-poll"));
 	free(out);
 }
 
@@ -343,17 +395,25 @@ static void test_blocked_late_timer(void **state)
 	blocked_late("timer");
 }
 
+static void test_blocked_late_poll(void **state)
+{
+	blocked_late("poll");
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_phases_3_1),
 	cmocka_unit_test(test_phases_2_2),
 	cmocka_unit_test(test_phases_7_1),
 	cmocka_unit_test(test_phases_1_3),
 	cmocka_unit_test(test_phases_1_1),
+	cmocka_unit_test(test_poll_phases_3_1),
+	cmocka_unit_test(test_poll_phases_2_2),
 	cmocka_unit_test(test_four_threads_split),
 	cmocka_unit_test(test_engine_forced_and_recorded),
 	cmocka_unit_test(test_small_fd_limit_falls_back),
 	cmocka_unit_test(test_blocked_late_perf),
 	cmocka_unit_test(test_blocked_late_timer),
+	cmocka_unit_test(test_blocked_late_poll),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -251,7 +251,12 @@ __attribute__((constructor)) static void agent_start(void)
 		agent_signo = 0;
 	if (!agent_sampler)
 		agent_msg("not sampling: %s%s", strerror(errno),
-			  errno == EEXIST ? " (a node table for this pid already exists)" : "");
+			  errno == EEXIST ? " (a node table for this pid already exists)"
+			  : o.mode == SPROBE_MODE_CPU && o.cpu_engine == SPROBE_CPU_ENGINE_PERF
+				  ? " (STACKPROBE_CPU_ENGINE=perf: the kernel refused a perf event: "
+				    "perf_event_paranoid, CAP_PERFMON or a seccomp profile; "
+				    "STACKPROBE_CPU_ENGINE=auto falls back)"
+				  : "");
 	else
 		atexit(agent_stop);
 	if (agent_sampler && o.mode == SPROBE_MODE_CPU) {

@@ -200,12 +200,12 @@ static bool thread_cpu(pid_t tid, uint64_t *ns)
 /*
  * POLL engine: the periods of CPU thread e used since its previous
  * capture, which the stack captured now stands for (0: it used less than
- * a period; the rest is carried). The captures come at random instants
+ * a period, or it was blocked; the rest is carried). The captures come at random instants
  * (wall_interval()), so the stack is an unbiased draw of where the CPU
  * went, whatever the workload's period, and the weights add up to the
  * thread's CPU time / period.
  */
-static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e)
+static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e, bool running)
 {
 	uint64_t now, period = (uint64_t)(1e9 / s->opts.freq_hz), w;
 
@@ -218,6 +218,11 @@ static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e)
 	}
 	e->cpu_carry += now > e->cpu_last ? now - e->cpu_last : 0;
 	e->cpu_last = now;
+	/* Read while blocked (zero-pause): its stack is where it waits, not
+	 * where the CPU went. The CPU waits for a capture that finds the
+	 * thread running or runnable (a later burst: the same draw). */
+	if (!running)
+		return 0;
 	w = e->cpu_carry / period;
 	e->cpu_carry -= w * period;
 	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
@@ -335,7 +340,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 				mark_seen(s, e);
 			if (e && poll_engine(s)) {
 				/* Its CPU since the last capture goes unsampled. */
-				(void)poll_weight(s, e);
+				(void)poll_weight(s, e, false);
 				e->cpu_carry = 0;
 				if (ts->drop_reason == SPROBE_DROP_BLOCKED)
 					e->cpu_blocked = true;
@@ -346,7 +351,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			continue;
 		mark_seen(s, e);
 		if (poll_engine(s)) {
-			ts->weight = poll_weight(s, e);
+			ts->weight = poll_weight(s, e, ts->method != SPROBE_METHOD_ZERO_PAUSE);
 			if (!ts->weight)
 				continue; /* used no period of CPU since its last capture */
 		}
@@ -641,7 +646,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		 * the blocked threads (they used no CPU) without a signal. */
 		.zero_pause = !s->opts.no_zero_pause &&
 			      (s->opts.mode == SPROBE_MODE_WALL ||
-			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL),
+			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL ||
+			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO),
 	};
 	s->capturer = sprobe_capturer__new(&copts);
 	if (!s->capturer) {
@@ -655,9 +661,24 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 			 "cpu engine: cpu-poll (asked for; captures at randomised intervals, each "
 			 "stack weighted by the CPU its thread used since its previous capture)");
 	} else if (s->opts.mode == SPROBE_MODE_CPU) {
-		/* Chosen before the header is written: the file says which. */
-		int e = sprobe_capturer__cpu_engine(s->capturer, s->opts.cpu_engine, s->cpu_engine_why,
+		/* Chosen before the header is written: the file says which.
+		 * AUTO: perf events, else cpu-poll, which does not alias with
+		 * the tick as the CPU timers do (docs/PERFORMANCE.md "CPU
+		 * engines"). */
+		uint32_t want = s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO ? SPROBE_CPU_ENGINE_PERF
+									       : s->opts.cpu_engine;
+		int e = sprobe_capturer__cpu_engine(s->capturer, want, s->cpu_engine_why,
 						    sizeof(s->cpu_engine_why));
+		if (e < 0 && s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO && e != -ECHILD) {
+			const char *why = strstr(s->cpu_engine_why, "unavailable: ");
+			char reason[sizeof(s->cpu_engine_why)];
+
+			snprintf(reason, sizeof(reason), "%s", why ? why + 13 : strerror(-e));
+			snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),
+				 "cpu engine: cpu-poll (fallback: %.160s; captures at randomised "
+				 "intervals weighted by CPU)", reason);
+			e = SPROBE_CPU_ENGINE_POLL;
+		}
 		if (e < 0) {
 			err = -e;
 			goto fail;
