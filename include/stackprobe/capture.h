@@ -460,7 +460,9 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
  *          phases line up with the tick is sampled at a fixed phase.
  */
 enum sprobe_cpu_engine {
-	SPROBE_CPU_ENGINE_AUTO = 0,  /* PERF where the kernel allows it, else TIMER */
+	/* Capturer: PERF where the kernel allows it, else TIMER (the
+	 * sampler's AUTO falls back on POLL instead). */
+	SPROBE_CPU_ENGINE_AUTO = 0,
 	SPROBE_CPU_ENGINE_PERF = 1,
 	SPROBE_CPU_ENGINE_TIMER = 2,
 	/* The sampler's (userspace/sampler/sampler.c), not a capturer

@@ -19,11 +19,13 @@
  *         probe slept), processes it and starts the next
  *         (sprobe_capturer__capture_start()).
  *   cpu   each thread on its own CPU time: a per-thread perf event
- *         (task-clock) or, where perf events are not allowed, a POSIX timer
- *         on the thread's CPU clock signals the thread itself after every
- *         1/F of CPU time it consumed, and the handler copies the stack
- *         where that CPU was spent (sprobe_capturer__cpu_collect(),
- *         opts.cpu_engine). The probe collects the finished samples every
+ *         (task-clock) or, if forced, a POSIX timer on the thread's CPU
+ *         clock signals the thread itself after every 1/F of CPU time it
+ *         consumed, and the handler copies the stack where that CPU was
+ *         spent (sprobe_capturer__cpu_collect(), opts.cpu_engine). Where
+ *         perf events are not allowed, the POLL engine captures as wall
+ *         mode does, at random instants, and weights each stack by the
+ *         CPU its thread used since its previous capture. The probe collects the finished samples every
  *         1/F of wall time (timers: max(1/F, half a scheduler tick), as
  *         the kernel fires those at its tick), each
  *         weighted by the expirations it stands for (overruns included): a
@@ -101,10 +103,13 @@ struct sprobe_sampler_opts {
 	 * sprobe_sampler__zero_pause() says why. */
 	bool no_zero_pause;
 	/* cpu mode's engine (enum sprobe_cpu_engine, capture.h): AUTO (0)
-	 * takes the perf-event engine where the kernel allows it, else the
-	 * CPU timers; PERF fails the start (errno from the kernel) rather
-	 * than fall back; TIMER forces the timers. Which one runs, and why:
-	 * sprobe_sampler__cpu_engine(); it is also in the data file header. */
+	 * takes the perf-event engine where the kernel allows it, else
+	 * POLL (captures at randomised intervals, each stack weighted by the
+	 * CPU its thread used since its previous capture: no aliasing with
+	 * the tick, no perf events); PERF fails the start (errno from the
+	 * kernel) rather than fall back; TIMER forces the tick-bound CPU
+	 * timers. Which one runs, and why: sprobe_sampler__cpu_engine(); it
+	 * is also in the data file header. */
 	uint32_t cpu_engine;
 };
 
