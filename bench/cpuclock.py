@@ -29,6 +29,7 @@ Usage: cpuclock.py [--build DIR] [--rounds N] [--quick] [--no-perf]
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,14 +46,14 @@ def die(msg):
 
 def run(argv, env=None):
     """Run argv; (stdout+stderr text, user+sys CPU of the tree)."""
-    before = os.times()
+    # getrusage has microseconds; os.times() counts clock ticks (10 ms).
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                        text=True)
-    after = os.times()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         die("%s failed (%d):\n%s" % (" ".join(argv), p.returncode, p.stdout[-2000:]))
-    cpu = (after.children_user - before.children_user) + (after.children_system -
-                                                          before.children_system)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return p.stdout, cpu
 
 

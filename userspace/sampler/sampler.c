@@ -104,8 +104,13 @@ static void mark_seen(struct sprobe_sampler *s, struct thread_ent *e)
 	}
 }
 
+static bool poll_engine(const struct sprobe_sampler *s);
+static void poll_emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+			  uint32_t flags);
+
 /* Remove entries not seen this round (backward-shift deletion keeps the
- * probe sequences intact), dropping their table nodes. */
+ * probe sequences intact), dropping their table nodes (POLL engine: and
+ * writing their last CPU time first). */
 static void threads_sweep(struct sprobe_sampler *s)
 {
 	size_t cap = s->threads_cap;
@@ -120,6 +125,8 @@ static void threads_sweep(struct sprobe_sampler *s)
 			continue;
 		if (e->node && s->table)
 			sprobe_table__remove(s->table, e->node);
+		if (poll_engine(s))
+			poll_emit_one(s, e, sprobe_mono_ns(), SPROBE_CPU_USAGE_EXITED);
 		/* backward shift */
 		size_t hole = i, j = i;
 		for (;;) {
@@ -228,26 +235,32 @@ static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e, bool
 	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
+/* POLL engine: a THREAD_CPU record for e if its CPU changed since the
+ * last one (flags: SPROBE_CPU_USAGE_EXITED when it is being swept). */
+static void poll_emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+			  uint32_t flags)
+{
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+	if (!s->stream || !e->tid || !e->cpu_known || e->cpu_last - e->cpu_first == e->cpu_emitted)
+		return;
+	e->cpu_emitted = e->cpu_last - e->cpu_first;
+	if (!e->named) {
+		sprobe_sampler_emit__thread_name(s, e->tid);
+		e->named = true;
+	}
+	rec.thread_cpu.time_ns = now;
+	rec.thread_cpu.tid = (uint32_t)e->tid;
+	rec.thread_cpu.flags = flags | (e->cpu_blocked ? SPROBE_CPU_USAGE_BLOCKED : 0);
+	rec.thread_cpu.cpu_ns = e->cpu_emitted;
+	sprobe_stream__push(s->stream, &rec);
+}
+
 /* POLL engine: THREAD_CPU records for the threads whose CPU changed. */
 static void poll_emit_usage(struct sprobe_sampler *s, uint64_t now)
 {
-	for (size_t i = 0; i < s->threads_cap && s->stream; i++) {
-		struct thread_ent *e = &s->threads[i];
-		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
-
-		if (!e->tid || !e->cpu_known || e->cpu_last - e->cpu_first == e->cpu_emitted)
-			continue;
-		e->cpu_emitted = e->cpu_last - e->cpu_first;
-		if (!e->named) {
-			sprobe_sampler_emit__thread_name(s, e->tid);
-			e->named = true;
-		}
-		rec.thread_cpu.time_ns = now;
-		rec.thread_cpu.tid = (uint32_t)e->tid;
-		rec.thread_cpu.flags = e->cpu_blocked ? SPROBE_CPU_USAGE_BLOCKED : 0;
-		rec.thread_cpu.cpu_ns = e->cpu_emitted;
-		sprobe_stream__push(s->stream, &rec);
-	}
+	for (size_t i = 0; i < s->threads_cap; i++)
+		poll_emit_one(s, &s->threads[i], now, 0);
 }
 
 /* cpu mode: a thread that had no sample this round (it did not use a
