@@ -19,8 +19,12 @@ range of the error.
 
 Cost: tests/workloads/benchload.c (fixed work: the same instructions
 whatever the profiler) unprofiled and under each engine at 99 and 999 Hz,
-round-robin; CPU per sample = (profiled CPU - unprofiled CPU of the same
-round) / samples, CPU from wait4() of the whole process tree.
+round-robin. Per sample: (profiled CPU - unprofiled CPU of the same round)
+/ samples, CPU from getrusage() of the whole process tree (on a shared VM
+the unprofiled run's own variance is of the same order at 99 Hz); and,
+measured directly, the agent's probe and writer threads' CPU (schedstat,
+polled while it runs) and the capture handlers' time in the threads (the
+report's total pause), which leave out the kernel's signal delivery.
 
 Exits non-zero, loudly, when a run fails or gives no samples.
 
@@ -35,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 PHASES = [(3000, 1000), (2000, 2000), (7000, 1000), (1000, 3000), (1000, 1000)]
 
@@ -156,6 +161,43 @@ def accuracy(b):
         print("| %s | %s | %s |" % (label, truth, " | ".join(row)))
 
 
+def own_cpu(argv):
+    """Run `stackprobe record ... -- workload`; the agent's own threads'
+    CPU (probe + writer, ns, from /proc/PID/task/TID/schedstat polled
+    while it runs) and the process tree's CPU (getrusage)."""
+    last = {}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(os.devnull, "w") as dn:
+        p = subprocess.Popen(argv, stdout=dn, stderr=dn)
+        while p.poll() is None:
+            try:
+                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                kids = []
+            for pid in kids:
+                try:
+                    tids = os.listdir("/proc/%d/task" % pid)
+                except OSError:
+                    continue
+                for tid in tids:
+                    try:
+                        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                            comm = f.read().strip()
+                        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                            ns = int(f.read().split()[0])
+                    except (OSError, ValueError, IndexError):
+                        continue
+                    last[(comm, tid)] = ns
+            time.sleep(0.02)  # polling a process we do not synchronise with
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        die("%s exited %d" % (" ".join(argv), p.returncode))
+    own = sum(ns for (c, _), ns in last.items() if c in ("stackprobe", "sprobe-writer"))
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return own, cpu
+
+
 def cost(b):
     engines = ["perf", "timer", "poll"]
     freqs = [99, 999]
@@ -172,27 +214,34 @@ def cost(b):
             rec = [b.sp, "record", "-q", "--no-bpf", "--no-report", "-F", str(f), "--mode", "cpu",
                    "--cpu-engine", e, "-o", data, "--"]
             _, cpu1 = run(rec + one)  # start-up and exit: the fixed cost
-            _, cpu = run(rec + load)
-            folded, _ = run([b.sp, "report", "-i", data, "--format", "folded"])
-            n = sum(int(l.rpartition(" ")[2]) for l in folded.splitlines()
-                    if l.rpartition(" ")[2].isdigit())
+            own, cpu = own_cpu(rec + load)
+            text, _ = run([b.sp, "report", "-i", data])
+            m = re.search(r"samples:\s+(\d+) in (\d+) captures", text)
+            pm = re.search(r"total pause ([0-9.]+) ms", text)
+            n = int(m.group(1)) if m else 0
             if n == 0:
                 die("cost: %s at %d Hz: no samples" % (e, f))
+            pause_ns = float(pm.group(1)) * 1e6 if pm else 0.0
             fixed = max(cpu1 - base1, 0)
             per.setdefault((e, f), []).append(((cpu - base) * 1e6 / n,
-                                               (cpu - base - fixed) * 1e6 / n, n, fixed))
-            print("round %d %s %d Hz: %d samples, %.1f us/sample, net of %.0f ms fixed %.1f "
-                  "(base %.2f s)" % (rnd + 1, e, f, n, (cpu - base) * 1e6 / n, fixed * 1e3,
-                                     (cpu - base - fixed) * 1e6 / n, base), flush=True)
-    print("\n| engine | Hz | samples | CPU per sample (us) | net of start-up (us) | start-up (ms) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+                                               (cpu - base - fixed) * 1e6 / n, n, fixed,
+                                               own / 1e3 / n, pause_ns / 1e3 / n))
+            print("round %d %s %d Hz: %d samples, %.1f us/sample, net of %.0f ms fixed %.1f; "
+                  "own threads %.1f us/sample, handlers %.1f us/sample (base %.2f s)" %
+                  (rnd + 1, e, f, n, (cpu - base) * 1e6 / n, fixed * 1e3,
+                   (cpu - base - fixed) * 1e6 / n, own / 1e3 / n, pause_ns / 1e3 / n, base),
+                  flush=True)
+    print("\n| engine | Hz | samples | whole-process CPU per sample (us) | net of start-up (us) "
+          "| probe + writer threads per sample (us) | capture handlers per sample (us) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for f in freqs:
         for e in engines:
             c = per[(e, f)]
-            print("| %s | %d | %d | %.1f | %.1f | %.0f |" % (
+            print("| %s | %d | %d | %.1f | %.1f | %.1f | %.1f |" % (
                 {"perf": "perf-event", "timer": "cpu-timer", "poll": "cpu-poll"}[e], f,
                 statistics.median(x[2] for x in c), statistics.median(x[0] for x in c),
-                statistics.median(x[1] for x in c), statistics.median(x[3] for x in c) * 1e3))
+                statistics.median(x[1] for x in c), statistics.median(x[4] for x in c),
+                statistics.median(x[5] for x in c)))
 
 
 def machine():
