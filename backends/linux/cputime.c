@@ -113,11 +113,12 @@ static int cpu_alloc_more(struct sprobe_capturer *c)
 	c->cpu_ns = calloc(n, sizeof(*c->cpu_ns));
 	c->cpu_reported = calloc(n, sizeof(*c->cpu_reported));
 	c->cpu_open = calloc(n, sizeof(*c->cpu_open));
+	c->cpu_base = calloc(n, sizeof(*c->cpu_base));
 	c->cpu_hits = calloc(n, sizeof(*c->cpu_hits));
 	c->cpu_blocked = calloc(n, 1);
 	c->cpu_blk_drop = calloc(n, 1);
 	c->cpu_gone = calloc(n, sizeof(*c->cpu_gone));
-	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_hits ||
+	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_base || !c->cpu_hits ||
 	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone) {
 		sprobe_lx_cpu_free(c);
 		return -ENOMEM;
@@ -134,12 +135,13 @@ void sprobe_lx_cpu_free(struct sprobe_capturer *c)
 	free(c->cpu_ns);
 	free(c->cpu_reported);
 	free(c->cpu_open);
+	free(c->cpu_base);
 	free(c->cpu_hits);
 	free(c->cpu_blocked);
 	free(c->cpu_blk_drop);
 	free(c->cpu_gone);
 	c->perf_h = c->perf_fd = NULL;
-	c->cpu_ns = c->cpu_reported = c->cpu_open = NULL;
+	c->cpu_ns = c->cpu_reported = c->cpu_open = c->cpu_base = NULL;
 	c->cpu_hits = NULL;
 	c->cpu_blocked = c->cpu_blk_drop = NULL;
 	c->cpu_gone = NULL;
@@ -227,6 +229,7 @@ static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t
 	 * an event's count starts here too. */
 	if (!thread_cpu_ns(tid, &c->cpu_open[i]))
 		return -ESRCH;
+	c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
 	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
 		int err = sprobe_lx_perf_open(c, tid, i, gen);
 
@@ -286,7 +289,7 @@ static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 			.flags = SPROBE_CPU_USAGE_EXITED |
 				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
 				 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
-			.cpu_ns = cpu - c->cpu_open[i],
+			.cpu_ns = cpu - c->cpu_base[i],
 		};
 	c->cpu_ns[i] = c->cpu_reported[i] = 0;
 	c->cpu_hits[i] = 0;
@@ -419,6 +422,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		c->cpu_free = i + 1;
 		atomic_store_explicit(&c->slots[i].extra, 0, memory_order_relaxed);
 	}
+	c->cpu_primed = true; /* threads born from now on count from their start */
 	if (fresh || c->maps_stale) {
 		err = sprobe_lx_refresh_ranges(c);
 		if (err)
@@ -463,6 +467,7 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 			c->cpu_tid[i] = 0;
 		}
 		c->ncpu_gone = 0;
+		c->cpu_primed = false;
 		c->cpu_on = false;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -619,7 +624,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 					.flags = SPROBE_CPU_USAGE_EXITED |
 						 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
 						 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
-					.cpu_ns = now - c->cpu_open[i],
+					.cpu_ns = now - c->cpu_base[i],
 				};
 				c->cpu_ns[i] = c->cpu_reported[i] = now;
 			}
@@ -636,7 +641,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
 				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
 			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags,
-							       .cpu_ns = now - c->cpu_open[i] };
+							       .cpu_ns = now - c->cpu_base[i] };
 			c->cpu_reported[i] = now;
 			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) |
 						      (flags & SPROBE_CPU_USAGE_BLOCKED ? 2 : 0));

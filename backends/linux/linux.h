@@ -241,7 +241,13 @@ struct sprobe_capturer {
 	 * (capture signal blocked: event disabled), and whether the next
 	 * collect lists it as dropped BLOCKED. */
 	uint64_t *cpu_ns, *cpu_reported;
-	uint64_t *cpu_open;		  /* CPU clock when its perf event was opened */
+	uint64_t *cpu_open;		  /* CPU clock when its source was made */
+	/* What its coverage counts from: cpu_open for a thread that existed
+	 * when CPU capture started (its CPU before could not be sampled), 0
+	 * for one born later (all its CPU could; a late first sight is the
+	 * agent's miss, and shows as unsampled). */
+	uint64_t *cpu_base;
+	bool cpu_primed;		  /* the first collect has tracked the threads */
 	uint32_t *cpu_hits;
 	uint8_t *cpu_blocked, *cpu_blk_drop;
 	/* Threads gone since the last usage call, with their last CPU time. */

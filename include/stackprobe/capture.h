@@ -507,8 +507,9 @@ uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c);
 struct sprobe_cpu_usage {
 	pid_t tid;
 	uint32_t flags;		/* SPROBE_CPU_USAGE_* */
-	/* CPU time (its CLOCK_THREAD_CPUTIME_ID) used since the engine
-	 * began tracking the thread: what could be sampled. */
+	/* CPU time (its CLOCK_THREAD_CPUTIME_ID) that could be sampled:
+	 * since CPU capture started for a thread that existed then, all of
+	 * it for a thread born later. */
 	uint64_t cpu_ns;
 };
 #define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */

@@ -176,8 +176,9 @@ struct sprobe_df_capture {
 	uint32_t ndropped_tids;		/* <= SPROBE_DF_MAX_DROPPED_TIDS */
 };
 
-/* cpu mode: one thread's CPU time since the agent began tracking it (its
- * CPU clock minus the value then) as the agent last read it, written when it changed (about every 100 ms) and when the thread
+/* cpu mode: one thread's sampleable CPU time (since sampling started for
+ * a thread that existed then, all of it for one born later) as the agent
+ * last read it, written when it changed (about every 100 ms) and when the thread
  * exits; the last record of a tid wins. The report compares it with the
  * thread's samples (coverage, issue #18). */
 struct sprobe_df_thread_cpu {

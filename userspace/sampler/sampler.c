@@ -219,9 +219,12 @@ static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e, bool
 	if (!thread_cpu(e->tid, &now))
 		return 0;
 	if (!e->cpu_known) {
+		/* A thread there at the first capture counts from now; one
+		 * born later from its start (its CPU so far was sampleable:
+		 * the first stack stands for it). */
 		e->cpu_known = true;
-		e->cpu_first = e->cpu_last = now;
-		return 0;
+		e->cpu_first = s->round <= 1 ? now : 0;
+		e->cpu_last = e->cpu_first;
 	}
 	e->cpu_carry += now > e->cpu_last ? now - e->cpu_last : 0;
 	e->cpu_last = now;
