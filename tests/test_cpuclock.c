@@ -14,8 +14,9 @@
  *  - four threads with a 1:2:3:4 CPU split, and the coverage figures
  *    (each thread's CPU time) against what each thread measured;
  *  - each engine can be forced, the choice is said at start and recorded
- *    in the file, and a small descriptor limit makes the engine fall back
- *    (and say so) instead of taking the program's numbers;
+ *    in the file; where perf events are forbidden (a seccomp filter) or
+ *    the descriptor limit is small, auto falls back on cpu-poll and says
+ *    why (never taking the program's descriptor numbers);
  *  - a thread that blocks every signal after it started is reported as
  *    dropped 'blocked' and named with its CPU time, which is checked
  *    against the CPU time the program measured itself.
@@ -326,6 +327,52 @@ static void test_small_fd_limit_falls_back(void **state)
 	free(out);
 }
 
+/* Where perf events are forbidden (tests/workloads/noperf.c: a seccomp
+ * filter, as in a container), auto falls back on cpu-poll and says why,
+ * and the profile is still right; a forced perf engine refuses to start
+ * and says what to do. */
+static void test_perf_forbidden(void **state)
+{
+	char *out, *folded, *rep;
+
+	assert_int_equal(sprobe_test_run("mkdir -p " OUT " && build/noperf " CLI " record -q --no-bpf -F 199 "
+					 "--mode cpu -o " OUT "/cpuclock-noperf.data -- build/cpusplit "
+					 "phases 3000 1000 3000 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "cpu engine: cpu-poll (fallback: perf events not allowed"));
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-noperf.data --format folded",
+					 &folded),
+			 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-noperf.data", &rep), 0);
+	assert_non_null(strstr(rep, "cpu engine: cpu-poll"));
+	double ta = truth_of(out, "phase_a"), tb = truth_of(out, "phase_b");
+	unsigned long a = folded_count(folded, "phase_a"), b = folded_count(folded, "phase_b");
+	double truth = ta / (ta + tb), share = a + b ? (double)a / (double)(a + b) : -1;
+	double n = captured_stacks("noperf"), band = n > 0 ? 4 * sqrt(truth * (1 - truth) / n) : 1;
+
+	if (band < 0.05)
+		band = 0.05;
+	print_message("phase_a %lu, phase_b %lu: share %.3f, truth %.3f (band %.3f)\n", a, b, share,
+		      truth, band);
+	assert_true(a + b > 0);
+	assert_true(share >= truth - band && share <= truth + band);
+	free(rep);
+	free(folded);
+	free(out);
+
+	assert_int_equal(sprobe_test_run("build/noperf " CLI " record -q --no-bpf -F 199 --mode cpu "
+					 "--cpu-engine perf -o " OUT "/cpuclock-noperf2.data -- "
+					 "build/cpusplit phases 1000 1000 200 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "not sampling"));
+	assert_non_null(strstr(out, "STACKPROBE_CPU_ENGINE=perf"));
+	free(out);
+}
+
 /* "cpu TID NS" lines of maskedworkers late: the CPU each worker measured. */
 static int worker_cpu(const char *out, long tid[2], double cpu[2])
 {
@@ -411,6 +458,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_four_threads_split),
 	cmocka_unit_test(test_engine_forced_and_recorded),
 	cmocka_unit_test(test_small_fd_limit_falls_back),
+	cmocka_unit_test(test_perf_forbidden),
 	cmocka_unit_test(test_blocked_late_perf),
 	cmocka_unit_test(test_blocked_late_timer),
 	cmocka_unit_test(test_blocked_late_poll),

@@ -339,7 +339,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	if (err)
 		goto out;
 	if (!c->cpu_engine) {
-		char why[256];
+		char why[320];
 		int e = cpu_engine_locked(c, SPROBE_CPU_ENGINE_AUTO, why, sizeof(why));
 
 		if (e < 0) {
@@ -477,7 +477,7 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 /* sprobe_capturer__cpu_engine() under c->lock. */
 static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len)
 {
-	char tmp[256];
+	char tmp[320];
 	int err;
 
 	if (c->cpu_on)

@@ -113,9 +113,9 @@ int sprobe_lx_perf_probe(struct sprobe_capturer *c, char *why, size_t len)
 		err = h;
 		if (err == -EACCES || err == -EPERM)
 			snprintf(why, len,
-				 "perf events not allowed (%s; perf_event_paranoid=%d: "
-				 "sysctl kernel.perf_event_paranoid=2 or CAP_PERFMON allows them, "
-				 "a container's seccomp profile may forbid perf_event_open)",
+				 "perf events not allowed (%s; perf_event_paranoid=%d; "
+				 "kernel.perf_event_paranoid<=2 or CAP_PERFMON allows them, "
+				 "unless a seccomp profile forbids perf_event_open)",
 				 strerror(-err), par);
 		else
 			snprintf(why, len, "no software perf events here (perf_event_open: %s)",

@@ -260,7 +260,7 @@ __attribute__((constructor)) static void agent_start(void)
 	else
 		atexit(agent_stop);
 	if (agent_sampler && o.mode == SPROBE_MODE_CPU) {
-		char why[256];
+		char why[512];
 
 		sprobe_sampler__cpu_engine(agent_sampler, why, sizeof(why));
 		agent_msg("%s%s", why, ""); /* one line: which engine, and why */

@@ -691,7 +691,7 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 
 			snprintf(reason, sizeof(reason), "%s", why ? why + 13 : strerror(-e));
 			snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),
-				 "cpu engine: cpu-poll (fallback: %.160s; captures at randomised "
+				 "cpu engine: cpu-poll (fallback: %.400s; captures at randomised "
 				 "intervals weighted by CPU)", reason);
 			e = SPROBE_CPU_ENGINE_POLL;
 		}

@@ -67,7 +67,7 @@ struct sprobe_sampler {
 	bool writer_excluded;	/* the stream's writer is out of captures */
 	bool zero_pause;	/* wall captures use zero-pause */
 	uint32_t cpu_engine;	/* cpu mode: enum sprobe_cpu_engine that runs */
-	char cpu_engine_why[256]; /* and the line that says why */
+	char cpu_engine_why[512]; /* and the line that says why */
 	struct sprobe_cpu_usage *usage; /* scratch: max_threads entries */
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
