@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -1501,6 +1502,75 @@ static void test_cpu_perf_weights_and_descriptors(void **state)
 	untrack(c);
 }
 
+/* A child forked without exec holds the perf events' files, which keeps
+ * the events alive after the parent closes them: once CPU capture stops,
+ * no event may go on signalling the parent's threads (after the capturer
+ * is freed the signal's action is the default: the process would end). */
+static _Atomic int late_signals;
+
+static void count_late(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&late_signals, 1);
+}
+
+static void test_cpu_perf_stop_with_forked_child(void **state)
+{
+	struct worker spin;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	int e, signo, status;
+	pid_t child;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	e = sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_PERF, NULL, 0);
+	if (e == -EACCES || e == -EPERM || e == -ENOENT || e == -ENOSYS) {
+		sprobe_snapshot__free(s);
+		untrack(c);
+		SPROBE_SKIP("perf events not allowed here\n");
+	}
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	pid_t tid = atomic_load(&spin.tid);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 1000000), 0); /* events open */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* Holds the inherited descriptors until killed, and never
+		 * outlives the test (nor keeps its output pipe open). */
+		struct timespec ts = { (time_t)(fx_timeout_ns() / 1000000000ull) + 1, 0 };
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(1);
+		close(2);
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	signo = sprobe_capturer__signo(c);
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+	struct sigaction sa = { .sa_handler = count_late };
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(signo, &sa, NULL), 0);
+	/* 100 periods of the spinner's CPU: an event left running signals it. */
+	uint64_t cpu0 = cpu_ns(tid), end = fx_now_ns() + fx_timeout_ns();
+	while (cpu_ns(tid) - cpu0 < 100000000ull && fx_now_ns() < end) {
+		struct timespec ts = { 0, 5000000 };
+
+		nanosleep(&ts, NULL); /* pacing the reads, not sync */
+	}
+	print_message("after stop: %d signals in %.0f ms of the spinner's CPU\n",
+		      atomic_load(&late_signals), (double)(cpu_ns(tid) - cpu0) / 1e6);
+	assert_true(cpu_ns(tid) - cpu0 >= 100000000ull);
+	assert_int_equal(atomic_load(&late_signals), 0);
+	fx_worker_stop(&spin);
+	kill(child, SIGKILL);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	signal(signo, SIG_DFL);
+}
+
 /* Past the registry's descriptor budget (a quarter of the soft
  * RLIMIT_NOFILE, fds.h) a thread gets a CPU timer instead of a perf event:
  * counted, never an event below the top region, never a thread left out. */
@@ -1789,6 +1859,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
 	cmocka_unit_test_teardown(test_cpu_perf_weights_and_descriptors, teardown),
 	cmocka_unit_test_teardown(test_cpu_perf_budget_spills_to_timers, teardown),
+	cmocka_unit_test_teardown(test_cpu_perf_stop_with_forked_child, teardown),
 	cmocka_unit_test_teardown(test_capture_start_finish, teardown),
 	cmocka_unit_test_teardown(test_capture_finish_late_answer_dropped, teardown),
 	cmocka_unit_test_teardown(test_excluded_thread, teardown),

@@ -180,14 +180,25 @@ fail:
 	return err;
 }
 
-/* Close slot i's event (the kernel stops it; signals still queued find
- * perf_map 0 or another thread's entry and are ignored). */
+/* Close slot i's event (signals still queued find perf_map 0 or another
+ * thread's entry and are ignored). A child the program forked without
+ * exec holds the same open file, which keeps the event alive after our
+ * close: so first stop it and take O_ASYNC off that shared file, or it
+ * would go on signalling the thread after the capture handler is gone
+ * (a real-time signal's default action ends the process). */
 void sprobe_lx_perf_close(struct sprobe_capturer *c, uint32_t i)
 {
-	int num = c->perf_fd[i];
-
+	int num = c->perf_fd[i], fd = sprobe_fd__get(c->perf_h[i]);
 	_Atomic uint64_t *map = atomic_load(&sprobe_lx_g.perf_map);
 
+	if (fd >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+
+		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+		if (fl >= 0)
+			fcntl(fd, F_SETFL, fl & ~O_ASYNC);
+		sprobe_fd__put(c->perf_h[i]);
+	}
 	if (map && num >= 0 && (uint32_t)num < sprobe_lx_g.perf_nmap)
 		atomic_store(&map[num], 0);
 	sprobe_fd__close(c->perf_h[i]);
