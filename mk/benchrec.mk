@@ -38,3 +38,13 @@ bench-record-overhead: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackp
 	$(Q)python3 bench/record_vs.py --build $(BUILD) $(BENCH_OVERHEAD_ARGS)
 
 BENCH_LANES += bench-record bench-record-overhead
+
+# cpu mode's engines against the truth and perf record --call-graph dwarf,
+# and their CPU per sample (issue #27; docs/PERFORMANCE.md "CPU engines").
+BENCH_CPUCLOCK_ARGS ?=
+
+.PHONY: bench-cpuclock
+bench-cpuclock: $(BUILD)/benchload $(BUILD)/cpusplit $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/cpuclock.py --build $(BUILD) $(BENCH_CPUCLOCK_ARGS)
+
+BENCH_LANES += bench-cpuclock

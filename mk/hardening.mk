@@ -187,3 +187,17 @@ $(BUILD)/phased: tests/workloads/phased.c | $(BUILD)
 
 all: $(BUILD)/phased
 $(BUILD)/tests/test_aliasing: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/phased
+
+# Known CPU splits, for cpu mode's accuracy (test_cpuclock, bench/cpuclock.sh).
+$(BUILD)/cpusplit: tests/workloads/cpusplit.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
+
+# Runs a command with perf_event_open forbidden (seccomp), as containers do.
+$(BUILD)/noperf: tests/workloads/noperf.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+
+all: $(BUILD)/cpusplit $(BUILD)/noperf
+$(BUILD)/tests/test_cpuclock: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/cpusplit $(BUILD)/maskedworkers \
+	$(BUILD)/noperf

@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -25,6 +27,7 @@
 #include "backends/linux/chain.h"
 #include "backends/linux/linux.h"
 #include "capture_fixture.h"
+#include "userspace/common/fds.h"
 #include "sprobe_test.h"
 
 /* ------------------------------------------------------------------ */
@@ -1496,6 +1499,10 @@ static void test_cpu_timer_overruns_weighted(void **state)
 	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
 	pid_t tid = atomic_load(&spin.tid);
 
+	/* The timer engine's overruns: force it (the default is the perf
+	 * engine where allowed, test_cpu_perf_weights_and_descriptors). */
+	assert_int_equal(sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_TIMER, NULL, 0),
+			 SPROBE_CPU_ENGINE_TIMER);
 	cpu0 = cpu_ns(tid);
 	assert_int_equal(sprobe_capturer__cpu_collect(c, s, period), 0); /* timers start */
 	uint64_t end = fx_now_ns() + fx_timeout_ns();
@@ -1525,6 +1532,208 @@ static void test_cpu_timer_overruns_weighted(void **state)
 	assert_true(samples <= weight);
 	sprobe_snapshot__free(s);
 	untrack(c);
+}
+
+/* The perf-event engine (backends/linux/perfclock.c): one signal per
+ * period of CPU, so at 2000 Hz the weights add up to the CPU time with no
+ * overruns to count; each event is a registry descriptor in the top
+ * region (never one of the program's low numbers), and closed at stop. */
+static int count_perf_fds(int *lowest)
+{
+	char link[256], path[64];
+	int n = 0;
+
+	*lowest = -1;
+	for (int fd = 0; fd < 65536; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+
+		if (l <= 0)
+			continue;
+		link[l] = '\0';
+		if (strcmp(link, "anon_inode:[perf_event]"))
+			continue;
+		if (*lowest < 0)
+			*lowest = fd;
+		n++;
+	}
+	return n;
+}
+
+static void test_cpu_perf_weights_and_descriptors(void **state)
+{
+	struct worker spin;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	const uint64_t period = 500000;
+	uint64_t weight = 0, cpu0, cpu1;
+	char why[256];
+	struct rlimit rl;
+	int lowest, e;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	e = sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_PERF, why, sizeof(why));
+	if (e == -EACCES || e == -EPERM || e == -ENOENT || e == -ENOSYS) {
+		sprobe_snapshot__free(s);
+		untrack(c);
+		SPROBE_SKIP("%s\n", why);
+	}
+	assert_int_equal(e, SPROBE_CPU_ENGINE_PERF);
+	assert_non_null(strstr(why, "cpu engine: perf-event"));
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	pid_t tid = atomic_load(&spin.tid);
+
+	cpu0 = cpu_ns(tid);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, period), 0); /* events open */
+	/* One event per thread, all above the program's numbers: the top
+	 * region lies below min(soft limit, 4096) (userspace/common/fds.h). */
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rlim_t top = rl.rlim_cur < 4096 ? rl.rlim_cur : 4096;
+	assert_true(count_perf_fds(&lowest) >= 1);
+	print_message("perf event fds from %d up (top %lu)\n", lowest, (unsigned long)top);
+	assert_true((rlim_t)lowest >= top - 8 - top / 4);
+	assert_true(sprobe_fd__owned(lowest));
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+	while (cpu_ns(tid) - cpu0 < 300000000ull && fx_now_ns() < end) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL); /* pacing the collector, not sync */
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s, period), 0);
+		struct sprobe_thread_sample *t = fx_find(s, tid);
+		if (t && t->stage == SPROBE_STAGE_RAW)
+			weight += t->weight;
+	}
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	cpu1 = cpu_ns(tid);
+	assert_int_equal(count_perf_fds(&lowest), 0); /* closed at stop */
+	fx_worker_stop(&spin);
+	double periods = (double)(cpu1 - cpu0) / (double)period;
+	print_message("perf events at 2000 Hz: %.0f periods of CPU, weight %llu\n", periods,
+		      (unsigned long long)weight);
+	assert_true(periods >= 200);
+	assert_true(weight >= 0.8 * periods);
+	assert_true(weight <= 1.02 * periods + 2);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
+/* A child forked without exec holds the perf events' files, which keeps
+ * the events alive after the parent closes them: once CPU capture stops,
+ * no event may go on signalling the parent's threads (after the capturer
+ * is freed the signal's action is the default: the process would end). */
+static _Atomic int late_signals;
+
+static void count_late(int sig)
+{
+	(void)sig;
+	atomic_fetch_add(&late_signals, 1);
+}
+
+static void test_cpu_perf_stop_with_forked_child(void **state)
+{
+	struct worker spin;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	int e, signo, status;
+	pid_t child;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	e = sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_PERF, NULL, 0);
+	if (e == -EACCES || e == -EPERM || e == -ENOENT || e == -ENOSYS) {
+		sprobe_snapshot__free(s);
+		untrack(c);
+		SPROBE_SKIP("perf events not allowed here\n");
+	}
+	assert_int_equal(fx_worker_start(&spin, PARK_SPIN, 0), 0);
+	pid_t tid = atomic_load(&spin.tid);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 1000000), 0); /* events open */
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		/* Holds the inherited descriptors until killed, and never
+		 * outlives the test (nor keeps its output pipe open). */
+		struct timespec ts = { (time_t)(fx_timeout_ns() / 1000000000ull) + 1, 0 };
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(1);
+		close(2);
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	signo = sprobe_capturer__signo(c);
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	sprobe_snapshot__free(s);
+	untrack(c);
+	struct sigaction sa = { .sa_handler = count_late };
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(signo, &sa, NULL), 0);
+	/* 100 periods of the spinner's CPU: an event left running signals it. */
+	uint64_t cpu0 = cpu_ns(tid), end = fx_now_ns() + fx_timeout_ns();
+	while (cpu_ns(tid) - cpu0 < 100000000ull && fx_now_ns() < end) {
+		struct timespec ts = { 0, 5000000 };
+
+		nanosleep(&ts, NULL); /* pacing the reads, not sync */
+	}
+	print_message("after stop: %d signals in %.0f ms of the spinner's CPU\n",
+		      atomic_load(&late_signals), (double)(cpu_ns(tid) - cpu0) / 1e6);
+	assert_true(cpu_ns(tid) - cpu0 >= 100000000ull);
+	assert_int_equal(atomic_load(&late_signals), 0);
+	fx_worker_stop(&spin);
+	kill(child, SIGKILL);
+	assert_int_equal(waitpid(child, &status, 0), child);
+	signal(signo, SIG_DFL);
+}
+
+/* Past the registry's descriptor budget (a quarter of the soft
+ * RLIMIT_NOFILE, fds.h) a thread gets a CPU timer instead of a perf event:
+ * counted, never an event below the top region, never a thread left out. */
+static void test_cpu_perf_budget_spills_to_timers(void **state)
+{
+	enum { N = 72 }; /* budget 64 at a soft limit of 256 */
+	static struct worker w[N];
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	struct rlimit old, rl;
+	int lowest, e, nfd;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	rl = old;
+	rl.rlim_cur = 256;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	c = new_capturer(0, 0);
+	s = sprobe_snapshot__new(128, 4096);
+	assert_non_null(c);
+	assert_non_null(s);
+	e = sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_PERF, NULL, 0);
+	if (e == -EACCES || e == -EPERM || e == -ENOENT || e == -ENOSYS) {
+		sprobe_snapshot__free(s);
+		untrack(c);
+		setrlimit(RLIMIT_NOFILE, &old);
+		SPROBE_SKIP("perf events not allowed here\n");
+	}
+	assert_int_equal(e, SPROBE_CPU_ENGINE_PERF);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 10000000), 0);
+	nfd = count_perf_fds(&lowest);
+	print_message("%d perf events (lowest fd %d), %u threads on timers, budget %u\n", nfd, lowest,
+		      sprobe_capturer__cpu_on_timer(c), sprobe_fd__budget());
+	assert_true(nfd >= 1 && (unsigned)nfd <= sprobe_fd__budget());
+	assert_true(lowest >= 256 - 8 - 64);
+	/* Every thread has a source: events, and timers for the rest. */
+	assert_true((unsigned)nfd + sprobe_capturer__cpu_on_timer(c) >= N);
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	assert_int_equal(count_perf_fds(&lowest), 0);
+	for (int i = 0; i < N; i++)
+		fx_worker_stop(&w[i]);
+	sprobe_snapshot__free(s);
+	untrack(c);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 }
 
 /* sprobe_capturer__capture_start() + __finish() give what __capture()
@@ -1765,6 +1974,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_blocked_not_signalled, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
+	cmocka_unit_test_teardown(test_cpu_perf_weights_and_descriptors, teardown),
+	cmocka_unit_test_teardown(test_cpu_perf_budget_spills_to_timers, teardown),
+	cmocka_unit_test_teardown(test_cpu_perf_stop_with_forked_child, teardown),
 	cmocka_unit_test_teardown(test_capture_start_finish, teardown),
 	cmocka_unit_test_teardown(test_capture_finish_late_answer_dropped, teardown),
 	cmocka_unit_test_teardown(test_excluded_thread, teardown),

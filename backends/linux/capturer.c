@@ -493,6 +493,11 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	sprobe_lx_g.nslots = 0;
 	sprobe_lx_g.ranges = NULL;
 	sprobe_lx_g.nranges = 0;
+	/* No handler runs (in_handler drained above): the perf map goes. */
+	free((void *)atomic_exchange(&sprobe_lx_g.perf_map, NULL));
+	sprobe_lx_g.perf_nmap = 0;
+	free((void *)sprobe_lx_g.perf_tid);
+	sprobe_lx_g.perf_tid = NULL;
 	g_owner = NULL;
 	g_last_gen = c->gen;
 	pthread_mutex_unlock(&g_owner_lock);
@@ -514,6 +519,7 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->cpu_timer);
 	free(c->cpu_gen);
 	free(c->cpu_sorted);
+	sprobe_lx_cpu_free(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }

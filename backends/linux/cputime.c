@@ -1,24 +1,31 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * CPU-timer mode (sprobe_capturer__cpu_collect()): per-thread CPU-clock
- * timers signal the threads that consume CPU, the probe collects at its
- * own rate.
+ * CPU mode (sprobe_capturer__cpu_collect()): a per-thread source of
+ * signals on the thread's own CPU time -- a perf event (perfclock.c) or a
+ * POSIX CPU-clock timer (here) -- signals the threads that consume CPU,
+ * the probe collects at its own rate. Also the CPU coverage of the
+ * threads (sprobe_capturer__cpu_usage()).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/linux/linux.h"
+#include "userspace/common/fds.h"
 
 /*
  * Protocol (probe P, thread T owning slot i):
- *   P, when it first sees T: gen = ++c->gen; a POSIX timer on T's CPU
- *   clock (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)) that sends the
- *   capture signal to T itself (SIGEV_THREAD_ID) with sigev_value
- *   sprobe_lx_value(gen, i) (the capture key, gen mod 2^32, i), every interval of T's CPU time. P arms slot i with that
+ *   P, when it first sees T: gen = ++c->gen; a perf event (engine PERF:
+ *   perfclock.c, its number mapped to gen mod 2^32 << 16 | i in
+ *   sprobe_lx_g.perf_map) or a POSIX timer on T's CPU clock
+ *   (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)) that sends the capture
+ *   signal to T itself (SIGEV_THREAD_ID) with sigev_value
+ *   sprobe_lx_value(gen, i) (the capture key, gen mod 2^32, i), every
+ *   interval of T's CPU time. P arms slot i with that
  *   gen (the same store as a wall capture). T only runs the handler when
  *   T consumed CPU: a blocked thread's CPU clock does not advance.
- *   The handler takes si_code SI_TIMER like SI_QUEUE and does the same
+ *   The handler takes si_code SI_TIMER (and POLL_IN) like SI_QUEUE and does the same
  *   CAS ARMED -> BUSY -> DONE with the gen from si_value; a second expiry
  *   that finds DONE (same gen) only bumps slot.extra.
  *   P collects at its own rate: it cancels every ARMED slot (CAS ->
@@ -29,6 +36,8 @@
  *   gen, so a late signal of the old timer fails the CAS: it can never
  *   write into the new thread's sample.
  */
+
+static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len);
 
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
@@ -74,6 +83,7 @@ static void cpu_take(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint3
 	t->nframes = 0;
 	t->method = SPROBE_METHOD_SIGNAL;
 	t->weight = 1 + extra;
+	c->cpu_hits[i] += t->weight;
 	if (t->stage == SPROBE_STAGE_RAW) {
 		/* s may hold less than the CPU snapshot: keep the bottom (SP
 		 * side) of the copy, as the handler's cap would. */
@@ -92,10 +102,59 @@ static void cpu_take(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint3
 	s->stats.threads_total++;
 }
 
-static int cpu_alloc(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
+/* Per-slot arrays of the engine and the coverage (capturer lifetime). */
+static int cpu_alloc_more(struct sprobe_capturer *c)
 {
 	uint32_t n = c->max_threads;
 
+	if (c->perf_h)
+		return 0;
+	c->perf_h = malloc(n * sizeof(*c->perf_h));
+	c->perf_fd = malloc(n * sizeof(*c->perf_fd));
+	c->cpu_ns = calloc(n, sizeof(*c->cpu_ns));
+	c->cpu_reported = calloc(n, sizeof(*c->cpu_reported));
+	c->cpu_open = calloc(n, sizeof(*c->cpu_open));
+	c->cpu_base = calloc(n, sizeof(*c->cpu_base));
+	c->cpu_hits = calloc(n, sizeof(*c->cpu_hits));
+	c->cpu_blocked = calloc(n, 1);
+	c->cpu_blk_drop = calloc(n, 1);
+	c->cpu_gone = calloc(n, sizeof(*c->cpu_gone));
+	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_base || !c->cpu_hits ||
+	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone) {
+		sprobe_lx_cpu_free(c);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		c->perf_h[i] = c->perf_fd[i] = -1;
+	return 0;
+}
+
+void sprobe_lx_cpu_free(struct sprobe_capturer *c)
+{
+	free(c->perf_h);
+	free(c->perf_fd);
+	free(c->cpu_ns);
+	free(c->cpu_reported);
+	free(c->cpu_open);
+	free(c->cpu_base);
+	free(c->cpu_hits);
+	free(c->cpu_blocked);
+	free(c->cpu_blk_drop);
+	free(c->cpu_gone);
+	c->perf_h = c->perf_fd = NULL;
+	c->cpu_ns = c->cpu_reported = c->cpu_open = c->cpu_base = NULL;
+	c->cpu_hits = NULL;
+	c->cpu_blocked = c->cpu_blk_drop = NULL;
+	c->cpu_gone = NULL;
+}
+
+static int cpu_alloc(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
+{
+	uint32_t n = c->max_threads;
+	int err = cpu_alloc_more(c);
+
+	if (err)
+		return err;
 	if (c->cpu_tid)
 		return 0;
 	c->cpu_snap = sprobe_snapshot__new(n, s->max_stack_bytes);
@@ -151,6 +210,106 @@ static int cpu_timer_new(struct sprobe_capturer *c, pid_t tid, uint64_t value, t
 	return err;
 }
 
+/* The CPU clock of thread tid of this process, ns; false if it is gone. */
+static bool thread_cpu_ns(pid_t tid, uint64_t *ns)
+{
+	clockid_t clk = (clockid_t)((~(unsigned)tid) << 3) | 6;
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts) < 0)
+		return false;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return true;
+}
+
+/* Give slot i (thread tid, generation gen) its signal source: its perf
+ * event, else (engine TIMER, or no descriptor fits: counted) a timer. */
+static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen)
+{
+	/* Coverage counts the CPU from here on (what could be sampled), and
+	 * an event's count starts here too. */
+	if (!thread_cpu_ns(tid, &c->cpu_open[i]))
+		return -ESRCH;
+	c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
+	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
+		int err = sprobe_lx_perf_open(c, tid, i, gen);
+
+		if (err == 0 || err == -ESRCH)
+			return err;
+		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
+	}
+	return cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]);
+}
+
+/* Engine PERF, and slot i got a timer instead (see source_new()). */
+static bool cpu_on_timer_slot(const struct sprobe_capturer *c, uint32_t i)
+{
+	return c->cpu_engine == SPROBE_CPU_ENGINE_PERF && c->perf_h[i] < 0;
+}
+
+static void source_delete(struct sprobe_capturer *c, uint32_t i)
+{
+	if (c->perf_h[i] >= 0)
+		sprobe_lx_perf_close(c, i);
+	else
+		timer_delete(c->cpu_timer[i]);
+}
+
+/* Slot i's thread is gone: remember its last CPU time for the coverage.
+ * A perf event still counts after its thread died: its count (the CPU
+ * since it was opened; user time only under exclude_kernel, hence the
+ * max) gives the final value, where the clock read every 100 ms lags. */
+static uint64_t final_cpu(struct sprobe_capturer *c, uint32_t i)
+{
+	uint64_t cpu = c->cpu_ns[i], count;
+	int fd = c->perf_h[i] >= 0 ? sprobe_fd__get(c->perf_h[i]) : -1;
+
+	if (fd >= 0) {
+		if (read(fd, &count, sizeof(count)) == (ssize_t)sizeof(count) &&
+		    c->cpu_open[i] + count > cpu)
+			cpu = c->cpu_open[i] + count;
+		sprobe_fd__put(c->perf_h[i]);
+	}
+	return cpu;
+}
+
+static void slot_gone(struct sprobe_capturer *c, uint32_t i)
+{
+	uint64_t cpu = final_cpu(c, i);
+
+	if (cpu == c->cpu_reported[i] && c->cpu_reported[i]) {
+		/* Reported as gone by cpu_usage() already. */
+		c->cpu_ns[i] = c->cpu_reported[i] = 0;
+		c->cpu_hits[i] = 0;
+		c->cpu_blocked[i] = c->cpu_blk_drop[i] = 0;
+		return;
+	}
+	if (cpu && c->ncpu_gone < c->max_threads)
+		c->cpu_gone[c->ncpu_gone++] = (struct sprobe_cpu_usage){
+			.tid = c->cpu_tid[i],
+			.flags = SPROBE_CPU_USAGE_EXITED |
+				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+				 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+			.cpu_ns = cpu - c->cpu_base[i],
+		};
+	c->cpu_ns[i] = c->cpu_reported[i] = 0;
+	c->cpu_hits[i] = 0;
+	c->cpu_blocked[i] = c->cpu_blk_drop[i] = 0;
+}
+
+/* A drop entry (BLOCKED) for a thread cpu_usage() found using CPU behind
+ * a blocked capture signal: the capture says it missed that thread. */
+static void cpu_drop_blocked(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i)
+{
+	struct sprobe_thread_sample *t = NULL;
+
+	c->cpu_blk_drop[i] = 0;
+	if (s->nthreads < s->max_threads)
+		t = sprobe_snapshot__sample_init(s, s->nthreads, c->cpu_tid[i]);
+	sprobe_snapshot__drop(s, t, t ? SPROBE_DROP_BLOCKED : SPROBE_DROP_NO_SLOT);
+	s->stats.threads_total++;
+}
+
 int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				 uint64_t interval_ns)
 {
@@ -180,6 +339,15 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	err = cpu_alloc(c, s);
 	if (err)
 		goto out;
+	if (!c->cpu_engine) {
+		char why[320];
+		int e = cpu_engine_locked(c, SPROBE_CPU_ENGINE_AUTO, why, sizeof(why));
+
+		if (e < 0) {
+			err = e;
+			goto out;
+		}
+	}
 	if (!c->cpu_on) {
 		c->cpu_on = true;
 		c->cpu_interval_ns = interval_ns;
@@ -195,6 +363,8 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 			continue;
 		if (sprobe_lx_slot_phase(&c->slots[i]) == SLOT_DONE)
 			cpu_take(c, s, i);
+		if (c->cpu_blk_drop[i])
+			cpu_drop_blocked(c, s, i);
 	}
 	s->stats.capture_ns = sprobe_now_ns() - t0;
 
@@ -211,7 +381,8 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		if (!tid)
 			continue;
 		if (!bsearch(&tid, c->prev_tids, c->nprev, sizeof(pid_t), sprobe_lx_cmp_tid)) {
-			timer_delete(c->cpu_timer[i]);
+			slot_gone(c, i); /* reads its perf event: before the close */
+			source_delete(c, i);
 			c->cpu_tid[i] = 0;
 			continue;
 		}
@@ -221,7 +392,9 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	if (interval_ns != c->cpu_interval_ns) {
 		c->cpu_interval_ns = interval_ns;
 		for (uint32_t i = 0; i < c->max_threads; i++)
-			if (c->cpu_tid[i])
+			if (c->cpu_tid[i] && c->perf_h[i] >= 0)
+				sprobe_lx_perf_period(c, i, interval_ns);
+			else if (c->cpu_tid[i])
 				cpu_settime(c->cpu_timer[i], interval_ns);
 	}
 	for (uint32_t k = 0; k < c->ntids; k++) {
@@ -241,15 +414,16 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		if (tries == c->max_threads)
 			break; /* every slot taken: the rest waits for exits */
 		gen = ++c->gen;
-		if (cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]) < 0)
+		/* The old gen's state says IDLE: stale signals fail. */
+		atomic_store(&c->slots[i].state, gen << 2 | SLOT_IDLE);
+		if (source_new(c, tid, i, gen) < 0)
 			continue; /* exited since enumeration, or out of timers */
 		c->cpu_tid[i] = tid;
 		c->cpu_gen[i] = gen;
 		c->cpu_free = i + 1;
-		/* The old gen's state says IDLE: stale signals fail. */
-		atomic_store(&c->slots[i].state, gen << 2 | SLOT_IDLE);
 		atomic_store_explicit(&c->slots[i].extra, 0, memory_order_relaxed);
 	}
+	c->cpu_primed = true; /* threads born from now on count from their start */
 	if (fresh || c->maps_stale) {
 		err = sprobe_lx_refresh_ranges(c);
 		if (err)
@@ -283,16 +457,197 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 	if (c->cpu_on) {
 		/* Delete first: no new expiry; then no handler is left. */
 		for (uint32_t i = 0; i < c->max_threads; i++)
-			if (c->cpu_tid[i])
-				timer_delete(c->cpu_timer[i]);
+			if (c->cpu_tid[i]) {
+				slot_gone(c, i);
+				source_delete(c, i);
+			}
 		cpu_quiesce(c);
 		for (uint32_t i = 0; i < c->max_threads; i++) {
 			if (c->cpu_tid[i])
 				atomic_store(&c->slots[i].state, c->cpu_gen[i] << 2 | SLOT_IDLE);
 			c->cpu_tid[i] = 0;
 		}
+		c->ncpu_gone = 0;
+		c->cpu_primed = false;
 		c->cpu_on = false;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return 0;
+}
+
+/* sprobe_capturer__cpu_engine() under c->lock. */
+static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len)
+{
+	char tmp[320];
+	int err;
+
+	if (c->cpu_on)
+		return -EBUSY;
+	if (want > SPROBE_CPU_ENGINE_TIMER)
+		return -EINVAL;
+	if (!why || !len) {
+		why = tmp;
+		len = sizeof(tmp);
+	}
+	if (want == SPROBE_CPU_ENGINE_TIMER) {
+		c->cpu_engine = SPROBE_CPU_ENGINE_TIMER;
+		snprintf(why, len, "cpu engine: cpu-timer (asked for; fires at the scheduler tick only: "
+				   "phases aligned with the tick alias)");
+		return (int)c->cpu_engine;
+	}
+	if (c->method != SPROBE_METHOD_SIGNAL) {
+		err = -EINVAL;
+		snprintf(tmp, sizeof(tmp), "method VM_READV");
+	} else if (sprobe_fd__budget() == 0) {
+		/* Every event is a descriptor: a tight limit is the program's. */
+		err = -EMFILE;
+		snprintf(tmp, sizeof(tmp),
+			 "no descriptor budget (RLIMIT_NOFILE soft limit below %d: the numbers are the "
+			 "program's)", SPROBE_FD_MIN_LIMIT_FOR_CACHE);
+	} else {
+		err = sprobe_lx_perf_probe(c, tmp, sizeof(tmp));
+	}
+	if (!err && !atomic_load(&sprobe_lx_g.perf_map)) {
+		/* One entry per number the registry can give a CACHE
+		 * descriptor (all below SPROBE_FD_TOP). Freed with the
+		 * capturer, once no handler runs. */
+		_Atomic pid_t *tids = calloc(SPROBE_FD_TOP, sizeof(*tids));
+		_Atomic uint64_t *map = calloc(SPROBE_FD_TOP, sizeof(*map));
+
+		if (!map || !tids) {
+			free((void *)tids);
+			free((void *)map);
+			return -ENOMEM;
+		}
+		sprobe_lx_g.perf_tid = tids;
+		sprobe_lx_g.perf_nmap = SPROBE_FD_TOP;
+		/* Release; pairs with the handler's acquire load. */
+		atomic_store_explicit(&sprobe_lx_g.perf_map, map, memory_order_release);
+	}
+	if (!err) {
+		c->cpu_engine = SPROBE_CPU_ENGINE_PERF;
+		snprintf(why, len, "cpu engine: perf-event (task-clock, %s; up to %u threads on events)",
+			 c->perf_user_only ? "user time only: perf_event_paranoid forbids the kernel side"
+					   : "user and kernel time",
+			 sprobe_fd__budget());
+		return (int)c->cpu_engine;
+	}
+	if (want == SPROBE_CPU_ENGINE_PERF) {
+		snprintf(why, len, "cpu engine perf-event unavailable: %s", tmp);
+		return err;
+	}
+	c->cpu_engine = SPROBE_CPU_ENGINE_TIMER;
+	snprintf(why, len, "cpu engine: cpu-timer (fallback: %s; fires at the scheduler tick only: "
+			   "phases aligned with the tick alias)", tmp);
+	return (int)c->cpu_engine;
+}
+
+int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *why, size_t len)
+{
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (getpid() != c->pid)
+		return -ECHILD;
+	pthread_mutex_lock(&c->lock);
+	r = cpu_engine_locked(c, want, why, len);
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
+{
+	return c ? atomic_load_explicit(&((struct sprobe_capturer *)c)->cpu_on_timer,
+					memory_order_relaxed)
+		 : 0;
+}
+
+/*
+ * Blocked check of slot i (see sprobe_capturer__cpu_usage()): used ns of
+ * CPU since the previous call. A thread that used three periods and
+ * delivered none blocks the signal (SigBlk says); one flagged before is
+ * asked again, and its event restarted once it takes the signal.
+ */
+static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t used)
+{
+	pid_t tid = c->cpu_tid[i];
+
+	if (!(c->cpu_blocked[i] & 1)) {
+		if (used < 3 * c->cpu_interval_ns || c->cpu_hits[i])
+			return;
+		if (sprobe_lx_thread_sigcheck(c, tid, false) != SPROBE_DROP_BLOCKED)
+			return;
+		c->cpu_blocked[i] |= 1;
+		/* Stop the queue growing (a full one turns into SIGIO). */
+		if (c->perf_h[i] >= 0)
+			sprobe_lx_perf_enable(c, i, false, 0);
+	} else if (sprobe_lx_thread_sigcheck(c, tid, false) == 0) {
+		c->cpu_blocked[i] &= (uint8_t)~1;
+		if (c->perf_h[i] >= 0)
+			sprobe_lx_perf_enable(c, i, true, c->cpu_gen[i]);
+		return;
+	}
+	if (used)
+		c->cpu_blk_drop[i] = 1;
+}
+
+int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+			       uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (!c || (max && !out))
+		return -EINVAL;
+	if (getpid() != c->pid)
+		return -ECHILD;
+	pthread_mutex_lock(&c->lock);
+	if (!c->cpu_on || !c->cpu_tid) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	while (c->ncpu_gone && n < max)
+		out[n++] = c->cpu_gone[--c->ncpu_gone];
+	for (uint32_t i = 0; i < c->max_threads; i++) {
+		pid_t tid = c->cpu_tid[i];
+		uint64_t now, used;
+		uint32_t flags;
+
+		if (!tid)
+			continue;
+		if (!thread_cpu_ns(tid, &now)) {
+			/* Exited: the next collect frees its slot; its final
+			 * value now, in case recording stops first. */
+			now = final_cpu(c, i);
+			if (n < max && now && now != c->cpu_reported[i]) {
+				out[n++] = (struct sprobe_cpu_usage){
+					.tid = tid,
+					.flags = SPROBE_CPU_USAGE_EXITED |
+						 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+						 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+					.cpu_ns = now - c->cpu_base[i],
+				};
+				c->cpu_ns[i] = c->cpu_reported[i] = now;
+			}
+			continue;
+		}
+		used = c->cpu_ns[i] && now > c->cpu_ns[i] ? now - c->cpu_ns[i] : 0;
+		if (c->cpu_ns[i])
+			cpu_check_blocked(c, i, used);
+		c->cpu_ns[i] = now;
+		c->cpu_hits[i] = 0;
+		flags = (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
+			(cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0);
+		/* Bit 1 of cpu_blocked: BLOCKED as last reported. */
+		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
+				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
+			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags,
+							       .cpu_ns = now - c->cpu_base[i] };
+			c->cpu_reported[i] = now;
+			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) |
+						      (flags & SPROBE_CPU_USAGE_BLOCKED ? 2 : 0));
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return (int)n;
 }

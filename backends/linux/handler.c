@@ -310,6 +310,26 @@ out:
 }
 
 /*
+ * ASYNC-SIGNAL-SAFE: atomics, one raw syscall (gettid).
+ * A perf-event delivery (perfclock.c): si_code POLL_IN, si_fd the event's
+ * number. *v gets its gen << 16 | slot from perf_map, and true only if
+ * the event belongs to this very thread.
+ */
+static bool perf_delivery(const siginfo_t *si, uint64_t *v)
+{
+	uint32_t fd = (uint32_t)si->si_fd;
+	/* Acquire; pairs with the release store in cpu_engine_locked(). */
+	_Atomic uint64_t *map = atomic_load_explicit(&sprobe_lx_g.perf_map, memory_order_acquire);
+
+	if (si->si_code != POLL_IN || !map || fd >= sprobe_lx_g.perf_nmap)
+		return false;
+	/* Acquire; pairs with the release store in sprobe_lx_perf_open(). */
+	*v = atomic_load_explicit(&map[fd], memory_order_acquire);
+	return *v && atomic_load_explicit(&sprobe_lx_g.perf_tid[fd], memory_order_relaxed) ==
+			     (pid_t)syscall(SYS_gettid);
+}
+
+/*
  * The capture signal handler.
  * ASYNC-SIGNAL-SAFE: see the suspend-window rule in linux.h. Reads the
  * ucontext, copies the stack into the preallocated buffer, publishes with
@@ -323,21 +343,29 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 	const ucontext_t *uc = ucv;
 	struct sprobe_thread_sample *t;
 	struct slot *sl;
-	uint32_t idx, n;
-	bool timer;
+	uint32_t idx, n, overrun = 0;
+	bool timer, perf;
 
-	if (!is_capture(si)) {
+	/* A perf-event overflow of this thread's own event (cpu engine
+	 * PERF), else a capture by its key; anything else is the program's. */
+	perf = perf_delivery(si, &v);
+	if (!perf && !is_capture(si)) {
 		forward(sig, si, ucv);
 		return;
 	}
 	entry = sprobe_now_ns();
 	saved_errno = errno;
-	timer = si->si_code == SI_TIMER;
+	timer = perf || si->si_code == SI_TIMER;
 	/* seq_cst; pairs with the store of sprobe_lx_g.active in __free(). */
 	atomic_fetch_add(&sprobe_lx_g.in_handler, 1);
 	if (!atomic_load(&sprobe_lx_g.active))
 		goto out; /* a late capture of a capturer that is gone */
-	v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	if (!perf)
+		v = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	/* One perf-event overflow is one period, no overruns; a CPU timer
+	 * reports the expirations the kernel folded into this signal. */
+	if (si->si_code == SI_TIMER)
+		overrun = si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0;
 	idx = (uint32_t)(v & 0xffff);
 	gen = (v >> 16) & 0xffffffffull;
 	if (idx >= sprobe_lx_g.nslots)
@@ -359,17 +387,15 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 		 * sample: count the CPU period (and the ones the kernel
 		 * folded into this signal), the sample stands for them. */
 		if (timer && st == (gen << 2 | SLOT_DONE))
-			atomic_fetch_add_explicit(&sl->extra, 1 + (uint32_t)si->si_overrun,
-						  memory_order_relaxed);
+			atomic_fetch_add_explicit(&sl->extra, 1 + overrun, memory_order_relaxed);
 		goto out;
 	}
 	/* The kernel checks thread CPU timers at its tick (run_posix_cpu_timers),
 	 * so at rates above HZ one signal stands for several expirations: it
 	 * reports the rest as overruns. Relaxed: the probe reads extra only
 	 * after it saw DONE (release below / acquire in sprobe_lx_slot_phase). */
-	if (timer && si->si_overrun > 0)
-		atomic_fetch_add_explicit(&sl->extra, (uint32_t)si->si_overrun,
-					  memory_order_relaxed);
+	if (overrun)
+		atomic_fetch_add_explicit(&sl->extra, overrun, memory_order_relaxed);
 
 	t = sl->sample;
 	read_regs(t, uc);

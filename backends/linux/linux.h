@@ -7,7 +7,9 @@
  *   batch.c       slot arm/cancel, batch send/wait, the blocked-thread memo
  *   vmreadv.c     the VM_READV method's probe half (process_vm_readv)
  *   zero_pause.c  zero-pause capture of blocked threads, and its self-test
- *   cputime.c     CPU-timer mode (per-thread CPU-clock timers)
+ *   cputime.c     CPU mode's collect loop, per-thread CPU-clock timers,
+ *                 CPU coverage (sprobe_capturer__cpu_usage())
+ *   perfclock.c   CPU mode's perf-event engine (per-thread task-clock events)
  *   capturer.c    wall-capture entry points and the capturer's life cycle
  *   chain.c       the capture signal shared with the program's disposition
  *
@@ -167,6 +169,22 @@ struct sprobe_lx_state {
 	 * count reached, or the handler sees target and wakes it. */
 	_Atomic uint32_t completed __attribute__((aligned(CACHELINE)));
 	_Atomic uint32_t target;
+	/* Perf-event engine (perfclock.c): a delivery carries si_code
+	 * POLL_IN and the event's descriptor in si_fd (no si_value), so the
+	 * handler finds its slot here: perf_map[fd] = gen << 16 | slot (0:
+	 * none) and perf_tid[fd] = the thread the event belongs to. The
+	 * probe stores perf_tid then perf_map (release) when it opens an
+	 * event, perf_map = 0 before it closes one; the handler loads
+	 * perf_map (acquire) then perf_tid, and takes the slot only on its
+	 * own thread (a stale signal of a closed event whose number was
+	 * reused names another thread). The arrays live as long as the
+	 * capturer (perf_nmap entries; NULL: engine never used); the
+	 * pointer is published with a release store after perf_nmap and
+	 * the zeroed arrays, read with an acquire load, and cleared only
+	 * once no handler runs (capturer free). */
+	_Atomic uint64_t *_Atomic perf_map;
+	_Atomic pid_t *perf_tid;	/* relaxed: ordered by perf_map[fd] */
+	uint32_t perf_nmap;
 };
 
 extern struct sprobe_lx_state sprobe_lx_g;
@@ -339,6 +357,33 @@ struct sprobe_capturer {
 	uint64_t *cpu_gen;
 	pid_t *cpu_sorted;		  /* scratch: tracked tids, sorted */
 	uint32_t cpu_free;		  /* next slot to try for a new thread */
+	/* The engine (enum sprobe_cpu_engine, never AUTO once chosen) and,
+	 * for PERF, per slot: the registry handle of its event (-1: the slot
+	 * has a timer in cpu_timer[i] instead) and the number it was
+	 * registered under in the handler's map (perf_fd[i]). */
+	uint32_t cpu_engine;
+	bool perf_user_only;		  /* exclude_kernel: paranoid forbids the kernel side */
+	int *perf_h;
+	int *perf_fd;
+	_Atomic uint32_t cpu_on_timer;	  /* see sprobe_capturer__cpu_on_timer() */
+	/* CPU coverage (sprobe_capturer__cpu_usage()), per slot: CPU clock
+	 * at the last usage call, the last value reported, periods delivered
+	 * since the last usage call (cpu_take() adds the weights), blocked
+	 * (capture signal blocked: event disabled), and whether the next
+	 * collect lists it as dropped BLOCKED. */
+	uint64_t *cpu_ns, *cpu_reported;
+	uint64_t *cpu_open;		  /* CPU clock when its source was made */
+	/* What its coverage counts from: cpu_open for a thread that existed
+	 * when CPU capture started (its CPU before could not be sampled), 0
+	 * for one born later (all its CPU could; a late first sight is the
+	 * agent's miss, and shows as unsampled). */
+	uint64_t *cpu_base;
+	bool cpu_primed;		  /* the first collect has tracked the threads */
+	uint32_t *cpu_hits;
+	uint8_t *cpu_blocked, *cpu_blk_drop;
+	/* Threads gone since the last usage call, with their last CPU time. */
+	struct sprobe_cpu_usage *cpu_gone;
+	uint32_t ncpu_gone;
 	/* Zero-pause (zero_pause.c). zp[0..nzp) holds one
 	 * entry per current thread, sorted by tid, with its proc files once
 	 * opened; zp_tmp is the merge scratch. Probe only, under lock. */
@@ -436,6 +481,15 @@ int sprobe_lx_chain_start(struct sprobe_capturer *c);
 bool sprobe_lx_chain_front(struct sprobe_capturer *c);
 void sprobe_lx_chain_stop(struct sprobe_capturer *c);
 uint64_t sprobe_lx_value(uint64_t gen, uint32_t idx);
+/* perfclock.c: the perf-event engine's probe side (outside any window;
+ * under c->lock). */
+int sprobe_lx_perf_probe(struct sprobe_capturer *c, char *why, size_t len);
+int sprobe_lx_perf_open(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen);
+void sprobe_lx_perf_close(struct sprobe_capturer *c, uint32_t i);
+int sprobe_lx_perf_period(struct sprobe_capturer *c, uint32_t i, uint64_t interval_ns);
+int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64_t gen);
+/* cputime.c: frees the CPU engine's per-slot arrays (capturer free). */
+void sprobe_lx_cpu_free(struct sprobe_capturer *c);
 
 /* vmreadv.c: the probe half of the VM_READV method. */
 uint32_t sprobe_lx_vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint32_t nsent);

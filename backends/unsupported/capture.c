@@ -95,3 +95,27 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	(void)s;
 	return -ENOTSUP;
 }
+
+int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *why, size_t len)
+{
+	(void)c;
+	(void)want;
+	if (why && len)
+		why[0] = '\0';
+	return -ENOTSUP;
+}
+
+uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
+{
+	(void)c;
+	return 0;
+}
+
+int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+			       uint32_t max)
+{
+	(void)c;
+	(void)out;
+	(void)max;
+	return -ENOTSUP;
+}

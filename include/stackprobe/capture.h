@@ -470,6 +470,98 @@ SPROBE_API
 int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				 uint64_t interval_ns);
 
+/*
+ * The engine behind sprobe_capturer__cpu_collect() (docs/capture.md "CPU
+ * engines"):
+ *   PERF   one software perf event per thread (PERF_COUNT_SW_TASK_CLOCK,
+ *          hrtimer-driven: overflows at any point of the thread's CPU
+ *          time, not only at the scheduler tick), its overflow sent as the
+ *          capture signal to that thread (O_ASYNC, F_SETSIG, F_SETOWN_EX
+ *          F_OWNER_TID). Each event is a descriptor in the library's
+ *          registry (userspace/common/fds.h, top region, CACHE budget); a
+ *          thread for which none fits gets a CPU timer instead
+ *          (sprobe_capturer__cpu_on_timer() counts them).
+ *   TIMER  a POSIX timer on each thread's CPU clock (timer_create). Linux
+ *          checks those at its scheduler tick only, so a workload whose
+ *          phases line up with the tick is sampled at a fixed phase.
+ */
+enum sprobe_cpu_engine {
+	/* Capturer: PERF where the kernel allows it, else TIMER (the
+	 * sampler's AUTO falls back on POLL instead). */
+	SPROBE_CPU_ENGINE_AUTO = 0,
+	SPROBE_CPU_ENGINE_PERF = 1,
+	SPROBE_CPU_ENGINE_TIMER = 2,
+	/* The sampler's (userspace/sampler/sampler.c), not a capturer
+	 * engine: wall-style captures at randomised intervals, each
+	 * thread's stack weighted by the CPU it used since its previous
+	 * one; sprobe_capturer__cpu_engine() refuses it (-EINVAL). */
+	SPROBE_CPU_ENGINE_POLL = 3,
+};
+
+/* "perf-event", "cpu-timer", "cpu-poll", "auto"; "unknown" otherwise.
+ * Static string. */
+SPROBE_API
+const char *sprobe_cpu_engine__name(uint32_t engine);
+
+/* "perf"/"perf-event", "timer"/"cpu-timer", "poll"/"cpu-poll", "auto" ->
+ * enum value, or -EINVAL. */
+SPROBE_API
+int sprobe_cpu_engine__parse(const char *name);
+
+/*
+ * Choose the engine of the next CPU capture (before the first
+ * sprobe_capturer__cpu_collect(), or after sprobe_capturer__cpu_stop()).
+ * want AUTO: PERF if a task-clock event can be opened here (kernel and
+ * user time; user time only when perf_event_paranoid forbids the kernel
+ * side), else TIMER. want PERF: PERF or -EACCES/-EPERM/-ENOENT/-ENOSYS
+ * (the kernel refused; why says which setting), never a silent TIMER.
+ * want TIMER: TIMER. why (if not NULL) gets one line saying what was
+ * chosen and, for a fallback, why (e.g. "perf events not allowed:
+ * perf_event_paranoid=3 ..."). Returns the engine chosen (> 0) or -errno
+ * (-EBUSY while CPU capture runs, -EINVAL). Not async-signal-safe.
+ */
+SPROBE_API
+int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *why, size_t len);
+
+/* Engine PERF: threads that got a CPU timer instead of a perf event (the
+ * descriptor budget was spent, or their event could not be opened), since
+ * the capturer was made. 0 for NULL. Thread-safe (relaxed read). */
+SPROBE_API
+uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c);
+
+/* One thread's CPU time as the CPU engine saw it (sprobe_capturer__cpu_usage()). */
+struct sprobe_cpu_usage {
+	pid_t tid;
+	uint32_t flags;		/* SPROBE_CPU_USAGE_* */
+	/* CPU time (its CLOCK_THREAD_CPUTIME_ID) that could be sampled:
+	 * since CPU capture started for a thread that existed then, all of
+	 * it for a thread born later. */
+	uint64_t cpu_ns;
+};
+#define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */
+#define SPROBE_CPU_USAGE_EXITED 0x2u  /* gone: cpu_ns is the last value read */
+#define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
+
+/*
+ * CPU coverage (issue #18): reads the CPU clock of every thread the CPU
+ * engine tracks and writes into out[0..max) one entry per thread whose
+ * CPU time or flags changed since the previous call, exited threads
+ * (last value read) included, and returns how many (a thread that did not
+ * fit is reported at the next call). A thread that used more than two
+ * periods of CPU since the previous call without delivering a single
+ * capture is checked for blocking the capture signal (SigBlk): if so it
+ * is flagged BLOCKED, its perf event is disabled (the kernel would queue
+ * one signal per period until it falls back on SIGIO), and the capture
+ * made at the next sprobe_capturer__cpu_collect() lists it as dropped
+ * BLOCKED; it is checked again at each call and re-enabled once it takes
+ * the signal again. Make a call every 100 ms or so of wall time (one
+ * clock read per thread). Returns n >= 0 or -errno (-EINVAL, -ECHILD).
+ * Not async-signal-safe; serialised with captures.
+ */
+SPROBE_API
+int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+			       uint32_t max);
+
 /* Stop CPU-timer capture: delete every timer, wait for running handlers;
  * uncollected samples are discarded. Wall captures work again afterwards.
  * sprobe_capturer__free() does this itself. Returns 0 (also when not

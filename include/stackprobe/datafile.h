@@ -76,6 +76,7 @@ enum sprobe_df_type {
 	SPROBE_DF_PROCESS = 10,
 	SPROBE_DF_EXIT = 11,
 	SPROBE_DF_SRCLINE = 12,
+	SPROBE_DF_THREAD_CPU = 13,
 	SPROBE_DF__TYPE_COUNT
 };
 
@@ -93,13 +94,18 @@ enum sprobe_df_mode {
 #define SPROBE_DF_SAMPLE_WEIGHT_SHIFT 16
 #define SPROBE_DF_SAMPLE_WEIGHT_MAX 65536u
 
+/* Header flags. Bits 0..3: cpu mode's engine (enum sprobe_cpu_engine:
+ * 1 perf-event, 2 cpu-timer; 0 not recorded, as in files of older
+ * writers, which kept the word 0). Other bits 0. */
+#define SPROBE_DF_HEADER_CPU_ENGINE_MASK 0xfu
+
 /* Strings in records are (pointer, length); they need not be NUL-terminated
  * when writing. Strings handed out by the reader are NUL-terminated too. */
 struct sprobe_df_header {
 	uint32_t pid;
 	uint32_t mode;			/* enum sprobe_df_mode */
 	uint32_t freq_hz;
-	uint32_t flags;			/* reserved, 0 */
+	uint32_t flags;			/* SPROBE_DF_HEADER_* (0 from older writers) */
 	uint64_t start_realtime_ns;	/* CLOCK_REALTIME at start */
 	uint64_t start_mono_ns;		/* CLOCK_MONOTONIC at the same moment */
 	/* Command line: the arguments joined by NUL bytes (like
@@ -194,6 +200,18 @@ struct sprobe_df_capture {
 	uint32_t ndropped_tids;		/* <= SPROBE_DF_MAX_DROPPED_TIDS */
 };
 
+/* cpu mode: one thread's sampleable CPU time (since sampling started for
+ * a thread that existed then, all of it for one born later) as the agent
+ * last read it, written when it changed (about every 100 ms) and when the thread
+ * exits; the last record of a tid wins. The report compares it with the
+ * thread's samples (coverage, issue #18). */
+struct sprobe_df_thread_cpu {
+	uint64_t time_ns;		/* CLOCK_MONOTONIC, when read */
+	uint32_t tid;
+	uint32_t flags;			/* SPROBE_CPU_USAGE_* (capture.h) */
+	uint64_t cpu_ns;
+};
+
 /* Kernel-side window of one capture signal, from the eBPF companion. */
 struct sprobe_df_kwindow {
 	uint32_t tid;
@@ -282,6 +300,7 @@ struct sprobe_df_record {
 		struct sprobe_df_process process;
 		struct sprobe_df_exit exit;
 		struct sprobe_df_srcline srcline;
+		struct sprobe_df_thread_cpu thread_cpu;
 	};
 };
 

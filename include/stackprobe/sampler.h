@@ -18,16 +18,24 @@
  *         capture started at the previous one (its handlers ran while the
  *         probe slept), processes it and starts the next
  *         (sprobe_capturer__capture_start()).
- *   cpu   each thread on its own CPU time: a per-thread POSIX timer on the
- *         thread's CPU clock signals the thread itself after every 1/F of
- *         CPU time it consumed, and the handler copies the stack where that
- *         CPU was spent (sprobe_capturer__cpu_collect()). The probe collects
- *         the finished samples every max(1/F, half a scheduler tick) of
- *         wall time (the kernel fires these timers at its tick), each
+ *   cpu   each thread on its own CPU time: a per-thread perf event
+ *         (task-clock) or, if forced, a POSIX timer on the thread's CPU
+ *         clock signals the thread itself after every 1/F of CPU time it
+ *         consumed, and the handler copies the stack where that CPU was
+ *         spent (sprobe_capturer__cpu_collect(), opts.cpu_engine). Where
+ *         perf events are not allowed, the POLL engine captures as wall
+ *         mode does, at random instants, and weights each stack by the
+ *         CPU its thread used since its previous capture. The probe collects the finished samples every
+ *         1/F of wall time (timers: max(1/F, half a scheduler tick), as
+ *         the kernel fires those at its tick), each
  *         weighted by the expirations it stands for (overruns included): a
  *         blocked thread is never signalled and has no samples; a busy one
  *         gets weights adding up to about F per CPU-second.
  *         A thread without samples stays in the node table while it lives.
+ *         Every ~100 ms the probe reads each thread's CPU clock and
+ *         writes it to the data file (THREAD_CPU records), so a report
+ *         can name threads whose CPU went unsampled (a thread that blocks
+ *         the capture signal is also listed as dropped BLOCKED).
  *
  * stackprobe's own threads (the data stream's writer) are excluded from the
  * captures in both modes.
@@ -108,6 +116,15 @@ struct sprobe_sampler_opts {
 	 * DWARF, docs/FORMAT.md type 12): symbol names only, less work at
 	 * flush. */
 	bool no_lines;
+	/* cpu mode's engine (enum sprobe_cpu_engine, capture.h): AUTO (0)
+	 * takes the perf-event engine where the kernel allows it, else
+	 * POLL (captures at randomised intervals, each stack weighted by the
+	 * CPU its thread used since its previous capture: no aliasing with
+	 * the tick, no perf events); PERF fails the start (errno from the
+	 * kernel) rather than fall back; TIMER forces the tick-bound CPU
+	 * timers. Which one runs, and why: sprobe_sampler__cpu_engine(); it
+	 * is also in the data file header. */
+	uint32_t cpu_engine;
 };
 
 struct sprobe_sampler_stats {
@@ -166,6 +183,13 @@ void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler
  * -EINVAL for NULL. Thread-safe (fixed at start). */
 SPROBE_API
 int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t len);
+
+/* cpu mode: the engine that runs (enum sprobe_cpu_engine, > 0), why (if
+ * not NULL) gets one line "cpu engine: NAME (...)" saying why it was
+ * chosen; 0 in wall mode (why ""), -EINVAL for NULL. Thread-safe (fixed
+ * at start). */
+SPROBE_API
+int sprobe_sampler__cpu_engine(const struct sprobe_sampler *s, char *why, size_t len);
 
 /* "wall" / "cpu" -> enum value, or -EINVAL. */
 SPROBE_API

@@ -297,6 +297,17 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_lines = lines[0] == '0';
 	}
+	/* STACKPROBE_CPU_ENGINE=perf|timer|auto: cpu mode's engine (default
+	 * auto: perf events where allowed, else CPU timers). */
+	const char *eng = sprobe_agent__getenv("STACKPROBE_CPU_ENGINE");
+	if (eng && *eng) {
+		int e = sprobe_cpu_engine__parse(eng);
+		if (e < 0) {
+			agent_msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer, poll or auto%s", eng, "");
+			return;
+		}
+		o.cpu_engine = (uint32_t)e;
+	}
 	const char *table = sprobe_agent__getenv("STACKPROBE_TABLE");
 	if (table && strcmp(table, "off") == 0)
 		o.no_table = true;
@@ -381,11 +392,27 @@ static void agent_begin(unsigned exec_count, bool forked)
 		agent_signo = 0;
 	if (!agent_sampler)
 		agent_msg("not sampling: %s%s", strerror(errno),
-			  errno == EEXIST ? " (a node table for this pid already exists)" : "");
+			  errno == EEXIST ? " (a node table for this pid already exists)"
+			  : o.mode == SPROBE_MODE_CPU && o.cpu_engine == SPROBE_CPU_ENGINE_PERF
+				  ? " (STACKPROBE_CPU_ENGINE=perf: the kernel refused a perf event: "
+				    "perf_event_paranoid, CAP_PERFMON or a seccomp profile; "
+				    "STACKPROBE_CPU_ENGINE=auto falls back)"
+				  : "");
 	else if (!agent_exit_registered) {
 		/* Inherited by a forked child, which checks the pid. */
 		agent_exit_registered = true;
 		on_exit(agent_on_exit, NULL);
+	}
+	/* One line at start: which cpu engine, and why (a fact, not a
+	 * complaint: "stackprobe:", not "stackprobe agent:"); the first
+	 * process's only (a build's hundreds of processes would each print
+	 * it). */
+	if (agent_sampler && o.mode == SPROBE_MODE_CPU && !agent_descendant) {
+		char why[512];
+
+		sprobe_sampler__cpu_engine(agent_sampler, why, sizeof(why));
+		if (!agent_quiet)
+			fprintf(stderr, "stackprobe: %s\n", why);
 	}
 	free(path);
 }

@@ -55,6 +55,7 @@ static void usage(FILE *f)
 	fputs("Usage: stackprobe record [-F HZ] [--mode wall|cpu] [-o FILE] [--quiet]\n"
 	      "                         [--bpf|--no-bpf] [--signal N] [--no-report]\n"
 	      "                         [--no-zero-pause] [--no-inherit] [--external]\n"
+	      "                         [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
@@ -82,6 +83,12 @@ static void usage(FILE *f)
 	      "      --external       sample through the kernel (perf events), without the\n"
 	      "                       agent: cpu time, frame-pointer call chains (default\n"
 	      "                       for a command the agent cannot enter: static, set-ID)\n"
+	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
+	      "                       exact, fails if perf events are not allowed), timer\n"
+	      "                       (CPU-clock timers: fire at the scheduler tick only),\n"
+	      "                       poll (captures at random instants, weighted by each\n"
+	      "                       thread's CPU since its previous one) or auto\n"
+	      "                       (default: perf where allowed, else poll)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -327,10 +334,11 @@ int cmd_record(int argc, char **argv)
 		{ "no-zero-pause", no_argument, NULL, 'Z' },
 		{ "no-inherit", no_argument, NULL, 'I' },
 		{ "external", no_argument, NULL, 'X' },
+		{ "cpu-engine", required_argument, NULL, 'E' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const char *output = DEFAULT_OUTPUT, *mode = "wall";
+	const char *output = DEFAULT_OUTPUT, *mode = "wall", *engine = NULL;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
@@ -376,6 +384,14 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'X':
 			external = true;
+			break;
+		case 'E':
+			if (sprobe_cpu_engine__parse(optarg) < 0) {
+				fprintf(stderr, "stackprobe record: --cpu-engine %s: expected perf, timer, poll or auto\n",
+					optarg);
+				return CLI_EXIT_USAGE;
+			}
+			engine = optarg;
 			break;
 		case 'S':
 			if (cli_parse_rtsig(optarg, &signo)) {
@@ -484,6 +500,8 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
+		if (engine)
+			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
 		if (st)
 			setenv("STACKPROBE_STATUS_FD", fdbuf, 1);

@@ -301,6 +301,33 @@ int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind)
 	return h;
 }
 
+int sprobe_fd__adopt_cache(int fd)
+{
+	int h, base;
+
+	if (fd < 0)
+		return -EBADF;
+	if (atomic_load(&n_cache) >= sprobe_fd__budget()) {
+		raw_close(fd);
+		return -EDQUOT;
+	}
+	sprobe_fd__alloc_begin();
+	base = region_base(soft_limit());
+	if (fd < base) {
+		int nfd = fcntl(fd, F_DUPFD_CLOEXEC, base);
+
+		raw_close(fd);
+		if (nfd < 0) {
+			sprobe_fd__alloc_end();
+			return -EMFILE;
+		}
+		fd = nfd;
+	}
+	h = adopt_locked(fd, SPROBE_FD_CACHE);
+	sprobe_fd__alloc_end();
+	return h;
+}
+
 int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kind kind)
 {
 	int fd;

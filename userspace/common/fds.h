@@ -109,6 +109,15 @@ int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kin
  * closed). On error fd is closed and -errno returned. */
 int sprobe_fd__adopt(int fd, enum sprobe_fd_kind kind);
 
+/* Register fd (a per-thread descriptor the library created itself, e.g. a
+ * perf event) as CACHE, and only if it can live in the top region within
+ * the budget: the program never loses a low number to it. On error fd is
+ * closed and -EDQUOT returned (the budget is spent, or the soft limit is
+ * small: use something that needs no descriptor), -EMFILE (the top region
+ * is full: the program uses those numbers), or -errno. Probe thread only
+ * (the budget check and the count do not race, as for CACHE opens). */
+int sprobe_fd__adopt_cache(int fd);
+
 /* The current number of handle h, pinned until sprobe_fd__put(h); -EBADF
  * for a bad or lost handle, and h itself when h is the -errno of a failed
  * sprobe_fd__open() (so "h = open(...); fd = get(h)" keeps the error).

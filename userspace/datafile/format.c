@@ -71,6 +71,7 @@ const char *sprobe_df_type__name(uint32_t type)
 		[SPROBE_DF_KWINDOW] = "kwindow", [SPROBE_DF_LOST] = "lost",
 		[SPROBE_DF_TRAILER] = "trailer", [SPROBE_DF_PROCESS] = "process",
 		[SPROBE_DF_EXIT] = "exit",	 [SPROBE_DF_SRCLINE] = "srcline",
+		[SPROBE_DF_THREAD_CPU] = "thread-cpu",
 	};
 	if (type < SPROBE_DF__TYPE_COUNT && names[type])
 		return names[type];
@@ -257,6 +258,12 @@ long sprobe_df__encode(const struct sprobe_df_record *rec, void *buf, size_t cap
 		enc64(&e, k->offcpu_ns);
 		break;
 	}
+	case SPROBE_DF_THREAD_CPU:
+		enc64(&e, rec->thread_cpu.time_ns);
+		enc32(&e, rec->thread_cpu.tid);
+		enc32(&e, rec->thread_cpu.flags);
+		enc64(&e, rec->thread_cpu.cpu_ns);
+		break;
 	case SPROBE_DF_LOST:
 		enc64(&e, rec->lost.time_ns);
 		enc32(&e, SPROBE_DF__TYPE_COUNT);

@@ -392,6 +392,12 @@ static void decode(struct sprobe_datafile_reader *r, struct dec *d, struct sprob
 		c->dropped_tids = r->dropped;
 		break;
 	}
+	case SPROBE_DF_THREAD_CPU:
+		rec->thread_cpu.time_ns = dec64(d);
+		rec->thread_cpu.tid = dec32(d);
+		rec->thread_cpu.flags = dec32(d);
+		rec->thread_cpu.cpu_ns = dec64(d);
+		break;
 	case SPROBE_DF_KWINDOW:
 		rec->kwindow.tid = dec32(d);
 		(void)dec32(d);

@@ -37,10 +37,10 @@ static void jlost(FILE *o, const uint64_t *lost)
 
 	fputc('{', o);
 	for (int i = 1; i < SPROBE_DF__TYPE_COUNT; i++) {
-		if (strcmp(sprobe_df_type__name(i), "unknown") == 0)
-			continue; /* a reserved type number: no key */
-		fprintf(o, "\"%s\": %" PRIu64 ", ", sprobe_df_type__name(i), lost[i]);
 		t += lost[i];
+		/* Reserved numbers have no name: no duplicate "unknown" keys. */
+		if (strcmp(sprobe_df_type__name(i), "unknown"))
+			fprintf(o, "\"%s\": %" PRIu64 ", ", sprobe_df_type__name(i), lost[i]);
 	}
 	fprintf(o, "\"total\": %" PRIu64 "}", t);
 }
@@ -114,10 +114,17 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 		fputs("null", o);
 	fputs(",\n  \"header\": ", o);
 	if (r->has_header) {
+		uint32_t eng = r->header.flags & SPROBE_DF_HEADER_CPU_ENGINE_MASK;
+
 		fprintf(o, "{\"pid\": %u, \"mode\": \"%s\", \"freq_hz\": %u, \"start_realtime_ns\": %" PRIu64
-			   ", \"start_mono_ns\": %" PRIu64 ", \"cmdline\": [",
+			   ", \"start_mono_ns\": %" PRIu64 ", \"cpu_engine\": ",
 			r->header.pid, r->header.mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall",
 			r->header.freq_hz, r->header.start_realtime_ns, r->header.start_mono_ns);
+		if (eng)
+			fprintf(o, "\"%s\"", sprobe_cpu_engine__name(eng));
+		else
+			fputs("null", o);
+		fputs(", \"cmdline\": [", o);
 		for (uint32_t i = 0; i < r->header.cmdline_len;) {
 			const char *arg = r->header.cmdline + i;
 
@@ -204,9 +211,17 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 		else
 			fputs("null", o);
 		fprintf(o, ", \"samples\": %" PRIu64 ", \"share\": %.6f, \"truncated\": %" PRIu64
-			   ", \"stack_max_bytes\": %" PRIu64 ", \"methods\": {",
+			   ", \"stack_max_bytes\": %" PRIu64 ", \"cpu_ns\": ",
 			t->samples, r->nsel ? (double)t->samples / (double)r->nsel : 0.0, t->truncated,
 			t->stack_max);
+		/* cpu mode's coverage: the CPU it used while sampled (null:
+		 * no THREAD_CPU record). */
+		if (t->cpu_seen)
+			fprintf(o, "%" PRIu64, t->cpu_ns);
+		else
+			fputs("null", o);
+		fprintf(o, ", \"cpu_blocked\": %s, \"methods\": {",
+			t->cpu_flags & SPROBE_CPU_USAGE_BLOCKED ? "true" : "false");
 		for (int k = 0; k < NMETHODS; k++)
 			fprintf(o, "%s\"%s\": %" PRIu64, k ? ", " : "", sprobe_rep__method_names[k], t->methods[k]);
 		fputs("}, \"window\": ", o);

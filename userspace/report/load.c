@@ -215,6 +215,19 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 			return -ENOMEM;
 		break;
 	}
+	case SPROBE_DF_THREAD_CPU: {
+		struct thread *t;
+
+		ti = thread_get(r, rec->thread_cpu.tid);
+		if (ti < 0)
+			return -ENOMEM;
+		t = &r->threads.v[ti];
+		if (!t->cpu_seen || rec->thread_cpu.cpu_ns > t->cpu_ns)
+			t->cpu_ns = rec->thread_cpu.cpu_ns; /* a CPU clock only grows */
+		t->cpu_flags |= rec->thread_cpu.flags;
+		t->cpu_seen = true;
+		break;
+	}
 	case SPROBE_DF_THREAD: {
 		char *name = strdup(rec->thread.name);
 

@@ -104,6 +104,12 @@ struct thread {
 	u64vec kpause;		/* kernel deliver -> sigreturn, ns */
 	u64vec kdelay;		/* kernel generate -> deliver, ns */
 	uint64_t koffcpu;
+	/* cpu mode: the thread's CPU time from its last THREAD_CPU record
+	 * (cpu_seen: there was one), and the SPROBE_CPU_USAGE_* flags of
+	 * all of them (coverage.c). */
+	uint64_t cpu_ns;
+	uint32_t cpu_flags;
+	bool cpu_seen;
 };
 
 struct module {
@@ -304,6 +310,10 @@ int sprobe_rep__write_top_lines(struct sprobe_report *r, FILE *o);
 bool sprobe_rep__is_inlined(const struct sprobe_report *r, uint32_t name);
 
 /* ---- the writers that read the model (formats.c calls them) ------------- */
+
+/* Text report, cpu mode: the engine line and the CPU coverage, naming every
+ * thread whose CPU time went unsampled and why (coverage.c). */
+void sprobe_rep__write_cpu_coverage(const struct sprobe_report *r, FILE *o);
 
 int sprobe_rep__write_text(struct sprobe_report *r, FILE *o);
 int sprobe_rep__write_folded(struct sprobe_report *r, FILE *o);

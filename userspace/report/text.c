@@ -314,6 +314,7 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 		fprintf(o, "  weights:  the %" PRIu64 " samples come from %" PRIu64 " captured stacks,\n"
 			   "            each counted for the CPU timer periods it covers\n",
 			nsel, r->nsel_stacks);
+	sprobe_rep__write_cpu_coverage(r, o);
 
 	text_symbols(o, r);
 

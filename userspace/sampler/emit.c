@@ -83,6 +83,7 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	rec.header.pid = (uint32_t)getpid();
 	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
 	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
+	rec.header.flags = s->cpu_engine & SPROBE_DF_HEADER_CPU_ENGINE_MASK;
 	rec.header.start_realtime_ns = sprobe_real_ns();
 	rec.header.start_mono_ns = sprobe_mono_ns();
 	rec.header.cmdline = buf;
@@ -118,6 +119,25 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	pr.process.exe = exe;
 	pr.process.exe_len = (uint32_t)e;
 	sprobe_stream__push(s->stream, &pr);
+}
+
+void sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now)
+{
+	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
+
+	for (int k = 0; k < n && s->stream; k++) {
+		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+		/* A thread with CPU and no sample has no THREAD record yet:
+		 * the report names it (it is alive unless EXITED). */
+		if (!(s->usage[k].flags & SPROBE_CPU_USAGE_EXITED))
+			sprobe_sampler_emit__name_once(s, s->usage[k].tid);
+		rec.thread_cpu.time_ns = now;
+		rec.thread_cpu.tid = (uint32_t)s->usage[k].tid;
+		rec.thread_cpu.flags = s->usage[k].flags;
+		rec.thread_cpu.cpu_ns = s->usage[k].cpu_ns;
+		sprobe_stream__push(s->stream, &rec);
+	}
 }
 
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)

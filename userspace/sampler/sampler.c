@@ -104,8 +104,13 @@ static void mark_seen(struct sprobe_sampler *s, struct thread_ent *e)
 	}
 }
 
+static bool poll_engine(const struct sprobe_sampler *s);
+static void poll_emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+			  uint32_t flags);
+
 /* Remove entries not seen this round (backward-shift deletion keeps the
- * probe sequences intact), dropping their table nodes. */
+ * probe sequences intact), dropping their table nodes (POLL engine: and
+ * writing their last CPU time first). */
 static void threads_sweep(struct sprobe_sampler *s)
 {
 	size_t cap = s->threads_cap;
@@ -120,6 +125,8 @@ static void threads_sweep(struct sprobe_sampler *s)
 			continue;
 		if (e->node && s->table)
 			sprobe_table__remove(s->table, e->node);
+		if (poll_engine(s))
+			poll_emit_one(s, e, sprobe_mono_ns(), SPROBE_CPU_USAGE_EXITED);
 		/* backward shift */
 		size_t hole = i, j = i;
 		for (;;) {
@@ -179,6 +186,86 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* cpu mode with the POLL engine: wall-style captures, weighted by CPU. */
+static bool poll_engine(const struct sprobe_sampler *s)
+{
+	return s->opts.mode == SPROBE_MODE_CPU && s->cpu_engine == SPROBE_CPU_ENGINE_POLL;
+}
+
+/* The CPU clock of thread tid of this process (MAKE_THREAD_CPUCLOCK). */
+static bool thread_cpu(pid_t tid, uint64_t *ns)
+{
+	clockid_t clk = (clockid_t)((~(unsigned)tid) << 3) | 6;
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts) < 0)
+		return false;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * POLL engine: the periods of CPU thread e used since its previous
+ * capture, which the stack captured now stands for (0: it used less than
+ * a period, or it was blocked; the rest is carried). The captures come at random instants
+ * (wall_interval()), so the stack is an unbiased draw of where the CPU
+ * went, whatever the workload's period, and the weights add up to the
+ * thread's CPU time / period.
+ */
+static uint32_t poll_weight(struct sprobe_sampler *s, struct thread_ent *e, bool running)
+{
+	uint64_t now, period = (uint64_t)(1e9 / s->opts.freq_hz), w;
+
+	if (!thread_cpu(e->tid, &now))
+		return 0;
+	if (!e->cpu_known) {
+		/* A thread there at the first capture counts from now; one
+		 * born later from its start (its CPU so far was sampleable:
+		 * the first stack stands for it). */
+		e->cpu_known = true;
+		e->cpu_first = s->round <= 1 ? now : 0;
+		e->cpu_last = e->cpu_first;
+	}
+	e->cpu_carry += now > e->cpu_last ? now - e->cpu_last : 0;
+	e->cpu_last = now;
+	/* Read while blocked (zero-pause): its stack is where it waits, not
+	 * where the CPU went. The CPU waits for a capture that finds the
+	 * thread running or runnable (a later burst: the same draw). */
+	if (!running)
+		return 0;
+	w = e->cpu_carry / period;
+	e->cpu_carry -= w * period;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* POLL engine: a THREAD_CPU record for e if its CPU changed since the
+ * last one (flags: SPROBE_CPU_USAGE_EXITED when it is being swept). */
+static void poll_emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+			  uint32_t flags)
+{
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+	if (!s->stream || !e->tid || !e->cpu_known || e->cpu_last - e->cpu_first == e->cpu_emitted)
+		return;
+	e->cpu_emitted = e->cpu_last - e->cpu_first;
+	if (!e->named) {
+		sprobe_sampler_emit__thread_name(s, e->tid);
+		e->named = true;
+	}
+	rec.thread_cpu.time_ns = now;
+	rec.thread_cpu.tid = (uint32_t)e->tid;
+	rec.thread_cpu.flags = flags | (e->cpu_blocked ? SPROBE_CPU_USAGE_BLOCKED : 0);
+	rec.thread_cpu.cpu_ns = e->cpu_emitted;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+/* POLL engine: THREAD_CPU records for the threads whose CPU changed. */
+static void poll_emit_usage(struct sprobe_sampler *s, uint64_t now)
+{
+	for (size_t i = 0; i < s->threads_cap; i++)
+		poll_emit_one(s, &s->threads[i], now, 0);
+}
+
 /* cpu mode: a thread that had no sample this round (it did not use a
  * period of CPU) is kept while it lives; only exited threads are swept. */
 static void threads_keep_alive(struct sprobe_sampler *s)
@@ -191,6 +278,19 @@ static void threads_keep_alive(struct sprobe_sampler *s)
 		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
 			mark_seen(s, e);
 	}
+}
+
+void sprobe_sampler_emit__name_once(struct sprobe_sampler *s, pid_t tid)
+{
+	bool fresh;
+	struct thread_ent *e = thread_get(s, tid, &fresh);
+
+	if (e && !e->named) {
+		sprobe_sampler_emit__thread_name(s, tid);
+		e->named = true;
+	}
+	if (e)
+		mark_seen(s, e);
 }
 
 /* Leave the stream's writer thread out of the captures: it is ours, not
@@ -254,11 +354,23 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			/* An exited thread is forgotten by the sweep. */
 			if (e && ts->drop_reason != SPROBE_DROP_EXITED)
 				mark_seen(s, e);
+			if (e && poll_engine(s)) {
+				/* Its CPU since the last capture goes unsampled. */
+				(void)poll_weight(s, e, false);
+				e->cpu_carry = 0;
+				if (ts->drop_reason == SPROBE_DROP_BLOCKED)
+					e->cpu_blocked = true;
+			}
 			continue;
 		}
 		if (!e)
 			continue;
 		mark_seen(s, e);
+		if (poll_engine(s)) {
+			ts->weight = poll_weight(s, e, ts->method != SPROBE_METHOD_ZERO_PAUSE);
+			if (!ts->weight)
+				continue; /* used no period of CPU since its last capture */
+		}
 		if (fresh || !e->named) {
 			sprobe_sampler_emit__thread_name(s, ts->tid);
 			e->named = true;
@@ -302,9 +414,16 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	rec.capture.ndropped_tids = ndropped;
 	sprobe_stream__push(s->stream, &rec);
 
-	if (s->opts.mode != SPROBE_MODE_CPU) {
+	if (poll_engine(s) && t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
+		poll_emit_usage(s, t0);
+		s->last_sweep_ns = t0;
+	}
+	if (s->opts.mode != SPROBE_MODE_CPU || poll_engine(s)) {
 		threads_sweep(s); /* the capture listed every live thread */
 	} else if (t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
+		/* Each thread's CPU time, for the coverage (and the check
+		 * for threads that block the signal): same cadence. */
+		sprobe_sampler_emit__cpu_usage(s, t0);
 		/* cpu mode samples only threads that used CPU: the others
 		 * are asked whether they live (one tgkill(0) each), so not
 		 * every round. An exited thread's node stays in the table
@@ -360,7 +479,7 @@ static void round_once(struct sprobe_sampler *s)
 {
 	int err;
 
-	if (s->opts.mode == SPROBE_MODE_CPU) {
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s)) {
 		uint64_t t0;
 
 		exclude_own_threads(s);
@@ -396,7 +515,9 @@ static uint64_t probe_period_ns(const struct sprobe_sampler *s)
 	uint64_t period = (uint64_t)(1e9 / s->opts.freq_hz);
 	struct timespec res;
 
-	if (s->opts.mode == SPROBE_MODE_CPU && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
+	/* A perf event overflows at any point of the CPU time: collect at 1/F. */
+	if (s->opts.mode == SPROBE_MODE_CPU && s->cpu_engine == SPROBE_CPU_ENGINE_TIMER &&
+	    clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
 		uint64_t half_tick = ((uint64_t)res.tv_sec * 1000000000ull + (uint64_t)res.tv_nsec) / 2;
 
 		if (half_tick > period && half_tick <= 10000000ull)
@@ -440,7 +561,7 @@ static void *probe_main(void *arg)
 	uint64_t period = probe_period_ns(s);
 	uint64_t start = sprobe_mono_ns();
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
-	bool jitter = s->opts.mode == SPROBE_MODE_WALL;
+	bool jitter = s->opts.mode == SPROBE_MODE_WALL || poll_engine(s);
 
 	s->jitter_state = (start ^ ((uint64_t)getpid() << 32)) | 1;
 	uint64_t next = start + (jitter ? wall_interval(s, period) : period);
@@ -465,6 +586,10 @@ static void *probe_main(void *arg)
 			next = now + step;
 	}
 	round_finish(s); /* the last wall capture, if one was started */
+	if (poll_engine(s))
+		poll_emit_usage(s, sprobe_mono_ns());
+	else if (s->opts.mode == SPROBE_MODE_CPU)
+		sprobe_sampler_emit__cpu_usage(s, sprobe_mono_ns()); /* the final CPU times */
 	return NULL;
 }
 
@@ -486,6 +611,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	free(s->threads);
 	free(s->windows);
 	free(s->dropped);
+	free(s->usage);
 	free(s);
 }
 
@@ -514,6 +640,7 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	if (s->opts.freq_hz == 0)
 		s->opts.freq_hz = DEFAULT_FREQ;
 	if (!(s->opts.freq_hz > 0 && s->opts.freq_hz <= 10000) ||
+	    s->opts.cpu_engine > SPROBE_CPU_ENGINE_POLL ||
 	    s->opts.mode > SPROBE_MODE_CPU || s->opts.duration_s < 0) {
 		err = EINVAL;
 		goto fail_early;
@@ -529,7 +656,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->threads = calloc(s->threads_cap, sizeof(*s->threads));
 	s->windows = calloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = calloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
-	if (!s->threads || !s->windows || !s->dropped) {
+	s->usage = calloc(s->opts.max_threads, sizeof(*s->usage));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage) {
 		err = ENOMEM;
 		goto fail;
 	}
@@ -539,7 +667,12 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		.signo = s->opts.signo,
 		.max_stack_bytes = s->opts.max_stack_bytes,
 		.max_threads = s->opts.max_threads,
-		.zero_pause = !s->opts.no_zero_pause && s->opts.mode == SPROBE_MODE_WALL,
+		/* The POLL engine captures as wall mode does: zero-pause reads
+		 * the blocked threads (they used no CPU) without a signal. */
+		.zero_pause = !s->opts.no_zero_pause &&
+			      (s->opts.mode == SPROBE_MODE_WALL ||
+			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL ||
+			       s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO),
 		.zero_pause_pretested = s->opts.zero_pause_pretested,
 	};
 	s->capturer = sprobe_capturer__new(&copts);
@@ -548,6 +681,36 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		goto fail;
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
+	if (s->opts.mode == SPROBE_MODE_CPU && s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL) {
+		s->cpu_engine = SPROBE_CPU_ENGINE_POLL;
+		snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),
+			 "cpu engine: cpu-poll (asked for; captures at randomised intervals, each "
+			 "stack weighted by the CPU its thread used since its previous capture)");
+	} else if (s->opts.mode == SPROBE_MODE_CPU) {
+		/* Chosen before the header is written: the file says which.
+		 * AUTO: perf events, else cpu-poll, which does not alias with
+		 * the tick as the CPU timers do (docs/PERFORMANCE.md "CPU
+		 * engines"). */
+		uint32_t want = s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO ? SPROBE_CPU_ENGINE_PERF
+									       : s->opts.cpu_engine;
+		int e = sprobe_capturer__cpu_engine(s->capturer, want, s->cpu_engine_why,
+						    sizeof(s->cpu_engine_why));
+		if (e < 0 && s->opts.cpu_engine == SPROBE_CPU_ENGINE_AUTO && e != -ECHILD) {
+			const char *why = strstr(s->cpu_engine_why, "unavailable: ");
+			char reason[sizeof(s->cpu_engine_why)];
+
+			snprintf(reason, sizeof(reason), "%s", why ? why + 13 : strerror(-e));
+			snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),
+				 "cpu engine: cpu-poll (fallback: %.400s; captures at randomised "
+				 "intervals weighted by CPU)", reason);
+			e = SPROBE_CPU_ENGINE_POLL;
+		}
+		if (e < 0) {
+			err = -e;
+			goto fail;
+		}
+		s->cpu_engine = (uint32_t)e;
+	}
 	s->snap = sprobe_snapshot__new(s->opts.max_threads, s->opts.max_stack_bytes);
 	if (!s->snap) {
 		err = errno;
@@ -615,6 +778,15 @@ int sprobe_sampler__zero_pause(const struct sprobe_sampler *s, char *why, size_t
 	if (!s)
 		return -EINVAL;
 	return sprobe_capturer__zero_pause(s->capturer, why, len);
+}
+
+int sprobe_sampler__cpu_engine(const struct sprobe_sampler *s, char *why, size_t len)
+{
+	if (!s)
+		return -EINVAL;
+	if (why && len)
+		snprintf(why, len, "%s", s->cpu_engine ? s->cpu_engine_why : "");
+	return (int)s->cpu_engine;
 }
 
 int sprobe_sampler__stop(struct sprobe_sampler *s)

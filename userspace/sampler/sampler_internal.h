@@ -26,6 +26,12 @@ struct thread_ent {
 	uint32_t node;		/* table node index, 0: none */
 	uint64_t round;		/* last round the thread was enumerated */
 	bool named;		/* a THREAD record was pushed */
+	/* cpu engine POLL (sampler.c, poll_weight()): the thread's CPU clock
+	 * when first seen and at its last capture, CPU not yet turned into
+	 * weight (< one period), the value last written as THREAD_CPU, and
+	 * whether a capture found it blocking the signal. */
+	uint64_t cpu_first, cpu_last, cpu_carry, cpu_emitted;
+	bool cpu_known, cpu_blocked;
 };
 
 struct pc_set {
@@ -60,6 +66,9 @@ struct sprobe_sampler {
 	struct sprobe_stream *stream;
 	bool writer_excluded;	/* the stream's writer is out of captures */
 	bool zero_pause;	/* wall captures use zero-pause */
+	uint32_t cpu_engine;	/* cpu mode: enum sprobe_cpu_engine that runs */
+	char cpu_engine_why[512]; /* and the line that says why */
+	struct sprobe_cpu_usage *usage; /* scratch: max_threads entries */
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
@@ -87,6 +96,10 @@ struct sprobe_sampler {
 
 /* The HEADER record: the process, the clocks, the options. */
 void sprobe_sampler_emit__header(struct sprobe_sampler *s);
+/* THREAD_CPU records: the CPU time the capturer read (cpu mode). */
+void sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now);
+/* A THREAD record for tid unless one was pushed (sampler.c). */
+void sprobe_sampler_emit__name_once(struct sprobe_sampler *s, pid_t tid);
 /* A THREAD record with tid's name. */
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid);
 /* MODULE and SYMBOL records for the pcs of ts not symbolized before (each

@@ -1,0 +1,467 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * cpu mode measures CPU time as perf does (issue #27) and no thread's CPU
+ * goes silently missing (issue #18), end to end under `stackprobe record`:
+ *  - the perf-event engine (backends/linux/perfclock.c) gets each
+ *    function's share of a thread that alternates two functions in phases
+ *    that equal, divide and straddle the 4 ms scheduler tick within 0.05 of
+ *    the truth, which tests/workloads/cpusplit.c measures itself on the
+ *    thread's CPU clock (the tick-bound CPU timers were 0.2-0.3 off on
+ *    2:2 and 1:3 ms here: docs/PERFORMANCE.md "CPU engines");
+ *  - the cpu-poll engine (randomised captures weighted by CPU, no perf
+ *    events needed) on 3:1 and 2:2 ms, within 0.05 or 4 standard
+ *    deviations of its random draw;
+ *  - four threads with a 1:2:3:4 CPU split, and the coverage figures
+ *    (each thread's CPU time) against what each thread measured;
+ *  - each engine can be forced, the choice is said at start and recorded
+ *    in the file; where perf events are forbidden (a seccomp filter) or
+ *    the descriptor limit is small, auto falls back on cpu-poll and says
+ *    why (never taking the program's descriptor numbers);
+ *  - a thread that blocks every signal after it started is reported as
+ *    dropped 'blocked' and named with its CPU time, which is checked
+ *    against the CPU time the program measured itself.
+ * Tests that need perf events skip, saying why, where the kernel refuses
+ * them (perf_event_paranoid, seccomp).
+ */
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "run_helper.h"
+#include "sprobe_test.h"
+
+#define CLI "build/stackprobe"
+#define OUT "build/test-out"
+
+/* 0 if this process may open a task-clock event on itself, else -errno. */
+static int perf_allowed(void)
+{
+	struct perf_event_attr a;
+	long fd;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.disabled = 1;
+	fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		a.exclude_kernel = a.exclude_hv = 1;
+		fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	close((int)fd);
+	return 0;
+}
+
+#define NEED_PERF()                                                                         \
+	do {                                                                                \
+		int e_ = perf_allowed();                                                    \
+		if (e_ == -EACCES || e_ == -EPERM || e_ == -ENOENT || e_ == -ENOSYS)        \
+			SPROBE_SKIP("perf events not allowed here (%s)\n", strerror(-e_)); \
+		assert_int_equal(e_, 0);                                                    \
+	} while (0)
+
+/* Sum of the folded counts of lines whose stack holds fn (as a frame). */
+static unsigned long folded_count(const char *folded, const char *fn)
+{
+	unsigned long n = 0;
+	char *copy = strdup(folded), key[80];
+
+	snprintf(key, sizeof(key), ";%s;", fn);
+	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		char buf[4096];
+
+		if (!sp)
+			continue;
+		/* ";fn;" or ";fn " at the leaf end. */
+		snprintf(buf, sizeof(buf), ";%.*s;", (int)(sp - line), line);
+		if (strstr(buf, key))
+			n += strtoul(sp + 1, NULL, 10);
+	}
+	free(copy);
+	return n;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* "truth NAME NS" from the workload's output. */
+static double truth_of(const char *out, const char *name)
+{
+	char key[64];
+	const char *p;
+
+	snprintf(key, sizeof(key), "truth %s ", name);
+	p = strstr(out, key);
+	if (!p) {
+		/* "truth phase_a NS phase_b NS": phase_b follows on the line. */
+		snprintf(key, sizeof(key), " %s ", name);
+		p = strstr(out, "truth ");
+		p = p ? strstr(p, key) : NULL;
+		if (!p)
+			return -1;
+		return strtod(p + strlen(key), NULL);
+	}
+	return strtod(p + strlen(key), NULL);
+}
+
+static char *record(const char *engine, const char *tag, const char *args, char **folded)
+{
+	char cmd[512], *out;
+
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p " OUT " && " CLI " record -q -F 199 --mode cpu --cpu-engine %s -o " OUT
+		 "/cpuclock-%s.data -- build/cpusplit %s 2>&1",
+		 engine, tag, args);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/cpuclock-%s.data --format folded", tag);
+	assert_int_equal(sprobe_test_run(cmd, folded), 0);
+	return out;
+}
+
+/* Captured stacks of a recording (JSON captured_stacks). */
+static double captured_stacks(const char *tag)
+{
+	char cmd[256], *json;
+	const char *p;
+	double n = 0;
+
+	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/cpuclock-%s.data --format json", tag);
+	assert_int_equal(sprobe_test_run(cmd, &json), 0);
+	p = strstr(json, "\"captured_stacks\": ");
+	if (p)
+		n = strtod(p + strlen("\"captured_stacks\": "), NULL);
+	free(json);
+	return n;
+}
+
+/* One thread, phase_a for a_us and phase_b for b_us of CPU, 4 s: ~800
+ * samples at 199 Hz. The perf-event engine takes a sample at every
+ * period of CPU (systematic, not random: 0.05 holds with room); the
+ * cpu-poll engine captures at random instants, so its band also covers
+ * 4 binomial standard deviations of the stacks it got (a starved probe
+ * on a loaded machine gets fewer). */
+static void phases_engine(const char *engine, int a_us, int b_us)
+{
+	char args[64], tag[48], line[64], *folded, *out;
+	double band = 0.05;
+
+	snprintf(args, sizeof(args), "phases %d %d 4000", a_us, b_us);
+	snprintf(tag, sizeof(tag), "phases-%s-%d-%d", engine, a_us, b_us);
+	out = record(engine, tag, args, &folded);
+	snprintf(line, sizeof(line), "cpu engine: %s", !strcmp(engine, "perf") ? "perf-event" : "cpu-poll");
+	assert_non_null(strstr(out, line));
+	double ta = truth_of(out, "phase_a"), tb = truth_of(out, "phase_b");
+	unsigned long a = folded_count(folded, "phase_a"), b = folded_count(folded, "phase_b");
+	double truth = ta / (ta + tb), share = a + b ? (double)a / (double)(a + b) : -1;
+
+	if (strcmp(engine, "perf")) {
+		double n = captured_stacks(tag), sd = n > 0 ? sqrt(truth * (1 - truth) / n) : 1;
+
+		if (4 * sd > band)
+			band = 4 * sd;
+	}
+	print_message("%s %d:%d us: phase_a %lu, phase_b %lu: share %.3f, truth %.3f (band %.3f)\n",
+		      engine, a_us, b_us, a, b, share, truth, band);
+	assert_true(ta > 0 && tb > 0);
+	/* At least a quarter of the CPU the workload used (a loaded machine
+	 * gives it less CPU, never fewer samples per CPU-second). */
+	assert_true((double)(a + b) >= 0.25 * 199.0 * (ta + tb) / 1e9);
+	assert_true(share >= truth - band && share <= truth + band);
+	free(out);
+	free(folded);
+}
+
+static void phases(int a_us, int b_us)
+{
+	NEED_PERF();
+	phases_engine("perf", a_us, b_us);
+}
+
+static void test_phases_3_1(void **state)
+{
+	phases(3000, 1000);
+}
+
+static void test_phases_2_2(void **state)
+{
+	phases(2000, 2000);
+}
+
+static void test_phases_7_1(void **state)
+{
+	phases(7000, 1000);
+}
+
+static void test_phases_1_3(void **state)
+{
+	phases(1000, 3000);
+}
+
+static void test_phases_1_1(void **state)
+{
+	phases(1000, 1000);
+}
+
+/* The fallback that needs no perf events and does not alias either. */
+static void test_poll_phases_3_1(void **state)
+{
+	phases_engine("poll", 3000, 1000);
+}
+
+static void test_poll_phases_2_2(void **state)
+{
+	phases_engine("poll", 2000, 2000);
+}
+
+/* Four threads, thread k spinning k ms of every 10: a 1:2:3:4 split. */
+static void test_four_threads_split(void **state)
+{
+	char *folded, *out;
+	double truth[4], tsum = 0;
+	unsigned long n[4], nsum = 0;
+
+	NEED_PERF();
+	out = record("perf", "threads", "threads 3000", &folded);
+	for (int k = 0; k < 4; k++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "work%d", k + 1);
+		truth[k] = truth_of(out, name);
+		n[k] = folded_count(folded, name);
+		assert_true(truth[k] > 0);
+		tsum += truth[k];
+		nsum += n[k];
+	}
+	assert_true(nsum >= 100);
+	for (int k = 0; k < 4; k++) {
+		double share = (double)n[k] / (double)nsum, t = truth[k] / tsum;
+
+		print_message("work%d: %lu samples, share %.3f, truth %.3f\n", k + 1, n[k], share, t);
+		assert_true(share >= t - 0.05 && share <= t + 0.05);
+	}
+	free(out);
+	free(folded);
+
+	/* The coverage figures (THREAD_CPU records, JSON threads[].cpu_ns)
+	 * against the CPU each worker measured itself: the four largest
+	 * against the four truths, both sorted. A worker is first tracked
+	 * at the collect after it started (up to 1/F late) and its final
+	 * value comes from its perf event's count. */
+	char *json;
+	double cpu[64];
+	int ncpu = 0;
+
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-threads.data --format json",
+					 &json),
+			 0);
+	for (const char *p = json; (p = strstr(p, "\"cpu_ns\": ")) && ncpu < 64; p++) {
+		p += strlen("\"cpu_ns\": ");
+		if (*p >= '0' && *p <= '9')
+			cpu[ncpu++] = strtod(p, NULL);
+	}
+	free(json);
+	assert_true(ncpu >= 4);
+	qsort(cpu, (size_t)ncpu, sizeof(double), cmp_desc);
+	qsort(truth, 4, sizeof(double), cmp_desc);
+	for (int k = 0; k < 4; k++) {
+		print_message("cpu coverage: %.3f s, measured %.3f s\n", cpu[k] / 1e9, truth[k] / 1e9);
+		assert_true(cpu[k] <= truth[k] + 2e6);
+		assert_true(cpu[k] >= 0.95 * truth[k] - 10e6);
+	}
+}
+
+/* The engine is said at start and in the report, for each engine forced. */
+static void test_engine_forced_and_recorded(void **state)
+{
+	char *folded, *out, *rep;
+
+	out = record("timer", "timer", "phases 1000 1000 1000", &folded);
+	assert_non_null(strstr(out, "cpu engine: cpu-timer"));
+	assert_true(folded_count(folded, "phase_a") + folded_count(folded, "phase_b") > 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-timer.data", &rep), 0);
+	assert_non_null(strstr(rep, "cpu engine: cpu-timer"));
+	free(rep);
+	free(out);
+	free(folded);
+	if (perf_allowed() != 0)
+		SPROBE_SKIP("perf events not allowed here: the perf-event half is not run\n");
+	out = record("auto", "auto", "phases 1000 1000 1000", &folded);
+	assert_non_null(strstr(out, "cpu engine: perf-event"));
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-auto.data", &rep), 0);
+	assert_non_null(strstr(rep, "cpu engine: perf-event"));
+	free(rep);
+	free(out);
+	free(folded);
+}
+
+/* Below 256 descriptors the registry holds no per-thread descriptor
+ * (fds.h): the perf engine must not take the program's numbers, so auto
+ * falls back on cpu-poll and says why, at start and in the report. */
+static void test_small_fd_limit_falls_back(void **state)
+{
+	char *out;
+
+	assert_int_equal(sprobe_test_run("ulimit -n 200 && " CLI " record -q -F 199 --mode cpu -o " OUT
+					 "/cpuclock-lowfd.data -- build/cpusplit phases 1000 1000 500 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "cpu engine: cpu-poll (fallback: no descriptor budget"));
+	free(out);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-lowfd.data", &out), 0);
+	assert_non_null(strstr(out, "cpu engine: cpu-poll"));
+	free(out);
+}
+
+/* Where perf events are forbidden (tests/workloads/noperf.c: a seccomp
+ * filter, as in a container), auto falls back on cpu-poll and says why,
+ * and the profile is still right; a forced perf engine refuses to start
+ * and says what to do. */
+static void test_perf_forbidden(void **state)
+{
+	char *out, *folded, *rep;
+
+	assert_int_equal(sprobe_test_run("mkdir -p " OUT " && build/noperf " CLI " record -q --no-bpf -F 199 "
+					 "--mode cpu -o " OUT "/cpuclock-noperf.data -- build/cpusplit "
+					 "phases 3000 1000 3000 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "cpu engine: cpu-poll (fallback: perf events not allowed"));
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-noperf.data --format folded",
+					 &folded),
+			 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/cpuclock-noperf.data", &rep), 0);
+	assert_non_null(strstr(rep, "cpu engine: cpu-poll"));
+	double ta = truth_of(out, "phase_a"), tb = truth_of(out, "phase_b");
+	unsigned long a = folded_count(folded, "phase_a"), b = folded_count(folded, "phase_b");
+	double truth = ta / (ta + tb), share = a + b ? (double)a / (double)(a + b) : -1;
+	double n = captured_stacks("noperf"), band = n > 0 ? 4 * sqrt(truth * (1 - truth) / n) : 1;
+
+	if (band < 0.05)
+		band = 0.05;
+	print_message("phase_a %lu, phase_b %lu: share %.3f, truth %.3f (band %.3f)\n", a, b, share,
+		      truth, band);
+	assert_true(a + b > 0);
+	assert_true(share >= truth - band && share <= truth + band);
+	free(rep);
+	free(folded);
+	free(out);
+
+	assert_int_equal(sprobe_test_run("build/noperf " CLI " record -q --no-bpf -F 199 --mode cpu "
+					 "--cpu-engine perf -o " OUT "/cpuclock-noperf2.data -- "
+					 "build/cpusplit phases 1000 1000 200 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "not sampling"));
+	assert_non_null(strstr(out, "STACKPROBE_CPU_ENGINE=perf"));
+	free(out);
+}
+
+/* "cpu TID NS" lines of maskedworkers late: the CPU each worker measured. */
+static int worker_cpu(const char *out, long tid[2], double cpu[2])
+{
+	int n = 0;
+
+	for (const char *p = out; (p = strstr(p, "cpu ")) && n < 2; p++) {
+		if (p != out && p[-1] != '\n')
+			continue;
+		if (sscanf(p, "cpu %ld %lf", &tid[n], &cpu[n]) == 2)
+			n++;
+	}
+	return n;
+}
+
+/* A worker that blocks every signal once running (raw rt_sigprocmask:
+ * no wrapper sees it) is never silently missing: dropped 'blocked', and
+ * named with its CPU time, which matches what it measured itself. */
+static void blocked_late(const char *engine)
+{
+	char cmd[512], *out, *rep;
+	long tid[2];
+	double cpu[2];
+
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p " OUT " && " CLI " record -q -F 199 --mode cpu --cpu-engine %s -o " OUT
+		 "/cpuclock-late-%s.data -- build/maskedworkers 600 late 2>&1",
+		 engine, engine);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	assert_int_equal(worker_cpu(out, tid, cpu), 2);
+	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/cpuclock-late-%s.data", engine);
+	assert_int_equal(sprobe_test_run(cmd, &rep), 0);
+	print_message("%s", rep);
+	assert_null(strstr(rep, " 0 thread-captures dropped"));
+	assert_non_null(strstr(rep, "UNSAMPLED CPU"));
+	for (int k = 0; k < 2; k++) {
+		char key[64];
+		const char *p;
+		double s;
+
+		snprintf(key, sizeof(key), "tid %ld (", tid[k]);
+		p = strstr(rep, key);
+		assert_non_null(p);
+		p = strstr(p, "): ");
+		assert_non_null(p);
+		s = strtod(p + 3, NULL);
+		print_message("tid %ld: report %.3f s, measured %.3f s\n", tid[k], s, cpu[k] / 1e9);
+		/* Read every ~100 ms, the last read before the thread ended:
+		 * never more than it used, and most of it. */
+		assert_true(s <= cpu[k] / 1e9 + 0.002);
+		assert_true(s >= 0.5 * cpu[k] / 1e9);
+		const char *eol = strchr(p, '\n');
+		const char *why = strstr(p, "blocks the capture signal");
+		assert_true(why && (!eol || why < eol));
+	}
+	free(rep);
+	free(out);
+}
+
+static void test_blocked_late_perf(void **state)
+{
+	NEED_PERF();
+	blocked_late("perf");
+}
+
+static void test_blocked_late_timer(void **state)
+{
+	blocked_late("timer");
+}
+
+static void test_blocked_late_poll(void **state)
+{
+	blocked_late("poll");
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_phases_3_1),
+	cmocka_unit_test(test_phases_2_2),
+	cmocka_unit_test(test_phases_7_1),
+	cmocka_unit_test(test_phases_1_3),
+	cmocka_unit_test(test_phases_1_1),
+	cmocka_unit_test(test_poll_phases_3_1),
+	cmocka_unit_test(test_poll_phases_2_2),
+	cmocka_unit_test(test_four_threads_split),
+	cmocka_unit_test(test_engine_forced_and_recorded),
+	cmocka_unit_test(test_small_fd_limit_falls_back),
+	cmocka_unit_test(test_perf_forbidden),
+	cmocka_unit_test(test_blocked_late_perf),
+	cmocka_unit_test(test_blocked_late_timer),
+	cmocka_unit_test(test_blocked_late_poll),
+};
+
+SPROBE_TEST_MAIN(tests)
