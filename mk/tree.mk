@@ -9,7 +9,7 @@ $(BUILD)/treework-static: tests/workloads/treework.c | $(BUILD)
 	$(Q)$(CC) -O1 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
 
 all: $(BUILD)/treework $(BUILD)/treework-static
-$(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static
+$(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static $(BUILD)/inlined
 
 # The process-tree benchmark: a make -j2 build unprofiled, under record
 # (wall 99, cpu 999) and under perf record -g, interleaved; the agent's

@@ -229,6 +229,22 @@ static void test_bash_takes_the_settings(void **state)
 	free(json);
 }
 
+/* Source lines and inlined frames in a process the command started: they
+ * come once it has run a second (short ones skip them: each would pay
+ * its libraries' DWARF), and then for every pc named before too. */
+static void test_lines_in_descendant(void **state)
+{
+	char *out, *folded;
+
+	record("lines", "--no-report", "sh -c 'build/inlined 2000000000; true'", 0, &out);
+	folded = report(OUT "/tree-lines.data", "folded");
+	unsigned long inl = fn_samples(folded, "inner_hot (inlined)", NULL);
+	print_message("  inner_hot (inlined): %lu samples\n", inl);
+	assert_true(inl >= 20);
+	free(out);
+	free(folded);
+}
+
 static void test_make_j2(void **state)
 {
 	char *out, *folded, mk[256], cmd[512];
@@ -611,6 +627,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_exec_chain),
 	cmocka_unit_test(test_shell_exec_and_child),
 	cmocka_unit_test(test_bash_takes_the_settings),
+	cmocka_unit_test(test_lines_in_descendant),
 	cmocka_unit_test(test_make_j2),
 	cmocka_unit_test(test_killed_child),
 	cmocka_unit_test(test__exit),

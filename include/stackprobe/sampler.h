@@ -116,6 +116,12 @@ struct sprobe_sampler_opts {
 	 * DWARF, docs/FORMAT.md type 12): symbol names only, less work at
 	 * flush. */
 	bool no_lines;
+	/* Write srclines only once the sampler has run this long (0: at
+	 * once); the pcs named before get theirs then, and a sampler stopped
+	 * earlier writes none. Their first lookup in a module reads its
+	 * DWARF (tens of ms of CPU for libc's debug file): a process tree's
+	 * short processes (a build's compilers) would each pay it. */
+	uint64_t lines_after_ns;
 	/* cpu mode's engine (enum sprobe_cpu_engine, capture.h): AUTO (0)
 	 * takes the perf-event engine where the kernel allows it, else
 	 * POLL (captures at randomised intervals, each stack weighted by the

@@ -356,6 +356,10 @@ static void agent_begin(unsigned exec_count, bool forked)
 	}
 	agent_exec_index = exec_count;
 	o.exec_index = exec_count;
+	/* A process the command started: source lines once it has run 1 s
+	 * (a build's short processes would each pay the DWARF of libc). */
+	if (agent_descendant)
+		o.lines_after_ns = 1000000000ull;
 	/* Under `record`, a process killed by a signal (Ctrl-C) writes no
 	 * trailer: its part holds what reached the file, so records reach it
 	 * within 20 ms (the writer thread wakes 50 times a second). */

@@ -278,7 +278,35 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			}
 		}
 		sprobe_stream__push(s->stream, &rec);
-		if (rec.symbol.name && sym.module && !s->opts.no_lines)
-			emit_srcline(s->stream, mods, f);
+		if (!rec.symbol.name || !sym.module || s->opts.no_lines)
+			continue;
+		if (s->opts.lines_after_ns && sprobe_mono_ns() - s->t_start_ns < s->opts.lines_after_ns) {
+			/* Deferred (see the option): kept for later. */
+			if (s->nlines_pending == s->caplines_pending) {
+				size_t cap = s->caplines_pending ? s->caplines_pending * 2 : 256;
+				struct sprobe_frame *v = realloc(s->lines_pending, cap * sizeof(*v));
+
+				if (!v)
+					continue;
+				s->lines_pending = v;
+				s->caplines_pending = cap;
+			}
+			s->lines_pending[s->nlines_pending++] = *f;
+			continue;
+		}
+		emit_srcline(s->stream, mods, f);
 	}
+}
+
+void sprobe_sampler_emit__pending_lines(struct sprobe_sampler *s)
+{
+	if (!s->nlines_pending || sprobe_mono_ns() - s->t_start_ns < s->opts.lines_after_ns)
+		return;
+	struct sprobe_modules *mods = sprobe_unwinder__modules(s->unwinder);
+
+	for (size_t i = 0; i < s->nlines_pending; i++)
+		emit_srcline(s->stream, mods, &s->lines_pending[i]);
+	free(s->lines_pending);
+	s->lines_pending = NULL;
+	s->nlines_pending = s->caplines_pending = 0;
 }

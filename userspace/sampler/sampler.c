@@ -391,6 +391,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}
+	sprobe_sampler_emit__pending_lines(s);
 	/* Symbols after the round's samples: naming a new pc can take long
 	 * (the first libdw lookup in a module reads its debug file), and a
 	 * process killed meanwhile keeps the samples already in the stream
@@ -560,11 +561,19 @@ static void *probe_main(void *arg)
 
 	uint64_t period = probe_period_ns(s);
 	uint64_t start = sprobe_mono_ns();
+	s->t_start_ns = start;
 	uint64_t end = s->opts.duration_s > 0 ? start + (uint64_t)(s->opts.duration_s * 1e9) : 0;
 	bool jitter = s->opts.mode == SPROBE_MODE_WALL || poll_engine(s);
 
 	s->jitter_state = (start ^ ((uint64_t)getpid() << 32)) | 1;
 	uint64_t next = start + (jitter ? wall_interval(s, period) : period);
+
+	/* cpu mode with per-thread sources (perf events, timers): the first
+	 * collect creates them, so do it now, not one period in. A process
+	 * of a few ms (a compiler's `as`) would otherwise lose its first
+	 * period or two of CPU, most of its life. */
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s) && !atomic_load(&s->stop))
+		round_once(s);
 
 	while (!atomic_load(&s->stop) && !s->probe_error) {
 		struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
@@ -586,6 +595,10 @@ static void *probe_main(void *arg)
 			next = now + step;
 	}
 	round_finish(s); /* the last wall capture, if one was started */
+	/* cpu mode: what the sources produced since the last collect (a
+	 * short process's whole profile may be there). */
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s) && !s->probe_error)
+		round_once(s);
 	if (poll_engine(s))
 		poll_emit_usage(s, sprobe_mono_ns());
 	else if (s->opts.mode == SPROBE_MODE_CPU)
@@ -608,6 +621,7 @@ static void sampler_free(struct sprobe_sampler *s)
 		free(s->mods[i].path);
 	free(s->mods);
 	free(s->pcs.keys);
+	free(s->lines_pending);
 	free(s->threads);
 	free(s->windows);
 	free(s->dropped);

@@ -75,6 +75,11 @@ struct sprobe_sampler {
 	size_t nents;		/* entries in threads[] */
 	size_t nseen;		/* of them, marked seen this round */
 	struct pc_set pcs;
+	/* Source lines deferred (opts.lines_after_ns): frames named without
+	 * their srcline yet, and when the sampler started. */
+	struct sprobe_frame *lines_pending;
+	size_t nlines_pending, caplines_pending;
+	uint64_t t_start_ns;
 	struct emitted_module *mods;
 	size_t nmods, mods_cap;
 	uint64_t mods_generation;
@@ -105,5 +110,8 @@ void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid);
 /* MODULE and SYMBOL records for the pcs of ts not symbolized before (each
  * pc once per sampler, each module once). */
 void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts);
+/* Deferred source lines: once the sampler has run opts.lines_after_ns,
+ * write the srclines of the frames named before (each round calls it). */
+void sprobe_sampler_emit__pending_lines(struct sprobe_sampler *s);
 
 #endif
