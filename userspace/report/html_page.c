@@ -519,7 +519,7 @@ const char sprobe_rep__html_script[] =
 	"$('tl-reset').addEventListener('click', function () { tlView(0, D.tl.span); });\n"
 	"$('tl-in').addEventListener('click', function () { tlZoomAt(GUTTER + plotW() / 2, 0.5); });\n"
 	"$('tl-out').addEventListener('click', function () { tlZoomAt(GUTTER + plotW() / 2, 2); });\n"
-	"cv.dataset.axisH = AXIS_H; cv.dataset.laneH = LANE_H; cv.dataset.rowH = ROW_H; cv.dataset.gutter = GUTTER;\n"
+	"cv.dataset.lanes = lanes; cv.dataset.axisH = AXIS_H; cv.dataset.laneH = LANE_H; cv.dataset.rowH = ROW_H; cv.dataset.gutter = GUTTER;\n"
 	"cv.dataset.rows = TL.rows.map(function (r) { return r.t.tid; }).join(',');\n"
 	"(function () {\n"
 	"  var note = 'Every capture window on a time axis (seconds from the start of the recording), one row per thread: ';\n"
