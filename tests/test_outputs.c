@@ -661,6 +661,63 @@ static void test_outputs_html_hostile(void **state)
 	free(out);
 }
 
+/* More windows than the page sends one by one (html.c's TL_MAX, 100000):
+ * the timeline is binned, every window in one bin, the file stays small,
+ * and the tree and the table still count every sample. */
+static void test_outputs_html_big(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX];
+	int fd;
+	struct sprobe_datafile_writer *w;
+	struct sprobe_df_record rec;
+	uint64_t t = 1000000000ull;
+	const uint32_t n = 150000 + (uint32_t)(seed_now() % 1000);
+	static const uint64_t st[2][3] = { { 0x401110, 0x401010, 0 }, { 0x401210, 0x401010, 0 } };
+
+	path_in(data, sizeof(data), "big.data");
+	fd = open(data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	w = sprobe_datafile_writer__new(fd, NULL);
+	assert_non_null(w);
+	rec = (struct sprobe_df_record){ .type = SPROBE_DF_HEADER };
+	rec.header = (struct sprobe_df_header){ .pid = 77, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 997,
+						.start_mono_ns = t, .cmdline = "big", .cmdline_len = 4 };
+	assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE };
+		t += 1000000;
+		rec.sample = (struct sprobe_df_sample){
+			.time_ns = t, .tid = 200 + i % 8, .method = 1, .stack_used = 4096,
+			.signal_ns = t, .entry_ns = t + 1000, .exit_ns = t + 2000 + i % 5000,
+			.pcs = st[i % 2], .nframes = 2,
+		};
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	struct sprobe_df_trailer tr = { .end_mono_ns = t + 1000000 };
+
+	assert_int_equal(sprobe_datafile_writer__finish(w, &tr), 0);
+	sprobe_datafile_writer__free(w);
+	close(fd);
+
+	path_in(html, sizeof(html), "big.html");
+	path_in(folded, sizeof(folded), "big.folded");
+	path_in(trace, sizeof(trace), "big.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_int_equal(html_check(html, folded, trace, "-", NULL), n);
+	struct stat sb;
+
+	assert_int_equal(stat(html, &sb), 0);
+	/* Bins: 8 threads x 2000 bins x 4 numbers, not 150000 windows. */
+	print_message("%u windows: %lld bytes\n", n, (long long)sb.st_size);
+	assert_true(sb.st_size < 1024 * 1024);
+	char *out = NULL;
+
+	assert_int_equal(run(&out, "grep -c '\"sb\":\\[' %s", html), 0);
+	free(out);
+}
+
 static void test_outputs_cli_errors(void **state)
 {
 	char data[PATH_MAX], *out = NULL;
@@ -749,6 +806,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_outputs_tid_filter),
 	T(test_outputs_no_samples),
 	T(test_outputs_html_hostile),
+	T(test_outputs_html_big),
 	T(test_outputs_cli_errors),
 	T(test_outputs_demo_recording),
 };

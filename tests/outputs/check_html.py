@@ -16,7 +16,7 @@
 # thread's samples in the table equal its folded samples; with TRACE (the
 # trace report of the same file), the timeline holds as many self-reported
 # and kernel windows, thread by thread, as its handler and kernel pause
-# events. EXPECT_NAME arguments must appear verbatim among the data's names
+# events (above the page's cap, as many in its time bins). EXPECT_NAME arguments must appear verbatim among the data's names
 # (hostile strings survive the escaping; @FILE: one a line). FOLDED '-'
 # skips the comparisons with the folded report. With SCRIPT_OUT ('-' for none),
 # writes the inline script there (for node --check). Prints a JSON summary;
@@ -193,6 +193,20 @@ nself = sum(len(th.get('sw', [])) // 2 for th in D['threads'])
 nkern = sum(len(th.get('kw', [])) // 4 for th in D['threads'])
 if D['tl']['self'] <= D['tl']['max'] and nself != D['tl']['self']:
     fail('timeline holds %d self windows, says %d' % (nself, D['tl']['self']))
+# Above the cap a side is sent as bins: every window in exactly one.
+for side, one, binned, width in (('self', 'sw', 'sb', 2), ('kernel', 'kw', 'kb', 4)):
+    if D['tl'][side] > D['tl']['max']:
+        if any(th.get(one) for th in D['threads']):
+            fail('%d %s windows, over the cap %d, yet sent one by one' % (D['tl'][side], side, D['tl']['max']))
+        nb = sum(sum(th.get(binned, [])[1::4]) for th in D['threads'])
+        if nb != D['tl'][side]:
+            fail('%s bins hold %d windows of %d' % (side, nb, D['tl'][side]))
+        for th in D['threads']:
+            b = th.get(binned, [])
+            if any(not 0 <= x < D['tl']['bins'] for x in b[0::4]):
+                fail('bin index out of range')
+    elif any(th.get(binned) for th in D['threads']):
+        fail('%s windows binned under the cap' % side)
 if trace_path:
     tr = json.load(open(trace_path, encoding='utf-8'))
     hs, ks = {}, {}
@@ -203,6 +217,10 @@ if trace_path:
             ks[e['tid']] = ks.get(e['tid'], 0) + 1
     mine_s = {th['tid']: len(th['sw']) // 2 for th in D['threads'] if th.get('sw')}
     mine_k = {th['tid']: len(th['kw']) // 4 for th in D['threads'] if th.get('kw')}
+    if D['tl']['self'] > D['tl']['max']:
+        mine_s = {th['tid']: sum(th['sb'][1::4]) for th in D['threads'] if th.get('sb')}
+    if D['tl']['kernel'] > D['tl']['max']:
+        mine_k = {th['tid']: sum(th['kb'][1::4]) for th in D['threads'] if th.get('kb')}
     if mine_s != hs:
         fail('self windows per thread %r, trace handler events %r' % (mine_s, hs))
     if mine_k != ks:
