@@ -718,6 +718,34 @@ static void test_outputs_html_big(void **state)
 	free(out);
 }
 
+/* A recording of a process tree (data file v3): the page lists every
+ * process and how it ended, its tree has the process level the folded
+ * report has, each thread belongs to a listed process, and the timeline
+ * holds every window of every process's threads (against the trace). */
+static void test_outputs_html_processes(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX], *out = NULL;
+	int rc;
+
+	path_in(data, sizeof(data), "tree.data");
+	rc = run(&out, CLI " record -q -F 199 -o %s -- sh -c 'build/demo 1 & build/demo 1; wait'", data);
+	if (rc != 0)
+		fail_msg("record exited %d: %s", rc, out);
+	free(out);
+	path_in(html, sizeof(html), "tree.html");
+	path_in(folded, sizeof(folded), "tree.folded");
+	path_in(trace, sizeof(trace), "tree.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_true(html_check(html, folded, trace, "-", NULL) > 0);
+	assert_int_equal(run(&out, PYTHON " tests/outputs/check_html.py %s %s %s", html, folded, trace), 0);
+	/* sh and both demos, each ended with exit 0. */
+	assert_non_null(strstr(out, "\"procs\": 3,"));
+	assert_non_null(strstr(out, "\"ends\": [\"exit 0\", \"exit 0\", \"exit 0\"]"));
+	free(out);
+}
+
 static void test_outputs_cli_errors(void **state)
 {
 	char data[PATH_MAX], *out = NULL;
@@ -807,6 +835,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_outputs_no_samples),
 	T(test_outputs_html_hostile),
 	T(test_outputs_html_big),
+	T(test_outputs_html_processes),
 	T(test_outputs_cli_errors),
 	T(test_outputs_demo_recording),
 };

@@ -228,5 +228,10 @@ if trace_path:
 for n in expect_names:
     if n not in names and not any(th['name'] == n for th in D['threads']) and n not in D['cmdline']:
         fail('%r not among the names, thread names or arguments' % n)
+# Each thread names a process the page lists.
+for th in D['threads']:
+    if not 0 <= th['proc'] < len(D['procs']):
+        fail('thread %d of process %d of %d' % (th['tid'], th['proc'], len(D['procs'])))
 print(json.dumps({'samples': total, 'threads': len(D['threads']), 'nodes': len(nodes),
+                  'procs': len(D['procs']), 'ends': [p['end'] for p in D['procs']],
                   'self_windows': nself, 'kernel_windows': nkern, 'bytes': len(raw.encode())}))
