@@ -709,9 +709,13 @@ static int write_data(FILE *o, struct sprobe_report *r, struct tree *t, const st
 		tl->t0, tl->t1 - tl->t0, tl->ns, tl->nk, TL_MAX, TL_BINS, (tl->t1 - tl->t0) / TL_BINS + 1);
 
 	/* distributions */
-	qsort(kp.v, kp.n, sizeof(*kp.v), cmp_u64);
-	qsort(kd.v, kd.n, sizeof(*kd.v), cmp_u64);
-	qsort(lat.v, lat.n, sizeof(*lat.v), cmp_u64);
+	/* Empty vectors have no array (qsort wants one). */
+	if (kp.n)
+		qsort(kp.v, kp.n, sizeof(*kp.v), cmp_u64);
+	if (kd.n)
+		qsort(kd.v, kd.n, sizeof(*kd.v), cmp_u64);
+	if (lat.n)
+		qsort(lat.v, lat.n, sizeof(*lat.v), cmp_u64);
 	for (size_t i = 0; i < tl->ns; i++) {
 		const struct sprobe_pause_swindow *w = &r->swv.v[tl->sidx[i]];
 
