@@ -323,7 +323,9 @@ static int cmp_kw(const void *a, const void *b, void *arg)
 	return x->deliver_ns < y->deliver_ns ? -1 : x->deliver_ns > y->deliver_ns;
 }
 
-/* Group N items (tid of item i by TID_OF) by thread into idx/off. */
+/* Group the N windows of a side (tid of window i by TID_OF) by selected
+ * thread: *idx their indexes, *off[ti] .. *off[ti + 1] thread ti's, *count
+ * how many. The caller frees both. Returns 0 or -ENOMEM. */
 static int group(const struct sprobe_report *r, size_t n, pid_t (*tid_of)(const struct sprobe_report *, size_t),
 		 uint32_t **idx, size_t **off, size_t *count)
 {
@@ -337,13 +339,14 @@ static int group(const struct sprobe_report *r, size_t n, pid_t (*tid_of)(const 
 		free(ix);
 		return -ENOMEM;
 	}
+	/* Counts in o[ti + 2], prefix sums make o[ti + 1] thread ti's first
+	 * slot; filling moves it to its end, which is thread ti + 1's start,
+	 * so afterwards o[ti] .. o[ti + 1] is thread ti's range. */
 	for (size_t i = 0; i < n; i++)
 		if (win_thread(r, tid_of(r, i), &ti))
 			o[ti + 2]++;
 	for (size_t i = 0; i < nt; i++)
 		o[i + 2] += o[i + 1];
-	/* o[ti + 1] is now thread ti's start; filling advances it to its end,
-	 * which is thread ti + 1's start. */
 	for (size_t i = 0; i < n; i++)
 		if (win_thread(r, tid_of(r, i), &ti))
 			ix[o[ti + 1]++] = (uint32_t)i;
