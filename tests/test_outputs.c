@@ -746,6 +746,73 @@ static void test_outputs_html_processes(void **state)
 	free(out);
 }
 
+/* Kernel windows (as the eBPF companion's, spliced into the file): each
+ * lane of the timeline holds its side's windows, and the one window each
+ * side has without a partner is marked with the merge's reason. */
+static void test_outputs_html_kernel_vs_self(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX], *out = NULL;
+	struct sprobe_datafile_writer *w;
+	struct sprobe_df_record rec;
+	uint64_t t = 5000000000ull;
+	unsigned seed = seed_now();
+	const uint32_t n = 20 + seed % 20, no_kernel = 3 + seed % 10, extra = 14 + seed % 5;
+	static const uint64_t st[] = { 0x401010, 0 };
+	int fd;
+
+	path_in(data, sizeof(data), "kernel.data");
+	fd = open(data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	w = sprobe_datafile_writer__new(fd, NULL);
+	assert_non_null(w);
+	rec = (struct sprobe_df_record){ .type = SPROBE_DF_HEADER };
+	rec.header = (struct sprobe_df_header){ .pid = 9, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 1000,
+						.start_mono_ns = t, .cmdline = "k", .cmdline_len = 2 };
+	assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	struct sprobe_df_kwindow kw[64];
+	uint32_t nk = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = t + (i + 1) * 1000000ull, entry = s + 2000, exit = entry + 500 + (uint64_t)(rand() % 3000);
+
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE };
+		rec.sample = (struct sprobe_df_sample){ .time_ns = s, .tid = 101, .method = 1, .stack_used = 64,
+							.signal_ns = s, .entry_ns = entry, .exit_ns = exit,
+							.pcs = st, .nframes = 1 };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+		if (i != no_kernel)	/* the handler's window, unseen by the kernel */
+			kw[nk++] = (struct sprobe_df_kwindow){ .tid = 101, .generate_ns = s + 100,
+								.deliver_ns = entry - 300, .sigreturn_ns = exit + 400 };
+		if (i == extra)		/* a signal the handler never reported */
+			kw[nk++] = (struct sprobe_df_kwindow){ .tid = 101, .generate_ns = s + 400000,
+								.deliver_ns = s + 500000, .sigreturn_ns = s + 510000 };
+	}
+	for (uint32_t i = 0; i < nk; i++) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_KWINDOW, .kwindow = kw[i] };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	struct sprobe_df_trailer tr = { .end_mono_ns = t + (n + 2) * 1000000ull };
+
+	assert_int_equal(sprobe_datafile_writer__finish(w, &tr), 0);
+	sprobe_datafile_writer__free(w);
+	close(fd);
+
+	path_in(html, sizeof(html), "kernel.html");
+	path_in(folded, sizeof(folded), "kernel.folded");
+	path_in(trace, sizeof(trace), "kernel.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_int_equal(run(&out, PYTHON " tests/outputs/check_html.py %s %s %s", html, folded, trace), 0);
+	print_message("%s", out);
+	char want[64];
+
+	snprintf(want, sizeof(want), "\"self_windows\": %u, \"kernel_windows\": %u", n, nk);
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "\"su\": [\"no-kernel-window\"], \"ku\": [\"no-self-report\"]"));
+	free(out);
+}
+
 static void test_outputs_cli_errors(void **state)
 {
 	char data[PATH_MAX], *out = NULL;
@@ -836,6 +903,7 @@ static const struct CMUnitTest tests[] = {
 	T(test_outputs_html_hostile),
 	T(test_outputs_html_big),
 	T(test_outputs_html_processes),
+	T(test_outputs_html_kernel_vs_self),
 	T(test_outputs_cli_errors),
 	T(test_outputs_demo_recording),
 };

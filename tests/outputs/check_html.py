@@ -228,10 +228,22 @@ if trace_path:
 for n in expect_names:
     if n not in names and not any(th['name'] == n for th in D['threads']) and n not in D['cmdline']:
         fail('%r not among the names, thread names or arguments' % n)
+# Windows without a partner, as the kernel-vs-self check counts them.
+su = [D['reasons'][r] for th in D['threads'] for r in th.get('su', [])[1::2]]
+ku = [D['reasons'][r] for th in D['threads'] for r in th.get('ku', [])[1::2]]
+if D['check'] and D['tl']['self'] <= D['tl']['max'] and len(su) != D['check']['overall']['self_only']:
+    fail('%d self windows marked unmatched, the check says %d' % (len(su), D['check']['overall']['self_only']))
+if D['check'] and D['tl']['kernel'] <= D['tl']['max'] and len(ku) != D['check']['overall']['kernel_only']:
+    fail('%d kernel windows marked unmatched, the check says %d' % (len(ku), D['check']['overall']['kernel_only']))
+for th in D['threads']:
+    for key, one, width in (('su', 'sw', 2), ('ku', 'kw', 4)):
+        if any(not 0 <= i < len(th.get(one, [])) // width for i in th.get(key, [])[0::2]):
+            fail('unmatched position out of the thread\'s windows')
 # Each thread names a process the page lists.
 for th in D['threads']:
     if not 0 <= th['proc'] < len(D['procs']):
         fail('thread %d of process %d of %d' % (th['tid'], th['proc'], len(D['procs'])))
 print(json.dumps({'samples': total, 'threads': len(D['threads']), 'nodes': len(nodes),
                   'procs': len(D['procs']), 'ends': [p['end'] for p in D['procs']],
+                  'su': su, 'ku': ku,
                   'self_windows': nself, 'kernel_windows': nkern, 'bytes': len(raw.encode())}))

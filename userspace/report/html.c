@@ -297,6 +297,10 @@ struct tl {
 	size_t *soff, *koff;
 	size_t ns, nk;
 	uint64_t t0, t1;
+	/* Kernel vs self (NULL without kernel windows), and for each window
+	 * of swv / kwv the reason it has no partner + 1, 0 when matched. */
+	struct sprobe_pause_merge *m;
+	uint8_t *sflag, *kflag;
 };
 
 static bool win_thread(const struct sprobe_report *r, pid_t tid, uint32_t *ti)
@@ -405,8 +409,54 @@ static int tl_build(struct sprobe_report *r, struct tl *tl)
 	return 0;
 }
 
+/* The merge's unmatched windows, back to their positions in swv / kwv:
+ * sprobe_rep__pause_check() passes it the windows of the selected tids in
+ * vector order, so the n-th selected one is its index n. */
+static int tl_flags(struct sprobe_report *r, struct tl *tl)
+{
+	size_t nk = 0, ns = 0, nu = 0;
+	uint32_t *kmap, *smap;
+
+	if (!r->kwindows)
+		return 0;
+	tl->m = sprobe_rep__pause_check(r);
+	if (!tl->m)
+		return errno == ENOMEM ? -ENOMEM : 0;
+	tl->sflag = calloc(r->swv.n + 1, 1);
+	tl->kflag = calloc(r->kwv.n + 1, 1);
+	kmap = malloc((r->kwv.n + 1) * sizeof(*kmap));
+	smap = malloc((r->swv.n + 1) * sizeof(*smap));
+	if (!tl->sflag || !tl->kflag || !kmap || !smap) {
+		free(kmap);
+		free(smap);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->kwv.n; i++)
+		if (sprobe_rep__selected(r, (uint32_t)r->kwv.v[i].tid))
+			kmap[nk++] = (uint32_t)i;
+	for (size_t i = 0; i < r->swv.n; i++)
+		if (sprobe_rep__selected(r, (uint32_t)r->swv.v[i].tid))
+			smap[ns++] = (uint32_t)i;
+	const struct sprobe_pause_unmatched *u = sprobe_pause_merge__unmatched(tl->m, &nu);
+
+	for (size_t i = 0; i < nu; i++) {
+		uint8_t why = (uint8_t)(u[i].reason < SPROBE_PAUSE_R__COUNT ? u[i].reason + 1 : 1);
+
+		if (u[i].side == SPROBE_PAUSE_KERNEL && u[i].idx < nk)
+			tl->kflag[kmap[u[i].idx]] = why;
+		else if (u[i].side == SPROBE_PAUSE_SELF && u[i].idx < ns)
+			tl->sflag[smap[u[i].idx]] = why;
+	}
+	free(kmap);
+	free(smap);
+	return 0;
+}
+
 static void tl_free(struct tl *tl)
 {
+	sprobe_pause_merge__free(tl->m);
+	free(tl->sflag);
+	free(tl->kflag);
 	free(tl->sidx);
 	free(tl->kidx);
 	free(tl->soff);
@@ -445,6 +495,24 @@ static void write_bins(FILE *o, struct bin *bins, const struct tl *tl, const uin
 	}
 }
 
+/* "su" / "ku": [position in the thread's list, reason] of its windows
+ * without a partner (reasons index "reasons"); nothing when all matched. */
+static void write_unmatched(FILE *o, const char *key, const uint8_t *flag, const uint32_t *idx, size_t n)
+{
+	bool first = true;
+
+	for (size_t i = 0; flag && i < n; i++) {
+		if (!flag[idx[i]])
+			continue;
+		if (first)
+			fprintf(o, ",\"%s\":[", key);
+		fprintf(o, "%s%zu,%u", first ? "" : ",", i, flag[idx[i]] - 1u);
+		first = false;
+	}
+	if (!first)
+		fputc(']', o);
+}
+
 /* One thread's "sw" and "kw" members: delta-encoded starts (ns from the
  * previous window's start, the first from t0) with their durations; or
  * "sb" / "kb" bins. Kernel windows: [delta, pause, delivery, off-CPU],
@@ -464,6 +532,7 @@ static int write_thread_tl(FILE *o, struct sprobe_report *r, const struct tl *tl
 			prev = w->entry_ns;
 		}
 		fputc(']', o);
+		write_unmatched(o, "su", tl->sflag, tl->sidx + s0, s1 - s0);
 	}
 	prev = tl->t0;
 	if (tl->nk <= TL_MAX) {
@@ -479,6 +548,7 @@ static int write_thread_tl(FILE *o, struct sprobe_report *r, const struct tl *tl
 			prev = w->deliver_ns;
 		}
 		fputc(']', o);
+		write_unmatched(o, "ku", tl->kflag, tl->kidx + k0, k1 - k0);
 	}
 	if (tl->ns <= TL_MAX && tl->nk <= TL_MAX)
 		return 0;
@@ -750,8 +820,13 @@ static int write_data(FILE *o, struct sprobe_report *r, struct tree *t, const st
 	fputc('}', o);
 
 	/* kernel vs self */
-	fputs(",\n\"check\":", o);
-	struct sprobe_pause_merge *m = r->kwindows ? sprobe_rep__pause_check(r) : NULL;
+	fputs(",\n\"reasons\":[", o);
+	for (int k = 0; k < SPROBE_PAUSE_R__COUNT; k++) {
+		fputs(k ? "," : "", o);
+		jstr(o, sprobe_pause_reason__str((enum sprobe_pause_reason)k));
+	}
+	fputs("],\n\"check\":", o);
+	const struct sprobe_pause_merge *m = tl->m;
 
 	if (m) {
 		size_t n = 0;
@@ -772,10 +847,6 @@ static int write_data(FILE *o, struct sprobe_report *r, struct tree *t, const st
 				   ",\"signalled\":%" PRIu64 ",\"outside\":%" PRIu64 "}",
 				zc.samples, zc.confirmed, zc.signalled, zc.outside);
 		fputc('}', o);
-		sprobe_pause_merge__free(m);
-	} else if (r->kwindows && errno == ENOMEM) {
-		err = -ENOMEM;
-		goto out;
 	} else {
 		fputs("null", o);
 	}
@@ -919,6 +990,8 @@ int sprobe_rep__write_html(struct sprobe_report *r, FILE *o)
 	err = tree_build(r, &t);
 	if (!err)
 		err = tl_build(r, &tl);
+	if (!err)
+		err = tl_flags(r, &tl);
 	if (err)
 		goto out;
 	fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
