@@ -101,7 +101,7 @@ static void one_input(const uint8_t *data, size_t size)
 		rc = sprobe_report__load(r, rd);
 		if (rc == -ENOMEM)
 			abort();
-		for (int f = SPROBE_REPORT_TEXT; f <= SPROBE_REPORT_TRACE; f++)
+		for (int f = SPROBE_REPORT_TEXT; f <= SPROBE_REPORT_HTML; f++)
 			if ((rc = sprobe_report__write(r, sink, (enum sprobe_report_format)f)) != 0) {
 				fprintf(stderr, "format %d failed: %d\n", f, rc);
 				abort();

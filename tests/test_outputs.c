@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The outputs people open: `stackprobe report --format pprof|speedscope|svg`,
+ * The outputs people open: `stackprobe report --format pprof|speedscope|svg|html`,
  * each checked by a reader that is not our code, against our folded report:
  *
  *   pprof       decoded with the npm package pprof-format
@@ -13,7 +13,12 @@
  *               counts k times);
  *   svg         parsed with python's xml.etree (tests/outputs/check_svg.py):
  *               every folded frame name present, root and thread frames
- *               count what the folded report counts, nothing external.
+ *               count what the folded report counts, nothing external;
+ *   html        parsed with python's html.parser (tests/outputs/check_html.py):
+ *               one style, one data and one code script and no other
+ *               element a name could smuggle in, nothing external, a CSP of
+ *               default-src 'none'; its data's tree, thread table and
+ *               timeline against the folded and trace reports.
  *
  * Inputs: a real recording of build/demo, and synthetic data files written
  * with the data-file writer to reach what a recording rarely has (XML and
@@ -113,6 +118,17 @@ static unsigned long long speedscope_check(const char *json, const char *folded,
 		     SPROBE_NODE_MODULES, json, folded, freq);
 }
 
+#define PYTHON "$(test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)"
+
+/* check_html.py HTML FOLDED TRACE SCRIPT [EXPECT...]: '-' for what is not
+ * compared. */
+static unsigned long long html_check(const char *html, const char *folded, const char *trace,
+				     const char *js, const char *expect)
+{
+	return check("html", PYTHON " tests/outputs/check_html.py %s %s %s %s %s", html, folded, trace,
+		     js, expect ? expect : "");
+}
+
 static unsigned long long svg_check(const char *svg, const char *folded)
 {
 	/* Debian's python3 (xml.etree is in its standard library); a pyenv
@@ -168,7 +184,8 @@ static int teardown(void **state)
 static void check_all(const char *in, const char *tag, const char *mode, unsigned freq,
 		      const char *pprof_expect, const char *extra, bool names_exact)
 {
-	char folded[PATH_MAX], pb[PATH_MAX], ss[PATH_MAX], svg[PATH_MAX], name[128];
+	char folded[PATH_MAX], pb[PATH_MAX], ss[PATH_MAX], svg[PATH_MAX], html[PATH_MAX],
+		trace[PATH_MAX], name[128];
 	struct sprobe_report *r;
 	uint32_t tid = 0;
 
@@ -194,6 +211,15 @@ static void check_all(const char *in, const char *tag, const char *mode, unsigne
 	report_to(in, "pprof", pb, extra);
 	report_to(in, "speedscope", ss, extra);
 	report_to(in, "svg", svg, extra);
+	snprintf(name, sizeof(name), "%s.html", tag);
+	path_in(html, sizeof(html), name);
+	snprintf(name, sizeof(name), "%s.trace.json", tag);
+	path_in(trace, sizeof(trace), name);
+	report_to(in, "html", html, extra);
+	report_to(in, "trace", trace, extra);
+	/* The page's structure and timeline whatever the names; its names
+	 * against the folded report's where they can be compared. */
+	assert_int_equal(html_check(html, want && names_exact ? folded : "-", trace, "-", NULL), want);
 
 	/* Well-formed XML by a second parser (libxml2), whatever the names. */
 	char *out = NULL;
@@ -259,6 +285,26 @@ static void test_outputs_demo_recording(void **state)
 	if (run(&out, "node --check %s", js) != 0)
 		fail_msg("node --check of the SVG script: %s", out);
 	free(out);
+	/* The HTML page of a real recording: its pieces, its data against
+	 * the folded and trace reports (windows thread by thread), and its
+	 * script is valid JavaScript. */
+	char html[PATH_MAX], trace[PATH_MAX];
+
+	path_in(html, sizeof(html), "demo.html");
+	path_in(trace, sizeof(trace), "demo.trace.json");
+	path_in(js, sizeof(js), "demo-html.js");
+	assert_int_equal(html_check(html, folded, trace, js, NULL), text_samples);
+	if (run(&out, "node --check %s", js) != 0)
+		fail_msg("node --check of the HTML script: %s", out);
+	free(out);
+	/* Every section a reader looks for, by its heading. */
+	static const char *const sections[] = { "Flame graph", "Processes", "Threads", "Pause timeline",
+						"Window distribution", "Drops" };
+
+	for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++) {
+		assert_int_equal(run(&out, "grep -c '<h2>%s</h2>' %s", sections[i], html), 0);
+		free(out);
+	}
 }
 
 /* ---- synthetic files --------------------------------------------------------- */
@@ -274,6 +320,7 @@ struct synth {
 	bool bad_bytes;		/* a name with invalid UTF-8 and a control byte */
 	bool no_samples;
 	bool weights;		/* samples of weight 1..4, as cpu mode writes */
+	bool hostile;		/* markup in a thread name, a symbol and the command */
 };
 
 /* Symbolized pcs: module 0 (the "server") and module 1 ("libfoo.so"). */
@@ -294,6 +341,14 @@ static const struct {
 #define PC_UNSYMBOLIZED 0x401810ull	/* in module 0, no symbol record */
 #define PC_NOWHERE 0x1234ull		/* in no module */
 #define PC_BAD 0x401910ull		/* named with invalid bytes when asked */
+#define PC_HOSTILE 0x401a10ull		/* named with markup when asked */
+#define TID_HOSTILE 105u
+
+/* What would break out of an HTML page's script, comment, attribute or
+ * title if written unescaped; U+2028 ends a line in old JavaScript. */
+static const char hostile_thread[] = "</script><script>alert(1)</script>";
+static const char hostile_sym[] = "<!--</script><img src=x onerror=alert(2)>&amp;\"'\xe2\x80\xa8" "end";
+static const char hostile_cmd[] = "evil</title><script>alert(3)</script>\0--x=\"'&<b>";
 
 static const struct {
 	uint32_t tid;
@@ -337,12 +392,22 @@ static void write_synthetic(const char *path, const struct synth *o, unsigned se
 			.start_realtime_ns = 1700000000000000000ull, .start_mono_ns = t,
 			.cmdline = "synthetic\0--flag=<&>", .cmdline_len = 20,
 		};
+		if (o->hostile) {
+			rec.header.cmdline = hostile_cmd;
+			rec.header.cmdline_len = sizeof(hostile_cmd);
+		}
 		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
 	}
 	for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++) {
 		rec = (struct sprobe_df_record){ .type = SPROBE_DF_THREAD };
 		rec.thread = (struct sprobe_df_thread){ .tid = threads[i].tid, .name = threads[i].name,
 							 .name_len = (uint32_t)strlen(threads[i].name) };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	if (o->hostile) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_THREAD };
+		rec.thread = (struct sprobe_df_thread){ .tid = TID_HOSTILE, .name = hostile_thread,
+							 .name_len = (uint32_t)strlen(hostile_thread) };
 		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
 	}
 	static const uint8_t bid0[] = { 0xde, 0xad, 0xbe, 0xef, 0x00, 0x11, 0x22, 0x33 };
@@ -385,6 +450,25 @@ static void write_synthetic(const char *path, const struct synth *o, unsigned se
 				assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
 			}
 		}
+	}
+	for (int k = 0; o->hostile && k < 5 + rand() % 10; k++) {
+		static const uint64_t hstack[] = { PC_HOSTILE, 0x401010, 0 };
+
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE };
+		t += 1000000;
+		rec.sample = (struct sprobe_df_sample){
+			.time_ns = t, .tid = TID_HOSTILE, .method = 1, .stack_used = 4096,
+			.signal_ns = t, .entry_ns = t + 1000, .exit_ns = t + 4000 + (uint64_t)(rand() % 1000),
+			.pcs = hstack, .nframes = 2,
+		};
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	if (o->hostile) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL };
+		rec.symbol = (struct sprobe_df_symbol){ .pc = PC_HOSTILE, .module = 0, .offset = 0x10,
+							 .name = hostile_sym,
+							 .name_len = (uint32_t)strlen(hostile_sym) };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
 	}
 	/* Symbols at flush, after the samples, as the agent writes them. */
 	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
@@ -548,6 +632,187 @@ static void test_outputs_no_samples(void **state)
 	check_all(data, "empty", "wall", 99, NULL, NULL, true);
 }
 
+/* Markup in a thread name, a symbol and the command line: the HTML page
+ * holds each as text (its data has them verbatim) and gains no element,
+ * script or attribute from them (check_html.py counts the page's elements
+ * with python's html.parser); the SVG stays well-formed. */
+static void test_outputs_html_hostile(void **state)
+{
+	char data[PATH_MAX], names[PATH_MAX], expect[PATH_MAX + 1], html[PATH_MAX], *out = NULL;
+	struct synth o = { .header = true, .mode = SPROBE_DF_MODE_WALL, .freq = 99, .trailer = true,
+			   .hostile = true };
+
+	path_in(data, sizeof(data), "hostile.data");
+	write_synthetic(data, &o, seed_now());
+	check_all(data, "hostile", "wall", 99, NULL, NULL, true);
+	/* The names the data must hold unchanged ("--x=..." is an argument). */
+	path_in(names, sizeof(names), "hostile.names");
+	FILE *f = fopen(names, "w");
+
+	assert_non_null(f);
+	fprintf(f, "%s\n%s\n%s\n%s\n", hostile_thread, hostile_sym, hostile_cmd,
+		hostile_cmd + strlen(hostile_cmd) + 1);
+	assert_int_equal(fclose(f), 0);
+	snprintf(expect, sizeof(expect), "@%s", names);
+	path_in(html, sizeof(html), "hostile.html");
+	html_check(html, "-", "-", "-", expect);
+	/* None of their markup verbatim in the file: '<' of the data never is. */
+	assert_int_equal(run(&out, "grep -c -F -e '<img' -e '<script>alert' -e '<b>' -e '<!--' %s", html), 1);
+	free(out);
+}
+
+/* More windows than the page sends one by one (html.c's TL_MAX, 100000):
+ * the timeline is binned, every window in one bin, the file stays small,
+ * and the tree and the table still count every sample. */
+static void test_outputs_html_big(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX];
+	int fd;
+	struct sprobe_datafile_writer *w;
+	struct sprobe_df_record rec;
+	uint64_t t = 1000000000ull;
+	const uint32_t n = 150000 + (uint32_t)(seed_now() % 1000);
+	static const uint64_t st[2][3] = { { 0x401110, 0x401010, 0 }, { 0x401210, 0x401010, 0 } };
+
+	path_in(data, sizeof(data), "big.data");
+	fd = open(data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	w = sprobe_datafile_writer__new(fd, NULL);
+	assert_non_null(w);
+	rec = (struct sprobe_df_record){ .type = SPROBE_DF_HEADER };
+	rec.header = (struct sprobe_df_header){ .pid = 77, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 997,
+						.start_mono_ns = t, .cmdline = "big", .cmdline_len = 4 };
+	assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE };
+		t += 1000000;
+		rec.sample = (struct sprobe_df_sample){
+			.time_ns = t, .tid = 200 + i % 8, .method = 1, .stack_used = 4096,
+			.signal_ns = t, .entry_ns = t + 1000, .exit_ns = t + 2000 + i % 5000,
+			.pcs = st[i % 2], .nframes = 2,
+		};
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	struct sprobe_df_trailer tr = { .end_mono_ns = t + 1000000 };
+
+	assert_int_equal(sprobe_datafile_writer__finish(w, &tr), 0);
+	sprobe_datafile_writer__free(w);
+	close(fd);
+
+	path_in(html, sizeof(html), "big.html");
+	path_in(folded, sizeof(folded), "big.folded");
+	path_in(trace, sizeof(trace), "big.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_int_equal(html_check(html, folded, trace, "-", NULL), n);
+	struct stat sb;
+
+	assert_int_equal(stat(html, &sb), 0);
+	/* Bins: 8 threads x 2000 bins x 4 numbers, not 150000 windows. */
+	print_message("%u windows: %lld bytes\n", n, (long long)sb.st_size);
+	assert_true(sb.st_size < 1024 * 1024);
+	char *out = NULL;
+
+	assert_int_equal(run(&out, "grep -c '\"sb\":\\[' %s", html), 0);
+	free(out);
+}
+
+/* A recording of a process tree (data file v3): the page lists every
+ * process and how it ended, its tree has the process level the folded
+ * report has, each thread belongs to a listed process, and the timeline
+ * holds every window of every process's threads (against the trace). */
+static void test_outputs_html_processes(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX], *out = NULL;
+	int rc;
+
+	path_in(data, sizeof(data), "tree.data");
+	rc = run(&out, CLI " record -q -F 199 -o %s -- sh -c 'build/demo 1 & build/demo 1; wait'", data);
+	if (rc != 0)
+		fail_msg("record exited %d: %s", rc, out);
+	free(out);
+	path_in(html, sizeof(html), "tree.html");
+	path_in(folded, sizeof(folded), "tree.folded");
+	path_in(trace, sizeof(trace), "tree.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_true(html_check(html, folded, trace, "-", NULL) > 0);
+	assert_int_equal(run(&out, PYTHON " tests/outputs/check_html.py %s %s %s", html, folded, trace), 0);
+	/* sh and both demos, each ended with exit 0. */
+	assert_non_null(strstr(out, "\"procs\": 3,"));
+	assert_non_null(strstr(out, "\"ends\": [\"exit 0\", \"exit 0\", \"exit 0\"]"));
+	free(out);
+}
+
+/* Kernel windows (as the eBPF companion's, spliced into the file): each
+ * lane of the timeline holds its side's windows, and the one window each
+ * side has without a partner is marked with the merge's reason. */
+static void test_outputs_html_kernel_vs_self(void **state)
+{
+	char data[PATH_MAX], html[PATH_MAX], folded[PATH_MAX], trace[PATH_MAX], *out = NULL;
+	struct sprobe_datafile_writer *w;
+	struct sprobe_df_record rec;
+	uint64_t t = 5000000000ull;
+	unsigned seed = seed_now();
+	const uint32_t n = 20 + seed % 20, no_kernel = 3 + seed % 10, extra = 14 + seed % 5;
+	static const uint64_t st[] = { 0x401010, 0 };
+	int fd;
+
+	path_in(data, sizeof(data), "kernel.data");
+	fd = open(data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	w = sprobe_datafile_writer__new(fd, NULL);
+	assert_non_null(w);
+	rec = (struct sprobe_df_record){ .type = SPROBE_DF_HEADER };
+	rec.header = (struct sprobe_df_header){ .pid = 9, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 1000,
+						.start_mono_ns = t, .cmdline = "k", .cmdline_len = 2 };
+	assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	struct sprobe_df_kwindow kw[64];
+	uint32_t nk = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = t + (i + 1) * 1000000ull, entry = s + 2000, exit = entry + 500 + (uint64_t)(rand() % 3000);
+
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE };
+		rec.sample = (struct sprobe_df_sample){ .time_ns = s, .tid = 101, .method = 1, .stack_used = 64,
+							.signal_ns = s, .entry_ns = entry, .exit_ns = exit,
+							.pcs = st, .nframes = 1 };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+		if (i != no_kernel)	/* the handler's window, unseen by the kernel */
+			kw[nk++] = (struct sprobe_df_kwindow){ .tid = 101, .generate_ns = s + 100,
+								.deliver_ns = entry - 300, .sigreturn_ns = exit + 400 };
+		if (i == extra)		/* a signal the handler never reported */
+			kw[nk++] = (struct sprobe_df_kwindow){ .tid = 101, .generate_ns = s + 400000,
+								.deliver_ns = s + 500000, .sigreturn_ns = s + 510000 };
+	}
+	for (uint32_t i = 0; i < nk; i++) {
+		rec = (struct sprobe_df_record){ .type = SPROBE_DF_KWINDOW, .kwindow = kw[i] };
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	struct sprobe_df_trailer tr = { .end_mono_ns = t + (n + 2) * 1000000ull };
+
+	assert_int_equal(sprobe_datafile_writer__finish(w, &tr), 0);
+	sprobe_datafile_writer__free(w);
+	close(fd);
+
+	path_in(html, sizeof(html), "kernel.html");
+	path_in(folded, sizeof(folded), "kernel.folded");
+	path_in(trace, sizeof(trace), "kernel.trace.json");
+	report_to(data, "html", html, NULL);
+	report_to(data, "folded", folded, NULL);
+	report_to(data, "trace", trace, NULL);
+	assert_int_equal(run(&out, PYTHON " tests/outputs/check_html.py %s %s %s", html, folded, trace), 0);
+	print_message("%s", out);
+	char want[64];
+
+	snprintf(want, sizeof(want), "\"self_windows\": %u, \"kernel_windows\": %u", n, nk);
+	assert_non_null(strstr(out, want));
+	assert_non_null(strstr(out, "\"su\": [\"no-kernel-window\"], \"ku\": [\"no-self-report\"]"));
+	free(out);
+}
+
 static void test_outputs_cli_errors(void **state)
 {
 	char data[PATH_MAX], *out = NULL;
@@ -557,7 +822,7 @@ static void test_outputs_cli_errors(void **state)
 	write_synthetic(data, &o, seed_now());
 	/* Unknown format: usage error that lists the formats. */
 	assert_int_equal(run(&out, CLI " report -i %s --format flame", data), 2);
-	assert_non_null(strstr(out, "pprof, speedscope, svg or trace"));
+	assert_non_null(strstr(out, "pprof, speedscope, svg, trace or html"));
 	free(out);
 	/* Unwritable output: runtime error that names the file. */
 	assert_int_equal(run(&out, CLI " report -i %s --format svg -o /nonexistent/dir/x.svg", data),
@@ -574,6 +839,7 @@ static void test_outputs_cli_errors(void **state)
 	assert_non_null(strstr(out, "pprof:"));
 	assert_non_null(strstr(out, "speedscope:"));
 	assert_non_null(strstr(out, "svg:"));
+	assert_non_null(strstr(out, "html:"));
 	free(out);
 }
 
@@ -592,6 +858,7 @@ static void test_outputs_library_api(void **state)
 	assert_int_equal(sprobe_report_format__parse("speedscope"), SPROBE_REPORT_SPEEDSCOPE);
 	assert_int_equal(sprobe_report_format__parse("svg"), SPROBE_REPORT_SVG);
 	assert_int_equal(sprobe_report_format__parse("SVG"), -EINVAL);
+	assert_int_equal(sprobe_report_format__parse("html"), SPROBE_REPORT_HTML);
 	path_in(data, sizeof(data), "api.data");
 	write_synthetic(data, &o, seed_now());
 	r = sprobe_report__new(NULL);
@@ -633,6 +900,10 @@ static const struct CMUnitTest tests[] = {
 	T(test_outputs_cut_short),
 	T(test_outputs_tid_filter),
 	T(test_outputs_no_samples),
+	T(test_outputs_html_hostile),
+	T(test_outputs_html_big),
+	T(test_outputs_html_processes),
+	T(test_outputs_html_kernel_vs_self),
 	T(test_outputs_cli_errors),
 	T(test_outputs_demo_recording),
 };

@@ -2,8 +2,8 @@
 /*
  * stackprobe report: turn a data file into a text summary, Brendan Gregg's
  * folded stacks, JSON (documented in docs/FORMAT.md, "Report JSON"), a
- * gzipped pprof profile, a speedscope file or an interactive SVG flame
- * graph (docs/OUTPUTS.md).
+ * gzipped pprof profile, a speedscope file, an interactive SVG flame
+ * graph, a Chrome trace or one interactive HTML page (docs/OUTPUTS.md).
  *
  * Symbol names come from the file's symbol records only (the agent writes
  * them at flush), so a report needs no access to the profiled binaries. A pc
@@ -40,6 +40,8 @@ enum sprobe_report_format {
 	SPROBE_REPORT_SPEEDSCOPE,	/* speedscope JSON, one profile per thread */
 	SPROBE_REPORT_SVG,		/* self-contained interactive flame graph */
 	SPROBE_REPORT_TRACE,	/* Chrome trace-event JSON (Perfetto): windows + samples */
+	SPROBE_REPORT_HTML,	/* one self-contained interactive page: flame graph,
+				 * threads, pause timeline, drops */
 };
 
 struct sprobe_report_opts {
@@ -101,7 +103,8 @@ uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r);
 SPROBE_API
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);
 
-/* "text", "folded", "json", "pprof", "speedscope", "svg" -> enum value;
+/* "text", "folded", "json", "pprof", "speedscope", "svg", "trace", "html"
+ * -> enum value;
  * -EINVAL otherwise. */
 SPROBE_API
 int sprobe_report_format__parse(const char *name);

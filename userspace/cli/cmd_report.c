@@ -44,6 +44,10 @@ static void usage(FILE *f)
 	      "                       trace: Chrome trace-event JSON (Perfetto UI,\n"
 	      "                              chrome://tracing): every capture window, kernel\n"
 	      "                              and self-reported, and every sample, per thread\n"
+	      "                       html: one interactive page, no network: flame graph\n"
+	      "                             (zoom, search), thread and process tables, the\n"
+	      "                             pause timeline of every capture window (kernel\n"
+	      "                             and self-reported) and its distribution, drops\n"
 	      "  -t, --tid TID        only this thread\n"
 	      "  -p, --pid PID        only this process (a recording of a process tree)\n"
 	      "  -n, --top N          rows in the text function tables (default 25)\n"
@@ -58,6 +62,7 @@ static void usage(FILE *f)
 	      "  stackprobe report -i server.data --format speedscope -o server.speedscope.json\n"
 	      "  stackprobe report -i server.data --format svg -o server.svg\n"
 	      "  stackprobe report -i server.data --format trace -o server.trace.json\n"
+	      "  stackprobe report -i server.data --format html -o server.html\n"
 	      "  stackprobe report -i server.data --tid 4242\n"
 	      "  ssh host cat /tmp/app.data | stackprobe report -i -\n"
 	      "\n"
@@ -102,7 +107,7 @@ int cmd_report(int argc, char **argv)
 			fmt = sprobe_report_format__parse(optarg);
 			if (fmt < 0) {
 				fprintf(stderr, "stackprobe report: unknown format '%s' "
-						"(text, folded, json, pprof, speedscope, svg or trace)\n", optarg);
+						"(text, folded, json, pprof, speedscope, svg, trace or html)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;

@@ -16,7 +16,7 @@
 /* One row per command; keep in the order shown by --help. */
 static const struct cli_command commands[] = {
 	{ "record", "run a command with the agent and record every thread", cmd_record },
-	{ "report", "print a data file: text, folded, json, pprof, speedscope, svg, trace", cmd_report },
+	{ "report", "print a data file: text, folded, json, pprof, speedscope, svg, trace, html", cmd_report },
 	{ "dump", "print the live stacks of an agent-enabled process", cmd_dump },
 	{ "pause", "measure an agent's capture windows from the kernel (eBPF)", cmd_pause },
 	{ NULL, NULL, NULL },

@@ -24,6 +24,7 @@ static const struct report_format {
 	[SPROBE_REPORT_SPEEDSCOPE] = { "speedscope", sprobe_report__write_speedscope },
 	[SPROBE_REPORT_SVG] = { "svg", sprobe_report__write_svg },
 	[SPROBE_REPORT_TRACE] = { "trace", sprobe_rep__write_trace },
+	[SPROBE_REPORT_HTML] = { "html", sprobe_rep__write_html },
 };
 
 #define NFORMATS (sizeof(formats) / sizeof(formats[0]))

@@ -461,6 +461,74 @@ uint64_t sprobe_rep__sum(const u64vec *v)
 	return s;
 }
 
+/* How a process image ended, in words: "exit 0", "killed by SIGINT". */
+void sprobe_rep__proc_end(const struct process *p, char *buf, size_t len)
+{
+	if (!p->has_exit) {
+		snprintf(buf, len, "%s", p->has_trailer ? "ended" : "?");
+		return;
+	}
+	switch (p->exit_how) {
+	case SPROBE_DF_EXIT_EXITED:
+		snprintf(buf, len, "exit %d", p->exit_code);
+		break;
+	case SPROBE_DF_EXIT_KILLED: {
+		/* Linux numbers (the recording's), whatever the reader runs on. */
+		static const char *const names[32] = {
+			[1] = "HUP",   [2] = "INT",   [3] = "QUIT",  [4] = "ILL",   [5] = "TRAP",
+			[6] = "ABRT",  [7] = "BUS",   [8] = "FPE",   [9] = "KILL",  [10] = "USR1",
+			[11] = "SEGV", [12] = "USR2", [13] = "PIPE", [14] = "ALRM", [15] = "TERM",
+			[16] = "STKFLT", [17] = "CHLD", [18] = "CONT", [19] = "STOP", [20] = "TSTP",
+			[21] = "TTIN", [22] = "TTOU", [23] = "URG",  [24] = "XCPU", [25] = "XFSZ",
+			[26] = "VTALRM", [27] = "PROF", [28] = "WINCH", [29] = "IO", [30] = "PWR",
+			[31] = "SYS",
+		};
+		const char *n = p->exit_code > 0 && p->exit_code < 32 ? names[p->exit_code] : NULL;
+
+		if (n)
+			snprintf(buf, len, "killed by SIG%s", n);
+		else
+			snprintf(buf, len, "killed by signal %d", p->exit_code);
+		break;
+	}
+	case SPROBE_DF_EXIT_EXECED:
+		snprintf(buf, len, "exec'd");
+		break;
+	case SPROBE_DF_EXIT_RUNNING:
+		snprintf(buf, len, "still running");
+		break;
+	default:
+		snprintf(buf, len, "end not seen");
+	}
+}
+
+/* Whether the part of the file of a process image is whole, in words (a
+ * process killed by a signal writes no trailer: that is how it ended, not
+ * damage). */
+const char *sprobe_rep__proc_data(const struct process *p)
+{
+	if (p->flags & SPROBE_DF_PROCESS_UNSAMPLED)
+		return p->note;
+	else if (!p->has_header)
+		return "no data: it ended while its sampler started";
+	else if (!p->has_exit)
+		return p->has_trailer ? "complete" : "no trailer";
+	else if (p->part_status == SPROBE_DF_COMPLETE)
+		return "complete";
+	else if (p->part_status == SPROBE_DF_CORRUPT)
+		return "DAMAGED: kept up to the damage";
+	else if (p->exit_how == SPROBE_DF_EXIT_KILLED)
+		return "up to its last write before the signal";
+	else if (p->exit_how == SPROBE_DF_EXIT_RUNNING)
+		return "up to the end of the recording";
+	else if (p->exit_how == SPROBE_DF_EXIT_EXITED)
+		/* An exit the agent did not see (a raw exit_group,
+		 * as Go's runtime makes): what reached the file. */
+		return "up to its last write (it left without exit())";
+	else
+		return "CUT SHORT";
+}
+
 uint64_t sprobe_rep__wall_ns(const struct sprobe_report *r)
 {
 	uint64_t start = r->has_header && r->header.start_mono_ns ? r->header.start_mono_ns

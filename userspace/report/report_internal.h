@@ -270,6 +270,11 @@ static inline bool sprobe_rep__multi(const struct sprobe_report *r)
 }
 /* "name" of the process at position p ("pid N" when it has none). */
 const char *sprobe_rep__proc_name(const struct sprobe_report *r, uint32_t p, char *buf, size_t len);
+/* How a process image ended ("exit 0", "killed by SIGINT", "exec'd"...),
+ * into buf; and whether its part of the file is whole, in words (a static
+ * string or p->note). */
+void sprobe_rep__proc_end(const struct process *p, char *buf, size_t len);
+const char *sprobe_rep__proc_data(const struct process *p);
 /* The function id of pc (interned on first sight: its symbol, else
  * module+offset, else the bare address), or -ENOMEM. */
 long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);
@@ -319,5 +324,12 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o);
 int sprobe_rep__write_folded(struct sprobe_report *r, FILE *o);
 int sprobe_rep__write_json(struct sprobe_report *r, FILE *o);
 int sprobe_rep__write_trace(struct sprobe_report *r, FILE *o);
+int sprobe_rep__write_html(struct sprobe_report *r, FILE *o);
+
+/* The HTML page's fixed parts (html_page.c): its style sheet, the markup
+ * between the summary and the data, and its script. */
+extern const char sprobe_rep__html_style[];
+extern const char sprobe_rep__html_body[];
+extern const char sprobe_rep__html_script[];
 
 #endif

@@ -164,47 +164,6 @@ static void text_symbols(FILE *o, const struct sprobe_report *r)
 	}
 }
 
-/* How a process image ended, in words: "exit 0", "killed by SIGINT". */
-static void proc_end(const struct process *p, char *buf, size_t len)
-{
-	if (!p->has_exit) {
-		snprintf(buf, len, "%s", p->has_trailer ? "ended" : "?");
-		return;
-	}
-	switch (p->exit_how) {
-	case SPROBE_DF_EXIT_EXITED:
-		snprintf(buf, len, "exit %d", p->exit_code);
-		break;
-	case SPROBE_DF_EXIT_KILLED: {
-		/* Linux numbers (the recording's), whatever the reader runs on. */
-		static const char *const names[32] = {
-			[1] = "HUP",   [2] = "INT",   [3] = "QUIT",  [4] = "ILL",   [5] = "TRAP",
-			[6] = "ABRT",  [7] = "BUS",   [8] = "FPE",   [9] = "KILL",  [10] = "USR1",
-			[11] = "SEGV", [12] = "USR2", [13] = "PIPE", [14] = "ALRM", [15] = "TERM",
-			[16] = "STKFLT", [17] = "CHLD", [18] = "CONT", [19] = "STOP", [20] = "TSTP",
-			[21] = "TTIN", [22] = "TTOU", [23] = "URG",  [24] = "XCPU", [25] = "XFSZ",
-			[26] = "VTALRM", [27] = "PROF", [28] = "WINCH", [29] = "IO", [30] = "PWR",
-			[31] = "SYS",
-		};
-		const char *n = p->exit_code > 0 && p->exit_code < 32 ? names[p->exit_code] : NULL;
-
-		if (n)
-			snprintf(buf, len, "killed by SIG%s", n);
-		else
-			snprintf(buf, len, "killed by signal %d", p->exit_code);
-		break;
-	}
-	case SPROBE_DF_EXIT_EXECED:
-		snprintf(buf, len, "exec'd");
-		break;
-	case SPROBE_DF_EXIT_RUNNING:
-		snprintf(buf, len, "still running");
-		break;
-	default:
-		snprintf(buf, len, "end not seen");
-	}
-}
-
 /* One line per process image: who, how many samples, how it ended, and
  * whether its part of the file is whole (a process killed by a signal
  * writes no trailer: that is how it ended, not damage). */
@@ -237,27 +196,8 @@ static void text_processes(FILE *o, const struct sprobe_report *r)
 		if (!p->samples && !(p->flags & SPROBE_DF_PROCESS_UNSAMPLED) && shown >= 40)
 			continue;
 		shown += !p->samples;
-		proc_end(p, end, sizeof(end));
-		if (p->flags & SPROBE_DF_PROCESS_UNSAMPLED)
-			data = p->note;
-		else if (!p->has_header)
-			data = "no data: it ended while its sampler started";
-		else if (!p->has_exit)
-			data = p->has_trailer ? "complete" : "no trailer";
-		else if (p->part_status == SPROBE_DF_COMPLETE)
-			data = "complete";
-		else if (p->part_status == SPROBE_DF_CORRUPT)
-			data = "DAMAGED: kept up to the damage";
-		else if (p->exit_how == SPROBE_DF_EXIT_KILLED)
-			data = "up to its last write before the signal";
-		else if (p->exit_how == SPROBE_DF_EXIT_RUNNING)
-			data = "up to the end of the recording";
-		else if (p->exit_how == SPROBE_DF_EXIT_EXITED)
-			/* An exit the agent did not see (a raw exit_group,
-			 * as Go's runtime makes): what reached the file. */
-			data = "up to its last write (it left without exit())";
-		else
-			data = "CUT SHORT";
+		sprobe_rep__proc_end(p, end, sizeof(end));
+		data = sprobe_rep__proc_data(p);
 		fprintf(o, "  %8u %4u %8u  %-16s %8" PRIu64 " %6.2f%%  %-18s %s\n", p->pid, p->exec_index,
 			p->ppid, sprobe_rep__proc_name(r, (uint32_t)i, nb, sizeof(nb)), p->samples,
 			pcnt(p->samples, total), end, data);
