@@ -210,7 +210,13 @@ static int tree_build(struct sprobe_report *r, struct tree *t)
 			continue;
 		t->nodes.v[0].value += s->weight;
 		t->nodes.v[0].pause += s->window_ns;
-		for (int level = multi ? 0 : 1; level < 2 + (int)s->nframes; level++) {
+		/* Inlined functions are frames of their own (inline.c), as in
+		 * the folded report. */
+		size_t nfr;
+		const uint64_t *pcs = sprobe_rep__expand(r, s->nframes ? r->pcs.v + s->pc_off : NULL,
+							 s->nframes, &nfr);
+
+		for (int level = multi ? 0 : 1; level < 2 + (int)nfr; level++) {
 			uint8_t kind;
 
 			if (level == 0) {
@@ -221,7 +227,7 @@ static int tree_build(struct sprobe_report *r, struct tree *t)
 				kind = K_THREAD;
 			} else {
 				/* pcs are innermost first: root first here. */
-				uint64_t pc = r->pcs.v[s->pc_off + s->nframes - 1 - (uint32_t)(level - 2)];
+				uint64_t pc = pcs[nfr - 1 - (size_t)(level - 2)];
 				long fid = sprobe_rep__func_of(r, pc);
 
 				if (fid < 0)
