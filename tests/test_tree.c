@@ -243,6 +243,32 @@ static void test_lines_in_descendant(void **state)
 	assert_true(inl >= 20);
 	free(out);
 	free(folded);
+	/* The per-line view: inner_hot's lines with their samples and text,
+	 * the self counts adding up to its self samples. */
+	char *src = NULL;
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/tree-lines.data --source inner_hot", &src), 0);
+	assert_non_null(strstr(src, "inlined.c"));
+	assert_non_null(strstr(src, "s = s * 31"));
+	unsigned long self = 0;
+	for (char *l = strtok(src, "\n"); l; l = strtok(NULL, "\n")) {
+		unsigned long a, b, ln;
+		if (sscanf(l, " %lu %lu %lu", &a, &b, &ln) == 3)
+			self += a;
+	}
+	free(src);
+	folded = report(OUT "/tree-lines.data", "folded");
+	unsigned long leaf = 0;
+	for (char *l = strtok(folded, "\n"); l; l = strtok(NULL, "\n")) {
+		char *sp = strrchr(l, ' ');
+		if (sp && sp - l > 19 && strncmp(sp - 19, "inner_hot (inlined)", 19) == 0)
+			leaf += strtoul(sp + 1, NULL, 10);
+	}
+	free(folded);
+	print_message("  --source inner_hot: self %lu, folded leaf %lu\n", self, leaf);
+	assert_int_equal(self, leaf);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/tree-lines.data --source no_such_fn 2>&1", &src), 1);
+	assert_non_null(strstr(src, "no sample has no_such_fn on its stack"));
+	free(src);
 }
 
 static void test_make_j2(void **state)

@@ -231,6 +231,14 @@ size_t sprobe_report__module_count(const struct sprobe_report *r);
 SPROBE_API
 int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe_report_module *m);
 
+/* The per-line view of FUNCTION (a name as the reports print it, without
+ * " (inlined)"): each of its source lines with the samples there, self
+ * and total, and the line's text where the source file is readable
+ * (`report --source`). Returns 0, -ENOENT (no sample has FUNCTION on its
+ * stack), -EINVAL, -ENOMEM. */
+SPROBE_API
+int sprobe_report__write_source(struct sprobe_report *r, FILE *out, const char *function);
+
 /* Free. Accepts NULL. */
 SPROBE_API
 void sprobe_report__free(struct sprobe_report *r);

@@ -50,6 +50,8 @@ static void usage(FILE *f)
 	      "                             and self-reported) and its distribution, drops\n"
 	      "  -t, --tid TID        only this thread\n"
 	      "  -p, --pid PID        only this process (a recording of a process tree)\n"
+	      "  -s, --source FUNC    the source lines of FUNC with their samples (like\n"
+	      "                       pprof -list), from the recording's line information\n"
 	      "  -n, --top N          rows in the text function tables (default 25)\n"
 	      "  -o, --output FILE    write there instead of standard output\n"
 	      "  -h, --help           show this help\n"
@@ -86,6 +88,7 @@ int cmd_report(int argc, char **argv)
 		{ "format", required_argument, NULL, 'f' },
 		{ "tid", required_argument, NULL, 't' },
 		{ "pid", required_argument, NULL, 'p' },
+		{ "source", required_argument, NULL, 's' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
@@ -94,11 +97,12 @@ int cmd_report(int argc, char **argv)
 	const char *input = DEFAULT_INPUT, *output = NULL;
 	int fmt = SPROBE_REPORT_TEXT, c, err;
 	uint32_t tid = 0, top = 0, fpid = 0;
+	const char *source_fn = NULL;
 	unsigned long num;
 	struct sprobe_report *r;
 	FILE *out = stdout;
 
-	while ((c = getopt_long(argc, argv, "i:f:t:p:n:o:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:f:t:p:s:n:o:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
@@ -110,6 +114,9 @@ int cmd_report(int argc, char **argv)
 						"(text, folded, json, pprof, speedscope, svg, trace or html)\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
+			break;
+		case 's':
+			source_fn = optarg;
 			break;
 		case 'p': {
 			pid_t pp;
@@ -239,7 +246,19 @@ int cmd_report(int argc, char **argv)
 				"%llu thread-captures dropped; see the text report\n",
 			(unsigned long long)sprobe_report__lost(r),
 			(unsigned long long)sprobe_report__threads_dropped(r));
-	err = sprobe_report__write(r, out, (enum sprobe_report_format)fmt);
+	if (source_fn) {
+		err = sprobe_report__write_source(r, out, source_fn);
+		if (err == -ENOENT) {
+			fprintf(stderr, "stackprobe report: no sample has %s on its stack (names as the "
+					"text report prints them)\n", source_fn);
+			if (output)
+				fclose(out);
+			sprobe_report__free(r);
+			return CLI_EXIT_ERROR;
+		}
+	} else {
+		err = sprobe_report__write(r, out, (enum sprobe_report_format)fmt);
+	}
 	if (output && fclose(out) != 0 && !err)
 		err = -EIO;
 	sprobe_report__free(r);
