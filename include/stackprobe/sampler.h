@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
 #endif
@@ -104,6 +105,10 @@ struct sprobe_sampler_opts {
 	/* Zero-pause's self-test already passed in this kernel (see
 	 * sprobe_capture_opts.zero_pause_pretested). */
 	bool zero_pause_pretested;
+	/* A thread of the caller's to leave out of every capture, as the
+	 * sampler's own threads are (the agent's control thread,
+	 * userspace/agent/control.c); 0: none. */
+	pid_t exclude_tid;
 };
 
 struct sprobe_sampler_stats {
