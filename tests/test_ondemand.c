@@ -536,6 +536,250 @@ static void test_table_agent_keeps_dump(void **state)
 	svc_stop(&s);
 }
 
+/* ---- continuous profiling (userspace/agent/continuous.c) ---- */
+
+/* The *.pb.gz names in dir, sorted (they sort by start time); returns
+ * how many, up to max. */
+static int list_profiles(const char *dir, char names[][128], int max)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (de->d_name[0] == '.' || len < 7 || len >= 128 ||
+		    strcmp(de->d_name + len - 6, ".pb.gz") != 0)
+			continue;
+		if (n < max)
+			snprintf(names[n], 128, "%s", de->d_name);
+		n++;
+	}
+	closedir(d);
+	if (n > max)
+		n = max;
+	qsort(names, (size_t)n, 128, (int (*)(const void *, const void *))strcmp);
+	return n;
+}
+
+static void svc_start_env(struct svc *s, const char *const *env)
+{
+	int in[2], out[2];
+	char lib[PATH_MAX];
+
+	assert_non_null(realpath("build/libstackprobe.so", lib));
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	s->pid = fork();
+	assert_true(s->pid >= 0);
+	if (s->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		int e = open(OUT "/odservice.err", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (e >= 0)
+			dup2(e, 2);
+		setenv("LD_PRELOAD", lib, 1);
+		for (const char *const *v = env; *v; v++)
+			putenv((char *)*v);
+		setpgid(0, 0);
+		execl("build/odservice", "odservice", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	s->in = in[1];
+	char buf[16] = { 0 };
+	ssize_t n = read(out[0], buf, sizeof(buf) - 1);
+	close(out[0]);
+	assert_true(n > 0);
+	assert_string_equal(buf, "ready\n");
+}
+
+struct prof {
+	double start_s, duration_s; /* from the profile itself */
+	unsigned long samples;
+	bool compute, labels;
+};
+
+/* What `go tool pprof` reads in FILE: 0, or -1 if it cannot read it. */
+static int read_profile(const char *file, pid_t pid, struct prof *p)
+{
+	char cmd[PATH_MAX + 200], *out = NULL;
+	memset(p, 0, sizeof(*p));
+	snprintf(cmd, sizeof(cmd), "go tool pprof -raw %s 2>&1", file);
+	if (sprobe_test_run(cmd, &out) != 0) {
+		print_message("go tool pprof -raw %s: %s\n", file, out ? out : "");
+		free(out);
+		return -1;
+	}
+	/* Time: 2026-12-01 12:50:52.968321769 +0000 UTC */
+	char *t = strstr(out, "\nTime: ");
+	assert_non_null(t);
+	struct tm tm = { 0 };
+	double sec = 0;
+	assert_int_equal(sscanf(t + 7, "%d-%d-%d %d:%d:%lf", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+				&tm.tm_hour, &tm.tm_min, &sec), 6);
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	p->start_s = (double)timegm(&tm) + sec;
+	/* samples: "   COUNT  VALUE ...: ids" lines after "Samples:" */
+	char *smp = strstr(out, "\nSamples:\n");
+	assert_non_null(smp);
+	char *line = strchr(smp + 1, '\n') + 1;
+	line = strchr(line, '\n') + 1; /* the value-type header line */
+	while (*line == ' ') {
+		unsigned long c;
+		char one[512];
+		size_t len = strcspn(line, "\n");
+		snprintf(one, sizeof(one), "%.*s", (int)(len < sizeof(one) ? len : sizeof(one) - 1),
+			 line);
+		/* a sample line: numbers, then ": location ids" (the label
+		 * lines under it hold "key:[value]") */
+		if (sscanf(one, " %lu ", &c) == 1 && strchr(one, ':') && !strchr(one, '['))
+			p->samples += c;
+		line = strchr(line, '\n');
+		if (!line)
+			break;
+		line++;
+	}
+	p->compute = strstr(out, "od_compute") != NULL;
+	char want[64];
+	snprintf(want, sizeof(want), "pid:[%d]", (int)pid);
+	p->labels = strstr(out, "service_name:[odtest]") && strstr(out, "hostname:[") &&
+		    strstr(out, want);
+	free(out);
+	/* Duration: 998.71ms (or 1s, 1.2s) in the -top header */
+	snprintf(cmd, sizeof(cmd), "go tool pprof -top %s 2>&1", file);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	char *d = strstr(out, "Duration: ");
+	assert_non_null(d);
+	char *end;
+	p->duration_s = strtod(d + 10, &end);
+	if (strncmp(end, "ms", 2) == 0)
+		p->duration_s /= 1000;
+	else if (strncmp(end, "us", 2) == 0)
+		p->duration_s /= 1e6;
+	else
+		assert_true(*end == 's' || (end[0] == 'm' && end[1] == 'i'));
+	free(out);
+	return 0;
+}
+
+static bool have_go(void)
+{
+	return sprobe_test_run("go version >/dev/null 2>&1", NULL) == 0;
+}
+
+static void test_continuous_five_periods(void **state)
+{
+	struct svc s;
+	char dir[] = OUT "/od-pprof-XXXXXX", env_dir[PATH_MAX], names[16][128], path[PATH_MAX + 160];
+	struct prof p[5];
+	int n = 0;
+
+	(void)state;
+	if (!have_go())
+		SPROBE_SKIP("go is not installed (apt-get install golang-go): `go tool pprof` reads "
+			    "the profiles");
+	assert_non_null(mkdtemp(dir));
+	snprintf(env_dir, sizeof(env_dir), "STACKPROBE_PPROF_DIR=%s", dir);
+	const char *env[] = { env_dir, "STACKPROBE_PERIOD=1", "STACKPROBE_PPROF_KEEP=100",
+			      "STACKPROBE_SERVICE=odtest", NULL };
+	svc_start_env(&s, env);
+	for (int i = 0; i < 3000 && (n = list_profiles(dir, names, 16)) < 5; i++)
+		pause_ms(10);
+	assert_true(n >= 5);
+	svc_stop(&s);
+	for (int i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		assert_int_equal(read_profile(path, s.pid, &p[i]), 0);
+		assert_true(p[i].samples > 0);
+		assert_true(p[i].compute);
+		assert_true(p[i].labels);
+		/* named with service, pid, start time, period */
+		char pre[64];
+		snprintf(pre, sizeof(pre), "odtest.%d.", (int)s.pid);
+		assert_true(strncmp(names[i], pre, strlen(pre)) == 0);
+		assert_non_null(strstr(names[i], ".1s.pb.gz"));
+	}
+	/* The periods are back to back: each starts where the previous one
+	 * ended (the gap is one sampler stop and start), so their durations
+	 * add up to the whole run from the first start to the last end. */
+	double total = 0;
+	for (int i = 0; i < 5; i++) {
+		total += p[i].duration_s;
+		if (i > 0) {
+			double gap = p[i].start_s - (p[i - 1].start_s + p[i - 1].duration_s);
+			assert_true(gap >= -0.001);
+			assert_true(gap < 0.25);
+		}
+	}
+	double span = p[4].start_s + p[4].duration_s - p[0].start_s;
+	assert_true(total <= span + 0.001);
+	assert_true(total >= 0.95 * span);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	sprobe_test_run(path, NULL);
+}
+
+/* STACKPROBE_PPROF_KEEP bounds the files kept: never more than KEEP
+ * profiles, while new ones keep coming. */
+static void test_continuous_keep_bound(void **state)
+{
+	struct svc s;
+	char dir[] = OUT "/od-keep-XXXXXX", env_dir[PATH_MAX], names[16][128], seen[8][128];
+	int nseen = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(env_dir, sizeof(env_dir), "STACKPROBE_PPROF_DIR=%s", dir);
+	const char *env[] = { env_dir, "STACKPROBE_PERIOD=1", "STACKPROBE_PPROF_KEEP=2",
+			      "STACKPROBE_SERVICE=odtest", NULL };
+	svc_start_env(&s, env);
+	for (int i = 0; i < 4000 && nseen < 4; i++) {
+		int n = list_profiles(dir, names, 16);
+		assert_true(n <= 2);
+		for (int k = 0; k < n; k++) {
+			bool known = false;
+			for (int j = 0; j < nseen; j++)
+				known |= strcmp(seen[j], names[k]) == 0;
+			if (!known && nseen < 8)
+				memcpy(seen[nseen++], names[k], 128);
+		}
+		pause_ms(10);
+	}
+	assert_true(nseen >= 4);
+	svc_stop(&s);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	sprobe_test_run(cmd, NULL);
+}
+
+/* A directory that cannot be made: a clear line on stderr, the service
+ * runs unharmed. */
+static void test_continuous_bad_dir(void **state)
+{
+	struct svc s;
+	char *out = NULL;
+
+	(void)state;
+	unlink(OUT "/odservice.err");
+	const char *env[] = { "STACKPROBE_PPROF_DIR=/proc/nonexistent/dir", NULL };
+	svc_start_env(&s, env);
+	svc_stop(&s);
+	assert_int_equal(sprobe_test_run("cat " OUT "/odservice.err", &out), 0);
+	assert_non_null(strstr(out, "STACKPROBE_PPROF_DIR=/proc/nonexistent/dir"));
+	free(out);
+	const char *env2[] = { "STACKPROBE_PPROF_DIR=" OUT, "STACKPROBE_PERIOD=0", NULL };
+	unlink(OUT "/odservice.err");
+	svc_start_env(&s, env2);
+	svc_stop(&s);
+	assert_int_equal(sprobe_test_run("cat " OUT "/odservice.err", &out), 0);
+	assert_non_null(strstr(out, "STACKPROBE_PERIOD=0"));
+	free(out);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -545,6 +789,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_dead_pid_and_no_agent, setup_dir),
 	cmocka_unit_test_setup(test_bad_requests, setup_dir),
 	cmocka_unit_test_setup(test_table_agent_keeps_dump, setup_dir),
+	cmocka_unit_test_setup(test_continuous_five_periods, setup_dir),
+	cmocka_unit_test_setup(test_continuous_keep_bound, setup_dir),
+	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -10,6 +10,7 @@
  *   STACKPROBE_AGENT=idle  sample nothing: wait for `stackprobe record -p`
  *                          on the control channel (control.c)
  *   STACKPROBE_CONTROL=1   with STACKPROBE_AGENT=1: also the control channel
+ *   STACKPROBE_PPROF_DIR   one pprof profile per STACKPROBE_PERIOD (continuous.c)
  *   STACKPROBE_FREQ        samples per second, default 99
  *   STACKPROBE_MODE        wall (default) | cpu
  *   STACKPROBE_SIGNAL      real-time signal number to use (default: a free one)
@@ -90,6 +91,10 @@ static bool agent_exit_registered;
  * writes is finished once, by whoever stops it first, and an exit waits
  * for a stop in progress on the control thread. */
 static bool agent_control, agent_idle, agent_signo_fixed;
+/* Release stores, once: agent_base is complete (base_ready), or the
+ * constructor gave up before (ctor_done); read by
+ * sprobe_agent__ondemand_ready() on the continuous thread. */
+static bool agent_base_ready, agent_ctor_done;
 static struct sprobe_sampler_opts agent_base;
 static pthread_mutex_t agent_od_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -385,7 +390,8 @@ static void agent_begin(unsigned exec_count, bool forked)
 	o.zero_pause_pretested = zkey[0] && zok && strcmp(zok, zkey) == 0;
 	agent_pid = getpid();
 	if (agent_control)
-		o.exclude_tid = sprobe_agent__control_tid();
+		o.exclude_tid = sprobe_agent__control_tid() ? sprobe_agent__control_tid()
+							     : sprobe_agent__continuous_tid();
 	if (agent_control && !forked) {
 		/* Kept for the samplers the control channel starts (the
 		 * environment is the program's by then: never read again). */
@@ -394,7 +400,8 @@ static void agent_begin(unsigned exec_count, bool forked)
 		agent_base.output = NULL;
 		agent_base.status = NULL;
 		agent_base.table_path = o.table_path ? strdup(o.table_path) : NULL;
-		agent_base.exclude_tid = sprobe_agent__control_tid();
+		agent_base.exclude_tid = o.exclude_tid;
+		__atomic_store_n(&agent_base_ready, true, __ATOMIC_RELEASE);
 		if (agent_idle) {
 			agent_signo = 0;
 			free(path);
@@ -460,10 +467,23 @@ static int ondemand_run(struct sprobe_sampler_opts *o)
 	return 0;
 }
 
+bool sprobe_agent__ondemand_ready(void)
+{
+	return __atomic_load_n(&agent_base_ready, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&agent_ctor_done, __ATOMIC_ACQUIRE);
+}
+
 int sprobe_agent__ondemand_start(const char *dir, double freq, uint32_t mode, unsigned *exec_index)
 {
 	char path[PATH_MAX];
 	int err;
+
+	if (!__atomic_load_n(&agent_base_ready, __ATOMIC_ACQUIRE))
+		return -ECANCELED; /* the constructor found a bad setting */
+	if (freq <= 0) { /* the environment's (continuous.c) */
+		freq = agent_base.freq_hz > 0 ? agent_base.freq_hz : 99;
+		mode = agent_base.mode;
+	}
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%d.%u.part", dir, (int)getpid(),
 			     agent_exec_index) >= sizeof(path))
@@ -546,7 +566,10 @@ __attribute__((constructor)) static void agent_start(void)
 	const char *owner = sprobe_agent__getenv("STACKPROBE_AGENT_PID");
 	unsigned exec_count = 0;
 
-	agent_idle = (!out || !*out) && (!dir || !*dir) && env_is("STACKPROBE_AGENT", "idle");
+	const char *pprof = sprobe_agent__getenv("STACKPROBE_PPROF_DIR");
+	bool continuous = (!out || !*out) && (!dir || !*dir) && pprof && *pprof;
+	agent_idle = (!out || !*out) && (!dir || !*dir) &&
+		     (env_is("STACKPROBE_AGENT", "idle") || continuous);
 	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1") && !agent_idle)
 		return;
 	agent_quiet = env_is("STACKPROBE_QUIET", "1");
@@ -582,12 +605,18 @@ __attribute__((constructor)) static void agent_start(void)
 	 * (a child that exec'd is its own service, with its own pid), not
 	 * under `record` (which samples the tree itself). Its thread is up
 	 * before the first sampler, which leaves it out of the captures. */
-	agent_control = !agent_dir && !agent_output &&
-			(agent_idle || env_is("STACKPROBE_CONTROL", "1")) &&
-			sprobe_agent__control_start(agent_quiet) == 0;
+	/* Continuous profiling (continuous.c) drives the samplers itself:
+	 * no control channel then (`record -p` would find it busy). */
+	if (continuous)
+		agent_control = !agent_descendant && sprobe_agent__continuous_start(pprof, agent_quiet) == 0;
+	else
+		agent_control = !agent_dir && !agent_output &&
+				(agent_idle || env_is("STACKPROBE_CONTROL", "1")) &&
+				sprobe_agent__control_start(agent_quiet) == 0;
 	if (agent_idle && !agent_control)
 		return;
 	agent_begin(exec_count, false);
+	__atomic_store_n(&agent_ctor_done, true, __ATOMIC_RELEASE);
 	if (agent_sampler)
 		sprobe_agent__process_init();
 }

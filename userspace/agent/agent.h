@@ -117,7 +117,16 @@ bool sprobe_agent__unenterable(const char *path, char *why, size_t len);
 int sprobe_agent__control_start(bool quiet);
 /* The control thread's tid (0: none), left out of every capture. */
 pid_t sprobe_agent__control_tid(void);
-/* Start a sampler writing DIR/PID.EXEC.part at freq in mode (enum
+/* Continuous profiling (continuous.c): start its thread writing a pprof
+ * profile per period into DIR; 0 or -errno (said on stderr unless quiet).
+ * Its tid (0: none) is left out of the captures. */
+int sprobe_agent__continuous_start(const char *dir, bool quiet);
+pid_t sprobe_agent__continuous_tid(void);
+/* Has the constructor finished with the sampler options (saved, or given
+ * up on a bad setting)? Any thread. */
+bool sprobe_agent__ondemand_ready(void);
+/* Start a sampler writing DIR/PID.EXEC.part (freq <= 0: the rate and mode
+ * of the environment) at freq in mode (enum
  * sprobe_sampler_mode), with the options the constructor read; the
  * STACKPROBE_AGENT=1 table sampler makes way meanwhile. *exec_index gets
  * EXEC. 0 or -errno (-EBUSY: no free capture signal). Control thread. */
