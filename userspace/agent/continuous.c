@@ -160,6 +160,36 @@ static void write_profile(const char *part, time_t start)
 	prune();
 }
 
+/* DIR/.stackprobe-PID.parts of processes that are gone (killed, or
+ * exited mid-period): their last part, never converted, is removed. A
+ * live process's (or one of another user's: EPERM) is left alone. */
+static void remove_stale_parts(const char *dir)
+{
+	DIR *d = opendir(dir), *pd;
+	struct dirent *de, *pe;
+	char path[PATH_MAX], file[PATH_MAX];
+	int pid, end;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (sscanf(de->d_name, ".stackprobe-%d.parts%n", &pid, &end) != 1 ||
+		    de->d_name[end] || pid <= 0 || pid == getpid() || kill(pid, 0) == 0 ||
+		    errno != ESRCH)
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path) ||
+		    !(pd = opendir(path)))
+			continue;
+		while ((pe = readdir(pd)))
+			if (pe->d_name[0] != '.' &&
+			    (size_t)snprintf(file, sizeof(file), "%s/%s", path, pe->d_name) < sizeof(file))
+				unlink(file);
+		closedir(pd);
+		rmdir(path);
+	}
+	closedir(d);
+}
+
 static void sleep_until(const struct timespec *t)
 {
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, t, NULL) == EINTR)
@@ -273,6 +303,7 @@ int sprobe_agent__continuous_start(const char *dir, bool quiet)
 		return -ENOMEM;
 	sprintf(pp_labels, "service_name=%s\nhostname=%s", svc, host);
 	snprintf(pp_parts, cap, "%s/.stackprobe-%d.parts", dir, (int)getpid());
+	remove_stale_parts(dir);
 	if (mkdir(pp_parts, 0700) != 0 && errno != EEXIST)
 		return -errno;
 
