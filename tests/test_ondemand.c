@@ -232,6 +232,23 @@ static pid_t record_bg(pid_t pid, const char *args, const char *errfile)
 	return c;
 }
 
+/* Wait (bounded: 20 s) until the part a running `record -p -o OUTPUT`
+ * receives holds samples of both service threads: records reach it within
+ * 20 ms (the on-demand sampler's flush interval). */
+static void wait_part_sampled(const char *output)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "f=$(ls -d %s.parts.*) && " CLI " report -i $f --format folded "
+		 "2>/dev/null | grep od_compute >/dev/null && " CLI " report -i $f --format folded "
+		 "2>/dev/null | grep od_wait_request >/dev/null", output);
+	for (int i = 0; i < 1000; i++) {
+		if (sprobe_test_run(cmd, NULL) == 0)
+			return;
+		pause_ms(20);
+	}
+	fail_msg("the part of %s never held the service's samples", output);
+}
+
 static int wait_status(pid_t c)
 {
 	int st = 0;
@@ -303,6 +320,7 @@ static void test_second_client_busy_and_ctrl_c(void **state)
 	char cmd[256], *out = NULL;
 
 	(void)state;
+	sprobe_test_run("rm -rf " OUT "/od-first.data.parts.*", NULL);
 	svc_start(&s, "idle", NULL);
 	pid_t first = record_bg(s.pid, "-d 120 -o " OUT "/od-first.data --no-report",
 				OUT "/od-first.err");
@@ -314,6 +332,7 @@ static void test_second_client_busy_and_ctrl_c(void **state)
 	free(out);
 	assert_int_equal(access(OUT "/od-second.data", F_OK), -1);
 	/* Ctrl-C ends the first early; what it took is kept. */
+	wait_part_sampled(OUT "/od-first.data");
 	kill(first, SIGINT);
 	assert_int_equal(wait_status(first), 0);
 	assert_service_profile(OUT "/od-first.data");
@@ -328,9 +347,12 @@ static void test_client_killed_agent_goes_idle(void **state)
 	char cmd[256], *out = NULL;
 
 	(void)state;
+	/* The directory this test's killed client leaves must be the only one. */
+	sprobe_test_run("rm -rf " OUT "/od-killed.data.parts.*", NULL);
 	svc_start(&s, "idle", NULL);
 	pid_t c = record_bg(s.pid, "-d 120 -o " OUT "/od-killed.data --no-report", "/dev/null");
 	wait_probe(s.pid, true);
+	wait_part_sampled(OUT "/od-killed.data");
 	kill(c, SIGKILL);
 	assert_int_equal(wait_status(c), 128 + SIGKILL);
 	/* The agent saw the socket close: it stops and is idle again. */
