@@ -13,6 +13,10 @@
 #    and with the agent idle: median of RUNS each.
 # 3. `record -p PID -d 1` against the idle sleeper: wall time beyond the
 #    second asked for (connect, sampler start, stop, merge).
+# 4. Continuous mode (STACKPROBE_PPROF_DIR, STACKPROBE_PERIOD=1) on
+#    build/odservice (3 threads) at 99 Hz for 10 periods: the CPU ticks of
+#    the agent's sprobe-period thread (loading each part, writing each
+#    profile) and the profiles' sizes.
 # Run from the top of the tree after `make all`; needs no privileges.
 set -eu
 IDLE=${1:-30}
@@ -66,3 +70,23 @@ done
 echo "benchload 2 60000 40, CPU s (median of $RUNS): no agent $(median < /tmp/ondemand_idle.$$.none)," \
 	"agent idle $(median < /tmp/ondemand_idle.$$.idle)"
 rm -f /tmp/ondemand_idle.$$.none /tmp/ondemand_idle.$$.idle /tmp/ondemand_idle.$$.t
+
+fifo=/tmp/ondemand_idle.$$.fifo
+pdir=/tmp/ondemand_idle.$$.pprof
+mkfifo $fifo
+env LD_PRELOAD=$LIB STACKPROBE_PPROF_DIR=$pdir STACKPROBE_PERIOD=1 STACKPROBE_PPROF_KEEP=100 \
+	build/odservice < $fifo > /dev/null &
+pid=$!
+exec 9> $fifo
+sleep 10.5
+for t in /proc/$pid/task/*; do
+	if [ "$(cat "$t/comm")" = sprobe-period ]; then
+		ticks=$(awk '{ print $14 + $15 }' "$t/stat")
+	fi
+done
+exec 9>&-
+wait $pid
+n=$(ls $pdir/*.pb.gz | wc -l)
+echo "continuous, 1 s periods, odservice at 99 Hz: $n profiles, sprobe-period used $ticks CPU ticks" \
+	"($(getconf CLK_TCK)/s) in 10 s, profiles $(du -cb $pdir/*.pb.gz | tail -1 | cut -f1) bytes in all"
+rm -rf $fifo $pdir
