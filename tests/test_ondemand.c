@@ -372,6 +372,29 @@ static void test_client_killed_agent_goes_idle(void **state)
 	svc_stop(&s);
 }
 
+/* The service exits while it is recorded: its exit handler finishes the
+ * part, record sees the connection close and keeps what was taken. */
+static void test_service_exits_mid_recording(void **state)
+{
+	struct svc s;
+	char *out = NULL;
+
+	(void)state;
+	sprobe_test_run("rm -rf " OUT "/od-exit.data.parts.*", NULL);
+	svc_start(&s, "idle", NULL);
+	pid_t c = record_bg(s.pid, "-d 120 -o " OUT "/od-exit.data --no-report", OUT "/od-exit.err");
+	wait_part_sampled(OUT "/od-exit.data");
+	svc_stop(&s);
+	assert_int_equal(wait_status(c), 0);
+	assert_int_equal(sprobe_test_run("cat " OUT "/od-exit.err", &out), 0);
+	assert_non_null(strstr(out, "keeping what was taken"));
+	free(out);
+	assert_service_profile(OUT "/od-exit.data");
+	/* the part was finished by the exit handler: trailer present */
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/od-exit.data 2>&1 | "
+					 "grep -q 'trailer present'", NULL), 0);
+}
+
 static void test_other_uid_refused(void **state)
 {
 	struct svc s;
@@ -787,6 +810,54 @@ static void test_continuous_keep_bound(void **state)
 	sprobe_test_run(cmd, NULL);
 }
 
+static bool file_has(const char *path, const char *what)
+{
+	char buf[8192];
+	return read_small(path, buf, sizeof(buf)) && strstr(buf, what);
+}
+
+/* A full disk while periods are written (a 256 KiB tmpfs filled up):
+ * a line on stderr, no profile left half-written, the service unharmed,
+ * and profiles again once there is room. */
+static void test_continuous_disk_full(void **state)
+{
+	struct svc s;
+	char dir[] = OUT "/od-full-XXXXXX", cmd[PATH_MAX + 128], env_dir[PATH_MAX],
+	     names[64][128];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=256k tmpfs %s 2>/dev/null", dir);
+	if (sprobe_test_run(cmd, NULL) != 0) {
+		rmdir(dir);
+		SPROBE_SKIP("cannot mount a small tmpfs here (needs root): no disk to fill");
+	}
+	unlink(OUT "/odservice.err");
+	snprintf(env_dir, sizeof(env_dir), "STACKPROBE_PPROF_DIR=%s/p", dir);
+	const char *env[] = { env_dir, "STACKPROBE_PERIOD=1", "STACKPROBE_PPROF_KEEP=100", NULL };
+	svc_start_env(&s, env);
+	snprintf(cmd, sizeof(cmd), "dd if=/dev/zero of=%s/filler bs=4k 2>/dev/null; true", dir);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+	for (int i = 0; i < 1500 && !file_has(OUT "/odservice.err", "could not be"); i++)
+		pause_ms(20);
+	assert_true(file_has(OUT "/odservice.err", "could not be"));
+	snprintf(cmd, sizeof(cmd), "%s/p", dir);
+	int before = list_profiles(cmd, names, 64);
+	/* never a temporary left behind, whatever failed */
+	snprintf(cmd, sizeof(cmd), "ls -a %s/p | grep -q '\\.tmp$'", dir);
+	assert_int_not_equal(sprobe_test_run(cmd, NULL), 0);
+	snprintf(cmd, sizeof(cmd), "%s/filler", dir);
+	assert_int_equal(unlink(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/p", dir);
+	int after = before;
+	for (int i = 0; i < 1500 && (after = list_profiles(cmd, names, 64)) <= before + 1; i++)
+		pause_ms(20);
+	assert_true(after > before + 1);
+	svc_stop(&s);
+	snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", dir, dir);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+}
+
 /* A directory that cannot be made: a clear line on stderr, the service
  * runs unharmed. */
 static void test_continuous_bad_dir(void **state)
@@ -816,12 +887,14 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
 	cmocka_unit_test_setup(test_second_client_busy_and_ctrl_c, setup_dir),
 	cmocka_unit_test_setup(test_client_killed_agent_goes_idle, setup_dir),
+	cmocka_unit_test_setup(test_service_exits_mid_recording, setup_dir),
 	cmocka_unit_test_setup(test_other_uid_refused, setup_dir),
 	cmocka_unit_test_setup(test_dead_pid_and_no_agent, setup_dir),
 	cmocka_unit_test_setup(test_bad_requests, setup_dir),
 	cmocka_unit_test_setup(test_table_agent_keeps_dump, setup_dir),
 	cmocka_unit_test_setup(test_continuous_five_periods, setup_dir),
 	cmocka_unit_test_setup(test_continuous_keep_bound, setup_dir),
+	cmocka_unit_test_setup(test_continuous_disk_full, setup_dir),
 	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
 };
 

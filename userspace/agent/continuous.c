@@ -21,8 +21,10 @@
  * into place, so a reader never sees half a file. Each sample carries the
  * labels pid, comm, thread_id, thread_name (the pprof writer's own) and
  * service_name, hostname. A profile that cannot be written (disk full) is
- * dropped, said once on stderr, and the periods go on; the service is not
- * disturbed. The period running at exit is not written (its part stays
+ * dropped, said on stderr (once per run of failures), and the periods go
+ * on; the service is not disturbed. A period whose part itself could not
+ * be written in full becomes a profile of what reached it, whose comment
+ * says "CUT SHORT" and why. The period running at exit is not written (its part stays
  * in DIR/.stackprobe-PID.parts, readable with `stackprobe report -i`).
  */
 #include <dirent.h>
@@ -62,8 +64,8 @@ static void warn_once(const char *what, int err)
 	if (pp_quiet || pp_warned)
 		return;
 	pp_warned = true;
-	fprintf(stderr, "stackprobe agent: %s: %s; the periods go on (said once)\n", what,
-		strerror(err));
+	fprintf(stderr, "stackprobe agent: %s: %s; the periods go on (said once until one "
+			"is written again)\n", what, strerror(err));
 }
 
 /* Keep the pp_keep newest profiles of this process: the names sort by
@@ -144,8 +146,9 @@ static void write_profile(const char *part, time_t start)
 	}
 	err = sprobe_report__write(r, f, SPROBE_REPORT_PPROF);
 	sprobe_report__free(r);
-	if (fflush(f) != 0 && !err)
-		err = -errno;
+	/* The stream's own errno (ENOSPC) says more than the writer's. */
+	if (fflush(f) != 0 || ferror(f))
+		err = errno ? -errno : -EIO;
 	if (!err && fsync(fileno(f)) != 0)
 		err = -errno;
 	if (fclose(f) != 0 && !err)
@@ -157,6 +160,7 @@ static void write_profile(const char *part, time_t start)
 		warn_once("a period's profile could not be written", -err);
 		return;
 	}
+	pp_warned = false; /* the next failure after a success is said again */
 	prune();
 }
 
