@@ -306,13 +306,17 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
-/* A forked child (no exec) has no control thread: close its copy of the
- * listening socket, so a connection never waits in a backlog nobody
- * accepts from. The recording's client keeps its parent's. */
+/* A forked child (no exec) has no control thread: close its copies of
+ * the listening socket (a connection must never wait in a backlog nobody
+ * accepts from) and of the client being served (whose end must see the
+ * connection close when the service goes away, not when its last forked
+ * child does), with every other descriptor the parent's agent held (a
+ * recording's part): the registry's fork reset. Idempotent, so the tree
+ * handler (process_wrappers.c) may run it again. */
 static void control_atfork_child(void)
 {
 	__atomic_store_n(&control_tid, 0, __ATOMIC_RELAXED);
-	sprobe_fd__close(listen_h);
+	sprobe_fd__atfork_child();
 	listen_h = -1;
 }
 
