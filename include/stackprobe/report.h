@@ -50,6 +50,10 @@ struct sprobe_report_opts {
 	uint32_t top;		/* text: rows of the function tables; 0: 25 */
 	const char *source;	/* name shown for the input (e.g. its path) */
 	uint32_t pid;		/* 0: all processes; else only this pid's */
+	/* pprof: "key=value" lines ('\n'-separated) added to every sample
+	 * as string labels (what a profiling backend indexes on: service
+	 * name, hostname); NULL: none. Copied. */
+	const char *labels;
 };
 
 struct sprobe_report;

@@ -53,6 +53,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #ifndef __cplusplus
 #include <stdatomic.h>
 #endif
@@ -131,6 +132,10 @@ struct sprobe_sampler_opts {
 	 * timers. Which one runs, and why: sprobe_sampler__cpu_engine(); it
 	 * is also in the data file header. */
 	uint32_t cpu_engine;
+	/* A thread of the caller's to leave out of every capture, as the
+	 * sampler's own threads are (the agent's control thread,
+	 * userspace/agent/control.c); 0: none. */
+	pid_t exclude_tid;
 };
 
 struct sprobe_sampler_stats {

@@ -7,6 +7,10 @@
  * Environment (documented in docs/AGENT.md):
  *   STACKPROBE_OUTPUT      data file path ("%p" is replaced by the pid)
  *   STACKPROBE_AGENT=1     start even without an output (table only)
+ *   STACKPROBE_AGENT=idle  sample nothing: wait for `stackprobe record -p`
+ *                          on the control channel (control.c)
+ *   STACKPROBE_CONTROL=1   with STACKPROBE_AGENT=1: also the control channel
+ *   STACKPROBE_PPROF_DIR   one pprof profile per STACKPROBE_PERIOD (continuous.c)
  *   STACKPROBE_FREQ        samples per second, default 99
  *   STACKPROBE_MODE        wall (default) | cpu
  *   STACKPROBE_SIGNAL      real-time signal number to use (default: a free one)
@@ -39,6 +43,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,6 +81,22 @@ static unsigned agent_exec_index;
 static bool agent_descendant;
 static double agent_freq = 99;
 static bool agent_exit_registered;
+/* On demand (control.c, docs/AGENT.md "On demand"): the control channel
+ * runs (agent_control); STACKPROBE_AGENT=idle keeps no sampler between
+ * recordings (agent_idle), STACKPROBE_AGENT=1 keeps its table sampler,
+ * stopped while a recording runs. agent_base: the options the constructor
+ * read from the environment, for the samplers started later (its strings
+ * are owned here). agent_od_lock serialises those starts and stops with
+ * each other and with agent_stop() (exit, exec): the part a recording
+ * writes is finished once, by whoever stops it first, and an exit waits
+ * for a stop in progress on the control thread. */
+static bool agent_control, agent_idle, agent_signo_fixed;
+/* Release stores, once: agent_base is complete (base_ready), or the
+ * constructor gave up before (ctor_done); read by
+ * sprobe_agent__ondemand_ready() on the continuous thread. */
+static bool agent_base_ready, agent_ctor_done;
+static struct sprobe_sampler_opts agent_base;
+static pthread_mutex_t agent_od_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const char *sprobe_agent__getenv(const char *name)
 {
@@ -163,9 +184,13 @@ static void agent_stop(void)
 	/* A forked child inherits agent_sampler but not the probe thread. */
 	if (!agent_sampler || getpid() != agent_pid)
 		return;
-	struct sprobe_sampler *s = agent_sampler;
-	agent_sampler = NULL;
-	int err = agent_stop_sampler(s);
+	if (agent_control)
+		pthread_mutex_lock(&agent_od_lock);
+	/* Acq_rel; pairs with itself in sprobe_agent__ondemand_stop(). */
+	struct sprobe_sampler *s = __atomic_exchange_n(&agent_sampler, NULL, __ATOMIC_ACQ_REL);
+	int err = s ? agent_stop_sampler(s) : 0;
+	if (agent_control)
+		pthread_mutex_unlock(&agent_od_lock);
 	if (err == -ESTALE || err == -EBADF)
 		agent_msg("the program closed or replaced the data file's descriptor behind the "
 			  "agent's back (a raw close or dup2 system call, or dup2 over every free "
@@ -388,6 +413,25 @@ static void agent_begin(unsigned exec_count, bool forked)
 	sprobe_capturer__zp_key(zkey, sizeof(zkey));
 	o.zero_pause_pretested = zkey[0] && zok && strcmp(zok, zkey) == 0;
 	agent_pid = getpid();
+	if (agent_control)
+		o.exclude_tid = sprobe_agent__control_tid() ? sprobe_agent__control_tid()
+							     : sprobe_agent__continuous_tid();
+	if (agent_control && !forked) {
+		/* Kept for the samplers the control channel starts (the
+		 * environment is the program's by then: never read again). */
+		agent_signo_fixed = sig > 0;
+		agent_base = o;
+		agent_base.output = NULL;
+		agent_base.status = NULL;
+		agent_base.table_path = o.table_path ? strdup(o.table_path) : NULL;
+		agent_base.exclude_tid = o.exclude_tid;
+		__atomic_store_n(&agent_base_ready, true, __ATOMIC_RELEASE);
+		if (agent_idle) {
+			agent_signo = 0;
+			free(path);
+			return;
+		}
+	}
 	agent_sampler = sprobe_sampler__start(&o);
 	if (agent_sampler && !forked && !o.zero_pause_pretested && zkey[0] &&
 	    sprobe_sampler__zero_pause(agent_sampler, NULL, 0) == 1)
@@ -419,6 +463,110 @@ static void agent_begin(unsigned exec_count, bool forked)
 			fprintf(stderr, "stackprobe: %s\n", why);
 	}
 	free(path);
+}
+
+/* Pick the capture signal for a sampler started on demand: the one
+ * STACKPROBE_SIGNAL named, else the highest real-time signal that is
+ * still free now (the program may have taken the one the constructor saw
+ * free). Under agent_od_lock. */
+static int ondemand_signo(void)
+{
+	if (agent_signo_fixed)
+		return agent_base.signo;
+	for (int sg = SIGRTMAX; sg >= SIGRTMIN; sg--) {
+		struct sigaction cur;
+		if (sigaction(sg, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+		    cur.sa_handler == SIG_DFL)
+			return sg;
+	}
+	return 0;
+}
+
+/* Under agent_od_lock: start a sampler from o, publishing it. */
+static int ondemand_run(struct sprobe_sampler_opts *o)
+{
+	o->signo = ondemand_signo();
+	if (!o->signo)
+		return -EBUSY;
+	__atomic_store_n(&agent_signo, o->signo, __ATOMIC_RELAXED);
+	struct sprobe_sampler *s = sprobe_sampler__start(o);
+	if (!s) {
+		int err = -errno;
+		__atomic_store_n(&agent_signo, 0, __ATOMIC_RELAXED);
+		return err;
+	}
+	/* Zero-pause's self-test passed here: later starts skip it. */
+	if (sprobe_sampler__zero_pause(s, NULL, 0) == 1)
+		agent_base.zero_pause_pretested = true;
+	/* Release; pairs with the acquire exchange in agent_stop(). */
+	__atomic_store_n(&agent_sampler, s, __ATOMIC_RELEASE);
+	if (!agent_exit_registered) {
+		agent_exit_registered = true;
+		on_exit(agent_on_exit, NULL);
+	}
+	return 0;
+}
+
+bool sprobe_agent__ondemand_ready(void)
+{
+	return __atomic_load_n(&agent_base_ready, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&agent_ctor_done, __ATOMIC_ACQUIRE);
+}
+
+int sprobe_agent__ondemand_start(const char *dir, double freq, uint32_t mode, unsigned *exec_index)
+{
+	char path[PATH_MAX];
+	int err;
+
+	if (!__atomic_load_n(&agent_base_ready, __ATOMIC_ACQUIRE))
+		return -ECANCELED; /* the constructor found a bad setting */
+	if (freq <= 0) { /* the environment's (continuous.c) */
+		freq = agent_base.freq_hz > 0 ? agent_base.freq_hz : 99;
+		mode = agent_base.mode;
+	}
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%d.%u.part", dir, (int)getpid(),
+			     agent_exec_index) >= sizeof(path))
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&agent_od_lock);
+	/* STACKPROBE_AGENT=1: the table sampler makes way (one sampler per
+	 * process); the recording's sampler publishes the table meanwhile. */
+	struct sprobe_sampler *table = __atomic_exchange_n(&agent_sampler, NULL, __ATOMIC_ACQ_REL);
+	if (table)
+		agent_stop_sampler(table);
+	struct sprobe_sampler_opts o = agent_base;
+	o.output = path;
+	o.freq_hz = freq;
+	o.mode = mode;
+	/* What a recording keeps if the service is killed meanwhile. */
+	o.flush_interval_ns = 20000000ull;
+	err = ondemand_run(&o);
+	if (err && !agent_idle) {
+		struct sprobe_sampler_opts t = agent_base;
+		ondemand_run(&t);
+	}
+	pthread_mutex_unlock(&agent_od_lock);
+	*exec_index = agent_exec_index;
+	return err;
+}
+
+int sprobe_agent__ondemand_stop(void)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&agent_od_lock);
+	struct sprobe_sampler *s = __atomic_exchange_n(&agent_sampler, NULL, __ATOMIC_ACQ_REL);
+	if (s)
+		err = agent_stop_sampler(s);
+	else
+		err = -ESRCH; /* stopped already: exit, exec, or the signal taken */
+	__atomic_store_n(&agent_signo, 0, __ATOMIC_RELAXED);
+	if (!agent_idle) {
+		struct sprobe_sampler_opts t = agent_base;
+		ondemand_run(&t);
+	}
+	pthread_mutex_unlock(&agent_od_lock);
+	return err;
 }
 
 bool sprobe_agent__forked_from_sampler(void)
@@ -458,7 +606,11 @@ __attribute__((constructor)) static void agent_start(void)
 	const char *owner = sprobe_agent__getenv("STACKPROBE_AGENT_PID");
 	unsigned exec_count = 0;
 
-	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1"))
+	const char *pprof = sprobe_agent__getenv("STACKPROBE_PPROF_DIR");
+	bool continuous = (!out || !*out) && (!dir || !*dir) && pprof && *pprof;
+	agent_idle = (!out || !*out) && (!dir || !*dir) &&
+		     (env_is("STACKPROBE_AGENT", "idle") || continuous);
+	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1") && !agent_idle)
 		return;
 	agent_quiet = env_is("STACKPROBE_QUIET", "1");
 	/* Children are followed unless STACKPROBE_INHERIT=0 (`record
@@ -489,7 +641,22 @@ __attribute__((constructor)) static void agent_start(void)
 		agent_dir = strdup(dir);
 	else if (out && *out)
 		agent_output = strdup(out);
+	/* The control channel: in the process the agent was started in
+	 * (a child that exec'd is its own service, with its own pid), not
+	 * under `record` (which samples the tree itself). Its thread is up
+	 * before the first sampler, which leaves it out of the captures. */
+	/* Continuous profiling (continuous.c) drives the samplers itself:
+	 * no control channel then (`record -p` would find it busy). */
+	if (continuous)
+		agent_control = !agent_descendant && sprobe_agent__continuous_start(pprof, agent_quiet) == 0;
+	else
+		agent_control = !agent_dir && !agent_output &&
+				(agent_idle || env_is("STACKPROBE_CONTROL", "1")) &&
+				sprobe_agent__control_start(agent_quiet) == 0;
+	if (agent_idle && !agent_control)
+		return;
 	agent_begin(exec_count, false);
+	__atomic_store_n(&agent_ctor_done, true, __ATOMIC_RELEASE);
 	if (agent_sampler)
 		sprobe_agent__process_init();
 }

@@ -12,6 +12,8 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -108,6 +110,32 @@ void sprobe_agent__process_init(void);
 /* Is the program at PATH one the agent cannot enter (statically linked,
  * set-user/group-ID)? Fills why ("statically linked") and returns true. */
 bool sprobe_agent__unenterable(const char *path, char *why, size_t len);
+
+/* ---- on demand (agent.c, control.c; docs/AGENT.md "On demand") ---- */
+/* Start the control channel's thread (control.c): 0, or -errno after
+ * saying why on stderr (unless quiet). Called once by the constructor. */
+int sprobe_agent__control_start(bool quiet);
+/* The control thread's tid (0: none), left out of every capture. */
+pid_t sprobe_agent__control_tid(void);
+/* Continuous profiling (continuous.c): start its thread writing a pprof
+ * profile per period into DIR; 0 or -errno (said on stderr unless quiet).
+ * Its tid (0: none) is left out of the captures. */
+int sprobe_agent__continuous_start(const char *dir, bool quiet);
+pid_t sprobe_agent__continuous_tid(void);
+/* Has the constructor finished with the sampler options (saved, or given
+ * up on a bad setting)? Any thread. */
+bool sprobe_agent__ondemand_ready(void);
+/* Start a sampler writing DIR/PID.EXEC.part (freq <= 0: the rate and mode
+ * of the environment) at freq in mode (enum
+ * sprobe_sampler_mode), with the options the constructor read; the
+ * STACKPROBE_AGENT=1 table sampler makes way meanwhile. *exec_index gets
+ * EXEC. 0 or -errno (-EBUSY: no free capture signal). Control thread. */
+int sprobe_agent__ondemand_start(const char *dir, double freq, uint32_t mode,
+				 unsigned *exec_index);
+/* Stop it (trailer written; the table sampler starts again): 0, the
+ * -errno of finishing the part, or -ESRCH when it had stopped already
+ * (the program exec'd, exited or took the capture signal). */
+int sprobe_agent__ondemand_stop(void);
 
 #pragma GCC visibility pop
 

@@ -8,6 +8,7 @@
 #ifndef SPROBE_CLI_H
 #define SPROBE_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -40,6 +41,19 @@ int cli_parse_pid(const char *s, pid_t *out);
 int cli_parse_rtsig(const char *s, int *out);
 
 int cmd_record(int argc, char **argv);
+
+/* `stackprobe record -p PID` (cmd_record_pid.c): a recording of a running
+ * process whose agent listens (docs/AGENT.md "On demand"). Returns the
+ * exit status. */
+struct cli_record_pid_opts {
+	pid_t pid;
+	double seconds;
+	double freq;
+	const char *mode;	/* "wall" | "cpu" */
+	const char *output;
+	bool quiet, report;
+};
+int cli_record_pid(const struct cli_record_pid_opts *o);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

@@ -57,6 +57,8 @@ static void usage(FILE *f)
 	      "                         [--no-zero-pause] [--no-inherit] [--external]\n"
 	      "                         [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
+	      "       stackprobe record -p PID [-d SECONDS] [-F HZ] [--mode wall|cpu]\n"
+	      "                         [-o FILE] [--quiet] [--no-report]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
 	      "process it starts (children, exec chains, forked workers) is sampled\n"
@@ -89,11 +91,17 @@ static void usage(FILE *f)
 	      "                       poll (captures at random instants, weighted by each\n"
 	      "                       thread's CPU since its previous one) or auto\n"
 	      "                       (default: perf where allowed, else poll)\n"
+	      "  -p, --pid PID        record the running process PID instead, whose agent\n"
+	      "                       is idle (started with STACKPROBE_AGENT=idle): it\n"
+	      "                       samples for the duration, then is idle again\n"
+	      "  -d, --duration S     with -p: seconds to record (default 30); Ctrl-C\n"
+	      "                       ends it early and keeps what was taken\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
 	      "  stackprobe record -- ./server --port 8080\n"
 	      "  stackprobe record -F 999 --mode cpu -o cpu.data -- make -j2\n"
+	      "  stackprobe record -p 4242 -d 30 -o service.data\n"
 	      "  stackprobe report -i cpu.data --format folded > cpu.folded\n"
 	      "\n"
 	      "Exit status: the command's own (128+N if killed by signal N); 1 if\n"
@@ -335,17 +343,21 @@ int cmd_record(int argc, char **argv)
 		{ "no-inherit", no_argument, NULL, 'I' },
 		{ "external", no_argument, NULL, 'X' },
 		{ "cpu-engine", required_argument, NULL, 'E' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	const char *output = DEFAULT_OUTPUT, *mode = "wall", *engine = NULL;
+	pid_t target = 0;
+	double seconds = 0;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+F:m:o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+F:m:o:qhp:d:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'F':
 			if (cli_parse_double(optarg, 1, 10000, &freq)) {
@@ -400,10 +412,38 @@ int cmd_record(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			break;
+		case 'p':
+			if (cli_parse_pid(optarg, &target)) {
+				fprintf(stderr, "stackprobe record: -p %s: expected a process id\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
+		case 'd':
+			if (cli_parse_double(optarg, 0.001, 7 * 24 * 3600, &seconds)) {
+				fprintf(stderr, "stackprobe record: -d %s: expected a number of seconds "
+						"(at most a week)\n", optarg);
+				return CLI_EXIT_USAGE;
+			}
+			break;
 		case 'h':
 		default:
 			return cli_usage_exit(usage, c);
 		}
+	}
+	if (seconds > 0 && !target) {
+		fprintf(stderr, "stackprobe record: -d is for -p PID (a command runs until it ends)\n");
+		return CLI_EXIT_USAGE;
+	}
+	if (target) {
+		if (optind < argc) {
+			fprintf(stderr, "stackprobe record: -p PID records a running process: give no "
+					"command\n");
+			return CLI_EXIT_USAGE;
+		}
+		struct cli_record_pid_opts po = { .pid = target, .seconds = seconds > 0 ? seconds : 30,
+						  .freq = freq, .mode = mode, .output = output,
+						  .quiet = quiet, .report = report };
+		return cli_record_pid(&po);
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "stackprobe record: no command given (stackprobe record -- CMD [ARGS])\n");

@@ -97,6 +97,12 @@ struct sprobe_report *sprobe_report__new(const struct sprobe_report_opts *opts)
 	if (opts && opts->sz >= offsetof(struct sprobe_report_opts, source) + sizeof(char *) &&
 	    opts->source)
 		r->source = strdup(opts->source);
+	if (opts && opts->sz >= offsetof(struct sprobe_report_opts, labels) + sizeof(char *) &&
+	    opts->labels && !(r->labels = strdup(opts->labels))) {
+		sprobe_report__free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
 	r->message = strdup("");
 	r->t_min = UINT64_MAX;
 	if (!r->message || (opts && opts->sz >= offsetof(struct sprobe_report_opts, source) +
@@ -159,6 +165,7 @@ void sprobe_report__free(struct sprobe_report *r)
 	free(r->all_win.v);
 	free((char *)r->header.cmdline);
 	free(r->source);
+	free(r->labels);
 	free(r->message);
 	free(r);
 }
@@ -822,4 +829,9 @@ int sprobe_report__module(const struct sprobe_report *r, size_t i, struct sprobe
 		.load_bias = mod->load_bias, .ranges = mod->ranges, .nranges = mod->nranges,
 	};
 	return 0;
+}
+
+const char *sprobe_report__labels(const struct sprobe_report *r)
+{
+	return r->labels;
 }

@@ -25,6 +25,9 @@
 int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_speedscope(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_svg(struct sprobe_report *r, FILE *out);
+/* The labels the report was made with (sprobe_report_opts.labels), or
+ * NULL; owned by r (model.c). */
+const char *sprobe_report__labels(const struct sprobe_report *r);
 
 /* ---- growable arrays --------------------------------------------------- */
 

@@ -18,7 +18,9 @@
  *                  spent stopped in that stack; only when windows exist)
  *   samples        one per distinct (thread, pcs), leaf first, with the
  *                  labels thread_id (number) and thread_name (string),
- *                  pid (number) and comm (string: the process's name)
+ *                  pid (number) and comm (string: the process's name),
+ *                  and the caller's (sprobe_report_opts.labels: the
+ *                  agent's continuous mode puts service_name, hostname)
  *   locations      one per distinct pc: address = pc, its mapping, one Line
  *                  per function: the functions inlined at pc (innermost
  *                  first) then pc's own, each with its source line when
@@ -349,6 +351,24 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 	size_t nvalues = 0, ncomments = 0;
 	char cmd[768];
 	size_t cl = 0;
+	/* The caller's labels (sprobe_report_opts.labels), on every sample. */
+	uint32_t ext_key[16], ext_val[16];
+	size_t next = 0;
+	if (sprobe_report__labels(p->r)) {
+		char *copy = strdup(sprobe_report__labels(p->r)), *save = NULL;
+		if (!copy)
+			return -ENOMEM;
+		for (char *l = strtok_r(copy, "\n", &save); l && next < 16;
+		     l = strtok_r(NULL, "\n", &save)) {
+			char *eq = strchr(l, '=');
+			if (!eq || eq == l)
+				continue;
+			*eq = '\0';
+			ext_key[next] = pp_str(p, l);
+			ext_val[next++] = pp_str(p, eq + 1);
+		}
+		free(copy);
+	}
 
 	/* sample_type = 1 */
 	value_type(b, &tmp, 1, s_samples, s_count);
@@ -397,6 +417,12 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 			lab.n = 0;
 			pb_uint(&lab, 1, s_comm);
 			pb_uint(&lab, 2, s->comm);
+			pb_msg(&msg, 3, &lab);
+		}
+		for (size_t k = 0; k < next; k++) {
+			lab.n = 0;
+			pb_uint(&lab, 1, ext_key[k]);
+			pb_uint(&lab, 2, ext_val[k]);
 			pb_msg(&msg, 3, &lab);
 		}
 		pb_msg(b, 2, &msg);

@@ -179,6 +179,7 @@ struct sprobe_report {
 	uint32_t filter_pid;
 	uint32_t top;
 	char *source;
+	char *labels;		/* opts.labels (pprof), or NULL */
 
 	int status;
 	char *message;

@@ -725,6 +725,13 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		}
 		s->cpu_engine = (uint32_t)e;
 	}
+	if (s->opts.exclude_tid > 0) {
+		int xe = sprobe_capturer__exclude_tid(s->capturer, s->opts.exclude_tid);
+		if (xe < 0 && xe != -EEXIST) {
+			err = -xe;
+			goto fail;
+		}
+	}
 	s->snap = sprobe_snapshot__new(s->opts.max_threads, s->opts.max_stack_bytes);
 	if (!s->snap) {
 		err = errno;

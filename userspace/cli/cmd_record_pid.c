@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * stackprobe record -p PID: a recording of a running service, on demand.
+ *
+ * The service runs with the agent idle (STACKPROBE_AGENT=idle: no sampler,
+ * no signal, no CPU) and its control channel (userspace/agent/control.c,
+ * docs/AGENT.md "On demand"). This command connects, asks the agent to
+ * sample at -F HZ in --mode for -d SECONDS into a part in a fresh
+ * directory next to the output, waits, asks it to stop, merges the part
+ * into one data file (userspace/datafile/merge.h) and prints the report.
+ * The agent is idle again afterwards.
+ *
+ * Ctrl-C (or SIGTERM) ends the wait early: what was taken is kept. The
+ * terminal's SIGINT reaches this process only (the service is in another
+ * process group), so the service never sees it. If this process dies
+ * instead, the agent sees the socket close and stops by itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <stackprobe/report.h>
+
+#include "userspace/common/clock.h"
+#include "userspace/datafile/merge.h"
+
+#include "cli.h"
+
+static volatile sig_atomic_t stop_asked;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+}
+
+/* Read one reply line within ms; returns its length, 0 on end of file,
+ * -errno (-ETIMEDOUT). A Ctrl-C does not cut this wait short: the
+ * replies it waits for are the agent's, which come in bounded time. */
+static int read_reply(int fd, char *buf, size_t cap, int ms)
+{
+	size_t n = 0;
+	uint64_t end = sprobe_mono_ns() + (uint64_t)ms * 1000000ull;
+
+	for (;;) {
+		ssize_t r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
+		if (r == 0)
+			return 0;
+		if (r > 0) {
+			n += (size_t)r;
+			char *nl = memchr(buf, '\n', n);
+			if (nl) {
+				*nl = '\0';
+				return (int)(nl - buf);
+			}
+			if (n >= cap - 1)
+				return -E2BIG;
+			continue;
+		}
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		uint64_t now = sprobe_mono_ns();
+		if (now >= end)
+			return -ETIMEDOUT;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
+	}
+}
+
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[PATH_MAX];
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < sizeof(path))
+			unlink(path);
+	closedir(d);
+	rmdir(dir);
+}
+
+/* Connect to pid's control channel: the socket, or -1 after saying why. */
+static int connect_agent(pid_t pid)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int n = snprintf(a.sun_path + 1, sizeof(a.sun_path) - 1, "stackprobe-ctl-%d", (int)pid);
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+
+	if (kill(pid, 0) != 0 && errno == ESRCH) {
+		fprintf(stderr, "stackprobe record: no process %d\n", (int)pid);
+		return -1;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "stackprobe record: socket: %s\n", strerror(errno));
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&a, len) != 0) {
+		int e = errno;
+		close(fd);
+		if (e == ECONNREFUSED || e == ENOENT)
+			fprintf(stderr,
+				"stackprobe record: process %d has no stackprobe agent listening: start "
+				"it with LD_PRELOAD=/path/to/libstackprobe.so STACKPROBE_AGENT=idle "
+				"(docs/AGENT.md \"On demand\"); a process in another network namespace "
+				"(a container) cannot be reached from this one\n", (int)pid);
+		else
+			fprintf(stderr, "stackprobe record: cannot reach process %d's agent: %s\n",
+				(int)pid, strerror(e));
+		return -1;
+	}
+	return fd;
+}
+
+/* What the agent's first reply means, said to the user; false unless ok. */
+static bool start_ok(pid_t pid, const char *line, int n)
+{
+	unsigned uid;
+	int err, off = 0;
+
+	if (n > 0 && strncmp(line, "ok ", 3) == 0)
+		return true;
+	if (n <= 0)
+		fprintf(stderr, "stackprobe record: process %d's agent did not answer (%s)\n", (int)pid,
+			n == 0 ? "it closed the connection" : strerror(-n));
+	else if (strcmp(line, "busy") == 0)
+		fprintf(stderr, "stackprobe record: process %d is busy: another `stackprobe record "
+				"-p %d` is recording it; try again when it has finished\n",
+			(int)pid, (int)pid);
+	else if (sscanf(line, "refused %u", &uid) == 1)
+		fprintf(stderr, "stackprobe record: process %d's agent refused uid %u: only its own "
+				"user and root may record it (run as that user, or with sudo)\n",
+			(int)pid, uid);
+	else if (sscanf(line, "error %d %n", &err, &off) == 1)
+		fprintf(stderr, "stackprobe record: process %d's agent could not start sampling: "
+				"%s\n", (int)pid, off ? line + off : strerror(err));
+	else
+		fprintf(stderr, "stackprobe record: process %d's agent answered \"%s\"\n", (int)pid,
+			line);
+	return false;
+}
+
+int cli_record_pid(const struct cli_record_pid_opts *o)
+{
+	pid_t pid = o->pid;
+	char dir[PATH_MAX], line[PATH_MAX + 96];
+	int code = CLI_EXIT_OK;
+
+	int fd = connect_agent(pid);
+	if (fd < 0)
+		return CLI_EXIT_ERROR;
+	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (probe < 0) {
+		fprintf(stderr, "stackprobe record: cannot write %s: %s\n", o->output, strerror(errno));
+		close(fd);
+		return CLI_EXIT_ERROR;
+	}
+	close(probe);
+	/* The part goes next to the output (same file system), in a
+	 * directory the service's user can write to (we may be root). */
+	char *abs = realpath(o->output, NULL);
+	if ((size_t)snprintf(dir, sizeof(dir), "%s.parts.XXXXXX", abs ? abs : o->output) >=
+		    sizeof(dir) || !mkdtemp(dir)) {
+		fprintf(stderr, "stackprobe record: cannot create a directory next to %s: %s\n",
+			o->output, strerror(errno));
+		free(abs);
+		close(fd);
+		return CLI_EXIT_ERROR;
+	}
+	free(abs);
+	char proc[32];
+	struct stat pst;
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+	if (geteuid() == 0 && stat(proc, &pst) == 0 && pst.st_uid != 0 &&
+	    chown(dir, pst.st_uid, pst.st_gid))
+		fprintf(stderr, "stackprobe record: cannot give %s to uid %u: %s\n", dir,
+			(unsigned)pst.st_uid, strerror(errno));
+
+	int n = snprintf(line, sizeof(line), "start 1 %g %s %g %s\n", o->freq, o->mode,
+			 o->seconds, dir);
+	if (n <= 0 || (size_t)n >= sizeof(line)) {
+		fprintf(stderr, "stackprobe record: %s: path too long\n", dir);
+		goto fail;
+	}
+	/* A send that fails (the agent turned us away at once and closed)
+	 * still leaves its reply to read: the reply says why. */
+	(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL);
+	n = read_reply(fd, line, sizeof(line), 10000);
+	if (!start_ok(pid, line, n))
+		goto fail;
+
+	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	uint64_t t0 = sprobe_mono_ns(), end = t0 + (uint64_t)(o->seconds * 1e9);
+	bool gone = false;
+	if (!o->quiet)
+		fprintf(stderr, "stackprobe record: sampling process %d at %g Hz (%s) for %g s; "
+				"Ctrl-C ends it early\n", (int)pid, o->freq, o->mode, o->seconds);
+	while (!stop_asked) {
+		uint64_t now = sprobe_mono_ns();
+		if (now >= end)
+			break;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r = poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
+		if (r > 0) {
+			/* The agent ended it: its process exited or exec'd
+			 * (end of file), or its own deadline ("done"). */
+			gone = true;
+			break;
+		}
+	}
+	if (stop_asked && !o->quiet)
+		fprintf(stderr, "stackprobe record: stopped early after %.2f s; keeping what was "
+				"taken\n", (double)(sprobe_mono_ns() - t0) / 1e9);
+	int err = 0;
+	if (!gone)
+		(void)!send(fd, "stop\n", 5, MSG_NOSIGNAL);
+	/* Stopping writes the part's symbols and trailer: bounded by the
+	 * agent, which is given time for a big process. */
+	n = read_reply(fd, line, sizeof(line), 60000);
+	if (n > 0 && sscanf(line, "done %d", &err) == 1 && err)
+		fprintf(stderr, "stackprobe record: process %d's agent could not finish its part: "
+				"%s\n", (int)pid, strerror(err));
+	else if (n <= 0 && !o->quiet)
+		fprintf(stderr, "stackprobe record: process %d ended the recording (it exited or "
+				"exec'd); keeping what was taken\n", (int)pid);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	close(fd);
+	fd = -1;
+
+	struct sprobe_merge_opts mo = { .dir = dir, .output = o->output, .root_pid = pid };
+	struct sprobe_merge_result mr;
+	int merr = sprobe_merge__dir(&mo, &mr);
+	if (merr < 0) {
+		fprintf(stderr, "stackprobe record: could not write %s: %s; the part is kept in %s\n",
+			o->output, strerror(-merr), dir);
+		return CLI_EXIT_ERROR;
+	}
+	remove_dir(dir);
+	if (mr.parts == 0) {
+		fprintf(stderr, "stackprobe record: process %d wrote nothing\n", (int)pid);
+		return CLI_EXIT_ERROR;
+	}
+	if (!o->quiet)
+		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d)\n", o->output,
+			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid);
+	if (o->report) {
+		struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = o->output };
+		struct sprobe_report *r = sprobe_report__new(&ro);
+		if (r) {
+			int lerr = sprobe_report__load_file(r, o->output);
+			if (lerr < 0 && sprobe_report__samples(r) == 0)
+				fprintf(stderr, "stackprobe record: %s: %s\n", o->output,
+					sprobe_report__message(r)[0] ? sprobe_report__message(r)
+								      : strerror(-lerr));
+			else
+				sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
+			sprobe_report__free(r);
+		}
+	}
+	return code;
+fail:
+	if (fd >= 0)
+		close(fd);
+	remove_dir(dir);
+	unlink(o->output);
+	return CLI_EXIT_ERROR;
+}
