@@ -18,21 +18,28 @@
  *                          without a signal; 0: signal every thread
  *   STACKPROBE_TABLE       node table path, "off" to disable
  *   STACKPROBE_MAX_STACK   bytes copied per thread (default 262144)
- *   STACKPROBE_FOLLOW_FORK=1  also sample exec'd children
+ *   STACKPROBE_OUTPUT_DIR  (set by `stackprobe record`) one part per
+ *                          process image, DIR/PID.EXEC.part, notes in DIR/events
+ *   STACKPROBE_INHERIT=0   the first process only (default: every process it
+ *                          starts: process_wrappers.c)
+ *   STACKPROBE_LINES=0     no source lines / inlined frames
+ *   STACKPROBE_CPU_ENGINE  perf | poll | timer | auto (cpu mode)
  *   STACKPROBE_QUIET=1     no messages on stderr
  *   STACKPROBE_STATUS_FD   (set by `stackprobe record`) memfd for live counters
  *
  * Never changes the program's behaviour: no output on stdout, messages on
- * stderr only on failure to start, exit status untouched. A forked child
- * (without exec) has no probe thread: the inherited sampler is inert there
- * and the child's exit neither joins nor flushes it. After exec the new
- * image starts again only in the same process (the pid the agent started
- * in, kept in STACKPROBE_AGENT_PID) or when STACKPROBE_FOLLOW_FORK=1;
- * its data file gets a ".N" suffix (N = exec count) so nothing is
- * overwritten. The agent wraps the exec family so the old image stops its
- * sampler (drains the queue, writes the trailer) before the kernel
- * replaces it: both files end complete. If the exec fails, sampling stays
- * stopped for the rest of that image (a restart would truncate its file).
+ * stderr only on failure to start (and the cpu engine's one line), exit
+ * status untouched. Process trees (docs/AGENT.md "Process trees"): a
+ * forked child gives up the inert copy of the parent's sampler and starts
+ * its own (process_wrappers.c); an exec'd image starts as a descendant
+ * when STACKPROBE_AGENT_PID names another process, as the next image of
+ * its pid otherwise; each image has its own part (or file: ".PID" for a
+ * descendant without %p, ".N" after an exec). The agent wraps the exec
+ * family so the old image stops its sampler (drains the queue, writes the
+ * trailer) before the kernel replaces it: both parts end complete. If the
+ * exec fails, sampling stays stopped for the rest of that image (a
+ * restart would truncate its part). The environment is read and written
+ * through libc, not the program (sprobe_agent__getenv: bash has its own).
  *
  * Every non-static function here is a libc wrapper, exported from
  * libstackprobe.so to interpose the program's calls. The library is linked
