@@ -221,34 +221,3 @@ const char *sprobe_drop_reason__str(uint32_t reason)
 
 	return reason < SPROBE_DROP__COUNT ? names[reason] : "unknown";
 }
-
-const char *sprobe_cpu_engine__name(uint32_t engine)
-{
-	switch (engine) {
-	case SPROBE_CPU_ENGINE_AUTO:
-		return "auto";
-	case SPROBE_CPU_ENGINE_PERF:
-		return "perf-event";
-	case SPROBE_CPU_ENGINE_TIMER:
-		return "cpu-timer";
-	case SPROBE_CPU_ENGINE_POLL:
-		return "cpu-poll";
-	default:
-		return "unknown";
-	}
-}
-
-int sprobe_cpu_engine__parse(const char *name)
-{
-	if (!name)
-		return -EINVAL;
-	if (!strcmp(name, "auto"))
-		return SPROBE_CPU_ENGINE_AUTO;
-	if (!strcmp(name, "perf") || !strcmp(name, "perf-event"))
-		return SPROBE_CPU_ENGINE_PERF;
-	if (!strcmp(name, "timer") || !strcmp(name, "cpu-timer"))
-		return SPROBE_CPU_ENGINE_TIMER;
-	if (!strcmp(name, "poll") || !strcmp(name, "cpu-poll"))
-		return SPROBE_CPU_ENGINE_POLL;
-	return -EINVAL;
-}

@@ -67,7 +67,7 @@ UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
 UNWIND_A64_STRIP ?= aarch64-linux-gnu-strip
 UNWIND_QEMU     ?= qemu-aarch64
 UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
-UNWIND_A64_SRCS := backends/snapshot.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
+UNWIND_A64_SRCS := backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
 		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
 		   userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c \
 		   userspace/sampler/resolve.c
