@@ -25,6 +25,7 @@
 
 void sprobe__symtab_release(struct symtab *st)
 {
+	sprobe__fde_index_free(&st->fde);
 	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf)
 		dwarf_end(st->dwarf);
@@ -380,7 +381,8 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	if (obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
+	st->obj_trusted = !(obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub));
+	if (!st->obj_trusted) {
 		/* The file at that path is not the object that was mapped
 		 * (upgraded since, or a stale module record): its symbols
 		 * would be wrong names. Only a debug file with the right
@@ -546,8 +548,23 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 		return 0;
 	struct sym *s = (struct sym *)symtab_lookup(&mod->st, out->module_offset);
 
-	if (!s)
+	if (!s) {
+		uint64_t start, end;
+		const char *name;
+
+		/* No symbol: the function the CFI says pc is in (cfi_names.c),
+		 * from the object's own .eh_frame only. */
+		if (mod->st.obj_trusted &&
+		    sprobe__fde_name(mod, mod->st.files[0].elf, out->module_offset, &start, &end,
+				     &name) == 0) {
+			out->name = name;
+			out->sym_start = start + mod->pub.bias;
+			out->sym_offset = pc - out->sym_start;
+			out->sym_size = end - start;
+			out->source = "eh-frame";
+		}
 		return 0;
+	}
 	out->name = display_name(m, s);
 	out->sym_start = s->start + mod->pub.bias;
 	out->sym_offset = pc - out->sym_start;
@@ -631,6 +648,8 @@ int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t l
 		return snprintf(buf, len, "0x%" PRIx64, sym->pc);
 	if (!sym->name)
 		return snprintf(buf, len, "%s+0x%" PRIx64, sym->module->name, sym->module_offset);
+	if (sym->source && strcmp(sym->source, "eh-frame") == 0) /* the name holds the module */
+		return snprintf(buf, len, "%s+0x%" PRIx64, sym->name, sym->sym_offset);
 	return snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", sym->name, sym->sym_offset,
 			sym->module->name);
 }
