@@ -20,3 +20,16 @@ $(BUILD)/inlined: tests/workloads/inlined.c | $(BUILD)
 
 all: $(BUILD)/inlined
 $(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/inlined
+
+# tests/test_stripped.c: a program built -O2 and stripped (strip -s), the
+# way distributions ship binaries; the unstripped copy (.full) is the
+# test's reference for where hot_fn is.
+$(BUILD)/stripped.full: tests/workloads/stripped.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -std=gnu11 $(WARN) -o $@ $<
+$(BUILD)/stripped: $(BUILD)/stripped.full
+	$(call msg,STRIP,$@)
+	$(Q)strip -s -o $@ $<
+
+all: $(BUILD)/stripped
+$(BUILD)/tests/test_stripped: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/stripped
