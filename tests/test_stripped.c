@@ -430,11 +430,128 @@ static void test_damaged_eh_frame(void **state)
 	}
 }
 
+/* Run script with sh inside a new network namespace (only its own
+ * loopback: the debuginfod server is reachable from nowhere else); its
+ * output into *out. Returns sh's status, or -2 when no namespace can be
+ * made here. */
+static int run_in_netns(const char *script, char **out)
+{
+	char cmd[256];
+	FILE *f = fopen(OUT "/netns.sh", "w");
+
+	assert_non_null(f);
+	fprintf(f, "ip link set lo up || exit 99\n%s", script);
+	assert_int_equal(fclose(f), 0);
+	if (sprobe_test_run("unshare -n true 2>/dev/null", NULL) != 0)
+		return -2;
+	snprintf(cmd, sizeof(cmd), "unshare -n sh " OUT "/netns.sh 2>&1");
+	return sprobe_test_run(cmd, out);
+}
+
+/* The stripped -g program's frames get their real names from a real
+ * debuginfod (elfutils') serving a directory holding only its debug file,
+ * on the loopback of a namespace of its own: names in the report, the
+ * file in DEBUGINFOD_CACHE_PATH, and a second report with the server gone
+ * named from that cache. A closed port: one line saying so, and the FDE
+ * names as recorded. A server that accepts and never answers: the same,
+ * within DEBUGINFOD_MAXTIME (the report's one try). */
+static void test_debuginfod(void **state)
+{
+	char *out = NULL, *bid = NULL, script[4096];
+	(void)state;
+
+	if (sprobe_test_run("command -v debuginfod >/dev/null && command -v debuginfod-find >/dev/null", NULL) != 0)
+		SPROBE_SKIP("no debuginfod (debuginfod, tools/deps.d/names.list)");
+	if (sprobe_test_run("test -e /usr/lib/x86_64-linux-gnu/libdebuginfod.so.1 || "
+			    "ldconfig -p | grep -q libdebuginfod.so.1", NULL) != 0)
+		SPROBE_SKIP("no libdebuginfod.so.1 (libdebuginfod1)");
+	assert_int_equal(sprobe_test_run("readelf -n build/stripped_g | awk '/Build ID/{print $3}'", &bid), 0);
+	bid[strcspn(bid, "\n")] = '\0';
+	assert_true(strlen(bid) == 40);
+	assert_int_equal(sprobe_test_run(CLI " record -q -F 499 -o " OUT "/g.data -- build/stripped_g 300000000 >/dev/null",
+					 NULL), 0);
+	/* without debuginfod: FDE names only */
+	assert_int_equal(sprobe_test_run("env -u DEBUGINFOD_URLS " CLI " report -i " OUT "/g.data --format folded", &out), 0);
+	assert_null(strstr(out, "hot_fn"));
+	assert_non_null(strstr(out, "stripped_g+0x"));
+	free(out);
+
+	/* The server scans its directory in the background: the test waits
+	 * until a lookup (from a throw-away cache: libdebuginfod caches a
+	 * miss) finds the file, then reports from a cache of its own. */
+	snprintf(script, sizeof(script),
+		 "D=" OUT "; rm -rf $D/dic $D/dic2 $D/dic3 $D/pollc $D/di.sqlite\n"
+		 "debuginfod -F -p 8123 -d $D/di.sqlite build/debuginfod-src > $D/di.log 2>&1 &\n"
+		 "S=$!\n"
+		 "i=0; until rm -rf $D/pollc; DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/pollc "
+		 "debuginfod-find debuginfo %s >/dev/null 2>&1; do i=$((i+1)); "
+		 "if [ $i -gt 600 ]; then echo SERVER-NEVER-READY; kill $S; exit 1; fi; sleep 0.1; done\n"
+		 "echo '--- served'\n"
+		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic " CLI " report -i $D/g.data --format folded\n"
+		 "kill $S; wait $S\n"
+		 "echo '--- cached'; ls $D/dic/%s/\n"
+		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic " CLI " report -i $D/g.data --format folded\n"
+		 "echo '--- closed'\n"
+		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic2 " CLI " report -i $D/g.data --format folded\n"
+		 "echo '--- silent'\n"
+		 "python3 -c 'import socket,sys,time; s=socket.socket(); s.bind((\"127.0.0.1\",8124)); s.listen(1); "
+		 "print(\"listening\", flush=True); time.sleep(120)' & L=$!\n"
+		 "until [ -n \"$(ss -Hltn 'sport = :8124' 2>/dev/null)\" ]; do sleep 0.05; done\n"
+		 "t0=$(date +%%s)\n"
+		 "DEBUGINFOD_MAXTIME=2 DEBUGINFOD_URLS=http://127.0.0.1:8124 DEBUGINFOD_CACHE_PATH=$D/dic3 " CLI
+		 " report -i $D/g.data --format folded\n"
+		 "echo \"took $(( $(date +%%s) - t0 ))\"\n"
+		 "kill $L 2>/dev/null; true\n",
+		 bid, bid);
+	int rc = run_in_netns(script, &out);
+
+	if (rc == -2)
+		SPROBE_SKIP("cannot make a network namespace here (unshare -n): the server would listen on every interface");
+	print_message("%s", out);
+	assert_int_equal(rc, 0);
+	char *served = strstr(out, "--- served\n"), *cached = strstr(out, "--- cached\n"),
+	     *closed = strstr(out, "--- closed\n"), *silent = strstr(out, "--- silent\n");
+
+	assert_non_null(served);
+	assert_non_null(cached);
+	assert_non_null(closed);
+	assert_non_null(silent);
+	/* served: the real names, no line about the server */
+	cached[0] = closed[0] = silent[0] = '\0';
+	assert_non_null(strstr(served, ";main;outer_fn;hot_fn "));
+	assert_null(strstr(served, "debuginfod:"));
+	assert_null(strstr(served, "stripped_g+0x"));
+	/* cached: the file is in the cache, named from it with the server gone */
+	assert_non_null(strstr(cached + 1, "debuginfo\n"));
+	assert_non_null(strstr(cached + 1, ";main;outer_fn;hot_fn "));
+	assert_null(strstr(cached + 1, "debuginfod:"));
+	/* closed port: one line, the recorded names */
+	char *line = strstr(closed + 1, "stackprobe report: debuginfod: cannot reach http://127.0.0.1:8123");
+
+	assert_non_null(line);
+	assert_null(strstr(line + 20, "debuginfod: cannot reach")); /* one line */
+	assert_null(strstr(closed + 1, "hot_fn"));
+	assert_non_null(strstr(closed + 1, "stripped_g+0x"));
+	/* silent server: bounded by DEBUGINFOD_TIMEOUT, the same line */
+	line = strstr(silent + 1, "stackprobe report: debuginfod: cannot reach http://127.0.0.1:8124");
+	assert_non_null(line);
+	assert_null(strstr(silent + 1, "hot_fn"));
+	char *took = strstr(silent + 1, "took ");
+
+	assert_non_null(took);
+	print_message("  silent server: the report ended after %ld s (DEBUGINFOD_MAXTIME=2, one try)\n",
+		      strtol(took + 5, NULL, 10));
+	assert_true(strtol(took + 5, NULL, 10) < 60);
+	free(out);
+	free(bid);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_names_match_readelf, kill_running),
 	cmocka_unit_test(test_recording_one_row),
 	cmocka_unit_test(test_gzip),
 	cmocka_unit_test_teardown(test_damaged_eh_frame, kill_running),
+	cmocka_unit_test(test_debuginfod),
 };
 
 int main(int argc, char **argv)

@@ -112,6 +112,14 @@ struct sprobe_modules_opts {
 	/* Do not read the process's JIT map (/tmp/perf-PID.map) for pcs
 	 * in no module (see sprobe_modules__symbolize()). */
 	bool no_perf_map;
+	/* When no local file has symbols (or the object is not on this
+	 * machine), fetch its debug file by build-id from the debuginfod
+	 * servers of DEBUGINFOD_URLS (libdebuginfod, dlopen'd; cached by it),
+	 * source "debuginfod". Network access: for tools that symbolize
+	 * offline (stackprobe report), not for the agent inside a profiled
+	 * process. A server that cannot be reached is asked once per
+	 * process (later lookups fail at once). */
+	bool debuginfod;
 };
 
 struct sprobe_modules;
@@ -178,6 +186,7 @@ struct sprobe_symbol {
 	const char *source;	/* where the name came from: "symtab",
 				 * "debug-build-id", "debug-link", "dynsym",
 				 * "memory" (vDSO), "perf-map" (JIT code),
+				 * "debuginfod" (opts.debuginfod),
 				 * "eh-frame" (no symbol: the name is the
 				 * module's base name + "+0x" + the FDE's
 				 * start, sym_start/sym_size its range);

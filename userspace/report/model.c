@@ -205,7 +205,7 @@ static long module_of(const struct sprobe_report *r, uint64_t key)
  * module, "+0x", lowercase hex digits, nothing else. No C, C++ or Rust
  * symbol contains '+', so a real symbol never matches. Such a function is
  * one row, but its module still has no symbol table (the "symbols:" hint). */
-static bool cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id)
+bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id)
 {
 	const char *b, *p = sprobe_rep__bytemap_key(&r->names, id);
 	size_t bl, len = r->names.keys.v[id].len;
@@ -237,7 +237,7 @@ long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
 	if (ro_map__get(&r->sym_idx, key, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
-		named = !cfi_name(r, module, (uint32_t)name);
+		named = !sprobe_rep__cfi_name(r, module, (uint32_t)name);
 	} else {
 		long mp = module_of(r, key);
 		char buf[512];

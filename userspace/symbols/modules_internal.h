@@ -146,6 +146,7 @@ struct sprobe_modules {
 	void *demangler_dl;	/* dlopen handle to release, or NULL */
 	char *(*demangler)(const char *, char *, size_t *, int *);
 	bool no_perf_map;
+	bool debuginfod;	/* opts.debuginfod: ask debuginfod.h */
 	struct perfmap jit;
 	/* Demangled names of inlined functions handed out (inline.c). */
 	char **inl_names;

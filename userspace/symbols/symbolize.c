@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "userspace/common/fds.h"
+#include "userspace/symbols/debuginfod.h"
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
@@ -251,6 +252,30 @@ static int open_debug_by_build_id(struct sprobe_modules *m, const struct sprobe_
 	return 0;
 }
 
+/* The debug file from a debuginfod server (debuginfod.h), build-id
+ * checked: a server, or its cache, could hand back another file. */
+static int open_debug_by_debuginfod(struct sprobe_modules *m, const struct sprobe_module *mod,
+				    struct elf_file *f)
+{
+	char *path = NULL;
+	int ret;
+
+	if (!m->debuginfod || mod->build_id_len < 2)
+		return -ENOENT;
+	ret = sprobe__debuginfod_find(mod->build_id, mod->build_id_len, &path);
+	if (ret)
+		return ret;
+	ret = elf_open(path, f);
+	free(path);
+	if (ret)
+		return -ENOENT;
+	if (!same_build_id(f->elf, mod) || !has_symbols(f->elf, SHT_SYMTAB)) {
+		elf_close(f);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* CRC32 of the whole file f was read from (.gnu_debuglink's check). */
 static int file_crc32(const struct elf_file *f, uint32_t *crc)
 {
@@ -378,6 +403,15 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 		ret = open_vdso(m, mod, &obj);
 	else
 		ret = elf_open(mod->open_path, &obj);
+	if (ret && m->debuginfod && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+		/* The object is not here (a report made on another machine):
+		 * the debug file alone has the names (its .symtab has the
+		 * object's addresses). Not trusted for .eh_frame (NOBITS). */
+		st->files[st->nfiles++] = dbg;
+		st->source = "debuginfod";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
+		goto sort;
+	}
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
@@ -387,10 +421,13 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 		 * (upgraded since, or a stale module record): its symbols
 		 * would be wrong names. Only a debug file with the right
 		 * build-id will do. */
-		if (open_debug_by_build_id(m, &mod->pub, &dbg) != 0)
+		if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0)
+			st->source = "debug-build-id";
+		else if (open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0)
+			st->source = "debuginfod";
+		else
 			return -ESTALE;
 		st->files[st->nfiles++] = dbg;
-		st->source = "debug-build-id";
 		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
 	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
 		st->source = obj.from_file ? "symtab" : "memory";
@@ -407,10 +444,15 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 			st->source = "dynsym";
 			ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 		}
+	} else if (obj.from_file && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+		st->files[st->nfiles++] = dbg;
+		st->source = "debuginfod";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
 	} else {
 		st->source = obj.from_file ? "dynsym" : "memory";
 		ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 	}
+sort:
 	if (ret)
 		return ret;
 	if (st->n) /* qsort(NULL, 0, ...) is undefined behaviour */
