@@ -452,7 +452,8 @@ static int run_in_netns(const char *script, char **out)
  * debuginfod (elfutils') serving a directory holding only its debug file,
  * on the loopback of a namespace of its own: names in the report, the
  * file in DEBUGINFOD_CACHE_PATH, and a second report with the server gone
- * named from that cache. A closed port: one line saying so, and the FDE
+ * named from that cache, and a file of another build-id planted there
+ * refused. A closed port: one line saying so, and the FDE
  * names as recorded. A server that accepts and never answers: the same,
  * within DEBUGINFOD_MAXTIME (the report's one try). */
 static void test_debuginfod(void **state)
@@ -493,6 +494,9 @@ static void test_debuginfod(void **state)
 		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic " CLI " report -i $D/g.data --format folded\n"
 		 "echo '--- closed'\n"
 		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic2 " CLI " report -i $D/g.data --format folded\n"
+		 "echo '--- wrong'\n"
+		 "cp build/stripped.full $D/dic/%s/debuginfo\n"
+		 "DEBUGINFOD_URLS=http://127.0.0.1:8123 DEBUGINFOD_CACHE_PATH=$D/dic " CLI " report -i $D/g.data --format folded\n"
 		 "echo '--- silent'\n"
 		 "python3 -c 'import socket,sys,time; s=socket.socket(); s.bind((\"127.0.0.1\",8124)); s.listen(1); "
 		 "print(\"listening\", flush=True); time.sleep(120)' & L=$!\n"
@@ -502,7 +506,7 @@ static void test_debuginfod(void **state)
 		 " report -i $D/g.data --format folded\n"
 		 "echo \"took $(( $(date +%%s) - t0 ))\"\n"
 		 "kill $L 2>/dev/null; true\n",
-		 bid, bid);
+		 bid, bid, bid);
 	int rc = run_in_netns(script, &out);
 
 	if (rc == -2)
@@ -510,14 +514,21 @@ static void test_debuginfod(void **state)
 	print_message("%s", out);
 	assert_int_equal(rc, 0);
 	char *served = strstr(out, "--- served\n"), *cached = strstr(out, "--- cached\n"),
-	     *closed = strstr(out, "--- closed\n"), *silent = strstr(out, "--- silent\n");
+	     *closed = strstr(out, "--- closed\n"), *wrong = strstr(out, "--- wrong\n"),
+	     *silent = strstr(out, "--- silent\n");
 
 	assert_non_null(served);
 	assert_non_null(cached);
 	assert_non_null(closed);
+	assert_non_null(wrong);
 	assert_non_null(silent);
 	/* served: the real names, no line about the server */
-	cached[0] = closed[0] = silent[0] = '\0';
+	cached[0] = closed[0] = wrong[0] = silent[0] = '\0';
+	/* a cached file of another build-id (stripped.full: the same code
+	 * built without -g, so taking it would print hot_fn): refused, the
+	 * recorded names stay */
+	assert_null(strstr(wrong + 1, "hot_fn"));
+	assert_non_null(strstr(wrong + 1, "stripped_g+0x"));
 	assert_non_null(strstr(served, ";main;outer_fn;hot_fn "));
 	assert_null(strstr(served, "debuginfod:"));
 	assert_null(strstr(served, "stripped_g+0x"));
