@@ -7,8 +7,10 @@
  *   - the lookup plus the inline chain (sprobe_modules__inline_frames,
  *     DWARF already open): the srcline record's cost;
  *   - the first inline chain of a module (libdw opens its DWARF), once;
- * and, for the other name sources: a perf-map lookup (warm) and Rust
- * demangling (legacy and v0 names of rustc 1.95's std).
+ * and, for the other name sources: a perf-map lookup (warm), a stripped
+ * library's FDE names (the first one walks .eh_frame; BENCH_STRIPPED_LIB,
+ * default libLLVM-14.so.1: exported names in .dynsym, internal functions
+ * by FDE) and Rust demangling (legacy and v0 names of rustc 1.95's std).
  * pcs: 16 libc functions (DWARF from libc6-dbg when installed) and this
  * program's own (built -g).
  *
@@ -144,6 +146,66 @@ int main(int argc, char **argv)
 		sprobe_modules__free(m);
 		unlink(path);
 	}
+
+	/* A stripped library's internal functions, named by their FDE
+	 * (cfi_names.c): the one-time .eh_frame walk of a big module, then
+	 * warm lookups at 4096 pcs spread over its code. */
+	const char *big = getenv("BENCH_STRIPPED_LIB") ? getenv("BENCH_STRIPPED_LIB")
+						      : "libLLVM-14.so.1";
+	void *bh = dlopen(big, RTLD_LAZY | RTLD_LOCAL);
+	const struct sprobe_module *bm = NULL;
+
+	m = bh ? sprobe_modules__new(NULL) : NULL;
+	for (size_t i = 0; m && i < sprobe_modules__count(m); i++)
+		if (strncmp(sprobe_modules__get(m, i)->name, big, strlen(big)) == 0)
+			bm = sprobe_modules__get(m, i);
+	const struct sprobe_segment *xs = NULL;
+
+	for (uint32_t i = 0; bm && i < bm->nsegs; i++)
+		if (bm->segs[i].prot & SPROBE_SEG_X)
+			xs = &bm->segs[i];
+	if (xs) {
+		uint64_t step = (xs->end - xs->start) / 4096, first = 0;
+		double t_first = 0;
+		unsigned cfi = 0;
+
+		/* load the symbol table at an exported function (the first
+		 * byte of the code, .init or the PLT, has no symbol: a lookup
+		 * there would walk .eh_frame too) */
+		const char *exp = getenv("BENCH_STRIPPED_SYM") ? getenv("BENCH_STRIPPED_SYM")
+							       : "LLVMContextCreate";
+		void *fn = dlsym(bh, exp);
+
+		sprobe_modules__symbolize(m, fn ? (uint64_t)(uintptr_t)fn : xs->start, &sym);
+		if (!fn || !sym.name || (sym.source && strcmp(sym.source, "eh-frame") == 0))
+			printf("%s: no symbol at %s: the walk is not timed apart\n", big, exp);
+		for (uint64_t k = 0; k < 4096 && !first; k++) {
+			double t1 = now_s();
+
+			sprobe_modules__symbolize(m, xs->start + k * step, &sym);
+			/* no symbol: this lookup walked .eh_frame */
+			if (!sym.name || (sym.source && strcmp(sym.source, "eh-frame") == 0)) {
+				first = 1;
+				t_first = now_s() - t1;
+			}
+		}
+		n = 0;
+		t0 = now_s();
+		do {
+			for (uint64_t k = 0; k < 4096; k++) {
+				sprobe_modules__symbolize(m, xs->start + k * step, &sym);
+				cfi += sym.source && strcmp(sym.source, "eh-frame") == 0;
+			}
+			n += 4096;
+		} while ((t = now_s() - t0) < secs);
+		printf("%s: first FDE name %.2f ms (the .eh_frame walk); %.1f%% of pcs named by FDE\n", big,
+		       t_first * 1e3, 100.0 * cfi / (double)n);
+		printf("%-34s %10.0f pcs/s  %8.2f us/pc\n", "symbol or FDE lookup (warm)", (double)n / t,
+		       t / (double)n * 1e6);
+	}
+	sprobe_modules__free(m);
+	if (bh)
+		dlclose(bh);
 
 	n = 0;
 	t0 = now_s();

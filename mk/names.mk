@@ -20,3 +20,33 @@ $(BUILD)/inlined: tests/workloads/inlined.c | $(BUILD)
 
 all: $(BUILD)/inlined
 $(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/inlined
+
+# tests/test_stripped.c: a program built -O2 and stripped (strip -s), the
+# way distributions ship binaries; the unstripped copy (.full) is the
+# test's reference for where hot_fn is.
+$(BUILD)/stripped.full: tests/workloads/stripped.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -std=gnu11 $(WARN) -o $@ $<
+$(BUILD)/stripped: $(BUILD)/stripped.full
+	$(call msg,STRIP,$@)
+	$(Q)strip -s -o $@ $<
+
+all: $(BUILD)/stripped
+$(BUILD)/tests/test_stripped: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/stripped
+
+# tests/test_stripped.c's debuginfod test: the same program built -O2 -g,
+# its debug file kept apart (what debuginfod -F serves), the binary
+# stripped.
+$(BUILD)/stripped_g.full: tests/workloads/stripped.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -o $@ $<
+$(BUILD)/debuginfod-src/stripped_g.debug: $(BUILD)/stripped_g.full
+	$(call msg,OBJCOPY,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)objcopy --only-keep-debug $< $@
+$(BUILD)/stripped_g: $(BUILD)/stripped_g.full
+	$(call msg,STRIP,$@)
+	$(Q)strip -s -o $@ $<
+
+all: $(BUILD)/stripped_g $(BUILD)/debuginfod-src/stripped_g.debug
+$(BUILD)/tests/test_stripped: $(BUILD)/stripped_g $(BUILD)/debuginfod-src/stripped_g.debug

@@ -3,14 +3,16 @@
  * libFuzzer target for symbolization of malformed ELF files (modules.c +
  * symbolize.c). Built by mk/hardening.mk with
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_elf.c
- *         userspace/symbols/{modules,symbolize,demangle_rust,perfmap,inline}.c
+ *         userspace/symbols/{modules,symbolize,demangle_rust,perfmap,inline,cfi_names,debuginfod}.c
  *         -ldw -lelf -lz -ldl (and the inline chain of each pc: the DWARF reader)
  * and run briefly by `make test` (lane test-fuzz-elf), longer by `make fuzz`.
  *
  * Each input is written to a file in a private temp directory; an inventory
  * made with opts.empty gets one module whose path is that file, and a few
  * pcs are symbolized: the first lookup loads the module's symbol table
- * (.symtab, else a debug file by build-id or .gnu_debuglink, else .dynsym).
+ * (.symtab, else a debug file by build-id or .gnu_debuglink, else .dynsym),
+ * and a pc no symbol covers reads the .eh_frame FDEs (cfi_names.c; seed
+ * stripped-ehframe.so).
  * The debug root is the same temp directory and, when the input carries a
  * GNU build-id note, the input is also placed there under
  * .build-id/xx/yyyy.debug and the module is given that id, so the debug-file

@@ -336,6 +336,67 @@ static void test_modules_without_symbols(void **state)
 	df_buf_close(&b);
 }
 
+/* Names the agent gives from a function's FDE in a stripped module
+ * ("libfoo.so+0xf0": the module's base name, "+0x", lowercase hex): pcs
+ * with that name are one function, and the module still gets its "no
+ * symbols" line. A real symbol, or anything after the hex, is a name: no
+ * line for that module. */
+static void test_cfi_names_are_not_symbols(void **state)
+{
+	static const struct sprobe_df_range app_r = { 0x400000, 0x500000, 0 };
+	static const struct sprobe_df_range foo_r = { 0x7f1000000000, 0x7f1000100000, 0 };
+	static const struct sprobe_df_range bar_r = { 0x7f2000000000, 0x7f2000100000, 0 };
+	static const uint64_t st1[] = { 0x7f1000000100, PC_MAIN };
+	static const uint64_t st2[] = { 0x7f1000000108, PC_MAIN };
+	static const uint64_t st3[] = { 0x7f2000000010, PC_MAIN };
+	struct df_buf b;
+
+	(void)state;
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER, .header = {
+		.pid = 4243, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 99,
+		.start_mono_ns = 1000000000, .cmdline = "app", .cmdline_len = 3 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 0, .load_bias = 0x400000, .path = "/usr/bin/app", .path_len = 12,
+		.ranges = &app_r, .nranges = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 1, .load_bias = 0x7f1000000000, .path = "/opt/lib/libfoo.so",
+		.path_len = 18, .ranges = &foo_r, .nranges = 1 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_MODULE, .module = {
+		.index = 2, .load_bias = 0x7f2000000000, .path = "/opt/lib/libbar.so",
+		.path_len = 18, .ranges = &bar_r, .nranges = 1 } });
+	put_samples(&b, 101, 3, st1, 2, 1000000000);
+	put_samples(&b, 101, 2, st2, 2, 1100000000);
+	put_samples(&b, 101, 1, st3, 2, 1200000000);
+	/* libbar's name has a suffix: a name */
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = PC_MAIN, .module = 0, .name = "main", .name_len = 4 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st1[0], .module = 1, .offset = 0x10, .name = "libfoo.so+0xf0", .name_len = 14 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st2[0], .module = 1, .offset = 0x18, .name = "libfoo.so+0xf0", .name_len = 14 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st3[0], .module = 2, .offset = 0x0, .name = "libbar.so+0x10.cold", .name_len = 19 } });
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, &(struct sprobe_df_trailer){
+		.end_mono_ns = 2000000000 }), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+	char *out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	char line[512];
+
+	print_message("%s", out);
+	assert_non_null(strstr(out, "\n  symbols:  libfoo.so: no symbols (no symbol table; install its "
+				    "debug package (-dbgsym) or build with -g)\n"));
+	assert_null(strstr(out, "libbar.so: no symbols"));
+	assert_null(strstr(out, "app: no symbols"));
+	/* both libfoo pcs: one function, 5 self samples */
+	line_with(out, "Top functions by self samples", "  libfoo.so+0xf0", line, sizeof(line));
+	assert_int_equal(strtol(line, NULL, 10), 5);
+	assert_null(strstr(out, "libfoo.so+0x100"));
+	assert_null(strstr(out, "libfoo.so+0x108"));
+	free(out);
+	df_buf_close(&b);
+}
+
 static void test_folded_lines(void **state)
 {
 	static const char *const want[] = {
@@ -868,6 +929,7 @@ static void test_cli_output_file(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_text_shares),
 	cmocka_unit_test(test_modules_without_symbols),
+	cmocka_unit_test(test_cfi_names_are_not_symbols),
 	cmocka_unit_test(test_folded_lines),
 	cmocka_unit_test(test_json_content),
 	cmocka_unit_test(test_trace_and_pause_check),

@@ -77,7 +77,9 @@ static uint64_t hidden_addr(void *h)
 	return (uint64_t)(uintptr_t)get();
 }
 
-/* Symbolize pc and check the name (NULL: must have no name). */
+/* Symbolize pc and check the name (NULL: must have no symbol's name; the
+ * function range of the CFI, "module+0xSTART" from source "eh-frame", is
+ * not a symbol: test_stripped_module_gives_offset checks it). */
 static void expect_name(struct sprobe_modules *m, uint64_t pc, const char *want,
 			const char *want_module)
 {
@@ -92,7 +94,8 @@ static void expect_name(struct sprobe_modules *m, uint64_t pc, const char *want,
 	if (want_module)
 		assert_string_equal(s.module->name, want_module);
 	if (!want) {
-		assert_null(s.name);
+		if (s.name)
+			assert_string_equal(s.source, "eh-frame");
 		return;
 	}
 	assert_non_null(s.name);
@@ -253,8 +256,9 @@ static void test_no_demangle_option(void **state)
 	dlclose(h);
 }
 
-/* A stripped module keeps exported names (.dynsym) and gives module+offset
- * for everything else: never the nearest exported neighbour's name. */
+/* A stripped module keeps exported names (.dynsym) and names everything
+ * else after its function's FDE, "module+0xSTART" (the hidden function's
+ * own start): never the nearest exported neighbour's name. */
 static void test_stripped_module_gives_offset(void **state)
 {
 	void *h = open_lib("libsprobe_testlib_stripped.so");
@@ -268,8 +272,15 @@ static void test_stripped_module_gives_offset(void **state)
 		    "libsprobe_testlib_stripped.so");
 	expect_name(m, hidden, NULL, "libsprobe_testlib_stripped.so");
 	assert_int_equal(sprobe_modules__symbolize(m, hidden, &s), 0);
+	assert_non_null(s.name);
+	assert_string_equal(s.source, "eh-frame");
+	assert_int_equal(s.sym_start, hidden - 2); /* the function's start */
+	assert_true(s.sym_size > 2);
 	snprintf(want, sizeof(want), "libsprobe_testlib_stripped.so+0x%llx",
-		 (unsigned long long)(hidden - s.module->bias));
+		 (unsigned long long)(hidden - 2 - s.module->bias));
+	assert_string_equal(s.name, want);
+	snprintf(want, sizeof(want), "libsprobe_testlib_stripped.so+0x%llx+0x2",
+		 (unsigned long long)(hidden - 2 - s.module->bias));
 	sprobe_symbol__snprintf(&s, buf, sizeof(buf));
 	assert_string_equal(buf, want);
 	sprobe_modules__free(m);

@@ -104,6 +104,20 @@ uint64_t sprobe_report__threads_dropped(const struct sprobe_report *r);
 
 /* Write the report in FMT to OUT. Returns 0, -EINVAL, -ENOMEM, or -EIO if
  * writing failed. May be called several times (with different formats). */
+/*
+ * Name frames from debuginfod (Linux; call after loading, before the first
+ * write): for each module with a build-id whose recorded frames have no
+ * symbol's name (none, or only their FDE's "gzip+0x42f0"), fetch its debug
+ * file from the servers of DEBUGINFOD_URLS (symbolize.h, opts.debuginfod;
+ * cached by libdebuginfod) and rename those frames from its symbol table.
+ * Returns the number of frames renamed (0 without DEBUGINFOD_URLS), or
+ * -ENOMEM. When the servers cannot be reached, one line on stderr says so
+ * and frames keep their recorded names (not an error). Network access and
+ * up to DEBUGINFOD_TIMEOUT seconds per server; not thread-safe.
+ */
+SPROBE_API
+int sprobe_report__debuginfod(struct sprobe_report *r);
+
 SPROBE_API
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);
 

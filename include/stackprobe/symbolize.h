@@ -20,9 +20,14 @@
  * DEBUG_ROOT/.build-id/xx/yyyy.debug or by .gnu_debuglink (next to the file,
  * in its .debug/ directory, or under DEBUG_ROOT/<dir>; CRC checked), else
  * .dynsym. Each module's table is loaded once, on first use, into a sorted
- * array searched by binary search. A pc covered by no sized symbol comes out
- * as module + offset only: a nearest-preceding-symbol guess would name the
- * wrong function in a stripped module, so stackprobe never guesses.
+ * array searched by binary search. A pc covered by no sized symbol is named
+ * by the function range its CFI gives: the .eh_frame FDE covering it (the
+ * compiler writes one per function, with its exact bounds, and strip keeps
+ * it), as "<module>+0x<FDE start, an ELF virtual address>" with source
+ * "eh-frame", so every pc of one stripped function has one name. With no
+ * FDE either it comes out as module + offset only: a nearest-preceding-
+ * symbol guess would name the wrong function in a stripped module, so
+ * stackprobe never guesses.
  *
  * C++ names are demangled with __cxa_demangle from libstdc++ (the maintained
  * demangler every GNU toolchain ships). libstdc++ is looked up with dlopen
@@ -107,6 +112,14 @@ struct sprobe_modules_opts {
 	/* Do not read the process's JIT map (/tmp/perf-PID.map) for pcs
 	 * in no module (see sprobe_modules__symbolize()). */
 	bool no_perf_map;
+	/* When no local file has symbols (or the object is not on this
+	 * machine), fetch its debug file by build-id from the debuginfod
+	 * servers of DEBUGINFOD_URLS (libdebuginfod, dlopen'd; cached by it),
+	 * source "debuginfod". Network access: for tools that symbolize
+	 * offline (stackprobe report), not for the agent inside a profiled
+	 * process. A server that cannot be reached is asked once per
+	 * process (later lookups fail at once). */
+	bool debuginfod;
 };
 
 struct sprobe_modules;
@@ -172,7 +185,11 @@ struct sprobe_symbol {
 	uint64_t sym_size;
 	const char *source;	/* where the name came from: "symtab",
 				 * "debug-build-id", "debug-link", "dynsym",
-				 * "memory" (vDSO), "perf-map" (JIT code);
+				 * "memory" (vDSO), "perf-map" (JIT code),
+				 * "debuginfod" (opts.debuginfod),
+				 * "eh-frame" (no symbol: the name is the
+				 * module's base name + "+0x" + the FDE's
+				 * start, sym_start/sym_size its range);
 				 * NULL when name is NULL */
 };
 
@@ -241,8 +258,8 @@ int sprobe_modules__inline_frames(struct sprobe_modules *m, uint64_t pc,
 
 /*
  * Format a lookup result: "name+0x1a (libfoo.so)", "libfoo.so+0x1234" when
- * no symbol covers the pc, "name+0x1a ([jit])" for JIT code named by a perf
- * map, "0x7f..." when nothing names it. Returns the length
+ * no symbol covers the pc, "gzip+0x42f0+0x18" when only an FDE does (source
+ * "eh-frame"), "name+0x1a ([jit])" for JIT code named by a perf map, "0x7f..." when nothing names it. Returns the length
  * snprintf would have written (may exceed len), -EINVAL on NULL sym.
  */
 SPROBE_API

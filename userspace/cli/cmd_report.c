@@ -228,6 +228,25 @@ int cmd_report(int argc, char **argv)
 	if (sprobe_report__status(r) == SPROBE_DF_CUT_SHORT)
 		fprintf(stderr, "stackprobe report: warning: %s: %s\n", input,
 			sprobe_report__message(r));
+#ifdef __linux__
+	/* Names for stripped modules from debuginfod, here and not in the
+	 * agent (see userspace/report/debuginfod.c). libdebuginfod's own
+	 * defaults wait on a server that accepts and never answers until it
+	 * closes, three times (DEBUGINFOD_RETRY_LIMIT 2, no
+	 * DEBUGINFOD_MAXTIME): a report waits at most 30 s for a download
+	 * (10 s without progress), once, unless the environment says
+	 * otherwise. The first server failure stops all lookups. */
+	if (getenv("DEBUGINFOD_URLS")) {
+		setenv("DEBUGINFOD_TIMEOUT", "10", 0);
+		setenv("DEBUGINFOD_MAXTIME", "30", 0);
+		setenv("DEBUGINFOD_RETRY_LIMIT", "0", 0);
+		if (sprobe_report__debuginfod(r) == -ENOMEM) {
+			fprintf(stderr, "stackprobe report: %s\n", strerror(ENOMEM));
+			sprobe_report__free(r);
+			return CLI_EXIT_ERROR;
+		}
+	}
+#endif
 	if (output) {
 		out = fopen(output, "we");
 		if (!out) {

@@ -295,7 +295,8 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 	case SPROBE_DF_SYMBOL: {
 		const struct sprobe_df_symbol *s = &rec->symbol;
 		long name = sprobe_rep__bytemap_intern(&r->names, s->name, s->name_len, &added);
-		struct symbol sym = { .module = SPROBE_DF_NO_MODULE, .offset = s->offset };
+		struct symbol sym = { .key = pc_key(r->cur_proc, s->pc), .module = SPROBE_DF_NO_MODULE,
+				      .offset = s->offset };
 		uint32_t mpos;
 
 		if (name < 0)

@@ -207,6 +207,28 @@ static long module_of(const struct sprobe_report *r, uint64_t key)
 	return -1;
 }
 
+/* True when the symbol name is the agent's name for a function known only
+ * by its CFI range (symbolize.h, source "eh-frame"): the base name of its
+ * module, "+0x", lowercase hex digits, nothing else. No C, C++ or Rust
+ * symbol contains '+', so a real symbol never matches. Such a function is
+ * one row, but its module still has no symbol table (the "symbols:" hint). */
+bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id)
+{
+	const char *b, *p = sprobe_rep__bytemap_key(&r->names, id);
+	size_t bl, len = r->names.keys.v[id].len;
+
+	if (module == SPROBE_DF_NO_MODULE || module >= r->modules.n)
+		return false;
+	b = sprobe_rep__base_name(r->modules.v[module].path);
+	bl = strlen(b);
+	if (!p || len <= bl + 3 || memcmp(p, b, bl) != 0 || memcmp(p + bl, "+0x", 3) != 0)
+		return false;
+	for (size_t i = bl + 3; i < len; i++)
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return false;
+	return true;
+}
+
 /* Function id of a pc key: its symbol's name, else module+0xoff, else
  * 0xpc. */
 long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
@@ -222,7 +244,7 @@ long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
 	if (ro_map__get(&r->sym_idx, key, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
-		named = true;
+		named = !sprobe_rep__cfi_name(r, module, (uint32_t)name);
 	} else {
 		long mp = module_of(r, key);
 		char buf[512];

@@ -128,6 +128,7 @@ struct module {
 };
 
 struct symbol {
+	uint64_t key;		/* the pc's key (pc_key()) */
 	uint32_t name;		/* id in names */
 	uint32_t module;	/* position in modules, or SPROBE_DF_NO_MODULE */
 	uint64_t offset;
@@ -191,6 +192,7 @@ struct sprobe_report {
 	uint64_t lost[SPROBE_DF__TYPE_COUNT];	/* max of LOST and trailer */
 
 	VEC(struct process) procs;	/* in file order (record: by start time) */
+	bool debuginfod_done;		/* sprobe_report__debuginfod() ran */
 	uint32_t cur_proc;		/* the part being loaded */
 	uint64_t procs_skipped;		/* parts past MAX_PROCS, not loaded */
 	bool skipping;
@@ -280,6 +282,12 @@ const char *sprobe_rep__proc_data(const struct process *p);
  * module+offset, else the bare address), or -ENOMEM. */
 long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);
 const char *sprobe_rep__func_name(const struct sprobe_report *r, uint32_t fid);
+
+/* Is name id the agent's name for a function known by its FDE only
+ * ("<module base name>+0x<hex>", symbolize.h source "eh-frame")? */
+bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id);
+
+
 const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t index);
 const char *sprobe_rep__base_name(const char *path);
 /* Function ids with at least one sample, sorted by total or self samples;

@@ -632,6 +632,9 @@ struct sprobe_modules *sprobe_modules__new(const struct sprobe_modules_opts *opt
 	m->no_perf_map = opts && opts->sz >= offsetof(struct sprobe_modules_opts, no_perf_map) +
 						  sizeof(opts->no_perf_map) &&
 			 opts->no_perf_map;
+	m->debuginfod = opts && opts->sz >= offsetof(struct sprobe_modules_opts, debuginfod) +
+						 sizeof(opts->debuginfod) &&
+			opts->debuginfod;
 	const char *root = opts && opts->sz >= sizeof(*opts) && opts->debug_root
 				   ? opts->debug_root
 				   : "/usr/lib/debug";

@@ -31,6 +31,16 @@ struct elf_file {
 	Elf *elf;
 };
 
+/* Function ranges from .eh_frame (cfi_names.c): the FDEs of an object,
+ * sorted and disjoint, ELF virtual addresses; names[i] ("gzip+0x42f0")
+ * formatted on first use. */
+struct fde_index {
+	int state;		/* 0 not built, 1 built, -errno none */
+	uint64_t *start, *end;	/* [start[i], end[i]) */
+	char **names;
+	size_t n;
+};
+
 struct symtab {
 	int state;		/* 0 not loaded, 1 loaded, -errno failed */
 	struct sym *syms;
@@ -42,6 +52,10 @@ struct symtab {
 	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
 	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
+	/* files[0] is the object that was mapped (its build-id matched, or
+	 * it has none to check): its .eh_frame describes the mapped code. */
+	bool obj_trusted;
+	struct fde_index fde;
 };
 
 /* One row of a procedure's CFI table: the register-state rule that holds
@@ -132,6 +146,7 @@ struct sprobe_modules {
 	void *demangler_dl;	/* dlopen handle to release, or NULL */
 	char *(*demangler)(const char *, char *, size_t *, int *);
 	bool no_perf_map;
+	bool debuginfod;	/* opts.debuginfod: ask debuginfod.h */
 	struct perfmap jit;
 	/* Demangled names of inlined functions handed out (inline.c). */
 	char **inl_names;
@@ -160,6 +175,15 @@ char *sprobe__demangle(struct sprobe_modules *m, const char *name);
  * of function DIEs (inline.c). */
 void sprobe__inline_release(struct sprobe_modules *m);
 void sprobe__inline_cache_free(struct inl_cache *c);
+
+/* cfi_names.c: the FDE of mod's object elf covering vaddr (an ELF virtual
+ * address): 0 and its [*start, *end) and synthetic name "<module
+ * name>+0x<start>" (owned by mod, valid as long as it), -ENOENT (no FDE
+ * covers it, or the object has no .eh_frame), -ENOMEM. Builds the index on
+ * first use; a failure to build is remembered. */
+int sprobe__fde_name(struct module *mod, Elf *elf, uint64_t vaddr, uint64_t *start,
+		     uint64_t *end, const char **name);
+void sprobe__fde_index_free(struct fde_index *fi);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);

@@ -20,11 +20,13 @@
 #include <zlib.h>
 
 #include "userspace/common/fds.h"
+#include "userspace/symbols/debuginfod.h"
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
 void sprobe__symtab_release(struct symtab *st)
 {
+	sprobe__fde_index_free(&st->fde);
 	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf)
 		dwarf_end(st->dwarf);
@@ -250,6 +252,30 @@ static int open_debug_by_build_id(struct sprobe_modules *m, const struct sprobe_
 	return 0;
 }
 
+/* The debug file from a debuginfod server (debuginfod.h), build-id
+ * checked: a server, or its cache, could hand back another file. */
+static int open_debug_by_debuginfod(struct sprobe_modules *m, const struct sprobe_module *mod,
+				    struct elf_file *f)
+{
+	char *path = NULL;
+	int ret;
+
+	if (!m->debuginfod || mod->build_id_len < 2)
+		return -ENOENT;
+	ret = sprobe__debuginfod_find(mod->build_id, mod->build_id_len, &path);
+	if (ret)
+		return ret;
+	ret = elf_open(path, f);
+	free(path);
+	if (ret)
+		return -ENOENT;
+	if (!same_build_id(f->elf, mod) || !has_symbols(f->elf, SHT_SYMTAB)) {
+		elf_close(f);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* CRC32 of the whole file f was read from (.gnu_debuglink's check). */
 static int file_crc32(const struct elf_file *f, uint32_t *crc)
 {
@@ -377,18 +403,31 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 		ret = open_vdso(m, mod, &obj);
 	else
 		ret = elf_open(mod->open_path, &obj);
+	if (ret && m->debuginfod && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+		/* The object is not here (a report made on another machine):
+		 * the debug file alone has the names (its .symtab has the
+		 * object's addresses). Not trusted for .eh_frame (NOBITS). */
+		st->files[st->nfiles++] = dbg;
+		st->source = "debuginfod";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
+		goto sort;
+	}
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	if (obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub)) {
+	st->obj_trusted = !(obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub));
+	if (!st->obj_trusted) {
 		/* The file at that path is not the object that was mapped
 		 * (upgraded since, or a stale module record): its symbols
 		 * would be wrong names. Only a debug file with the right
 		 * build-id will do. */
-		if (open_debug_by_build_id(m, &mod->pub, &dbg) != 0)
+		if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0)
+			st->source = "debug-build-id";
+		else if (open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0)
+			st->source = "debuginfod";
+		else
 			return -ESTALE;
 		st->files[st->nfiles++] = dbg;
-		st->source = "debug-build-id";
 		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
 	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
 		st->source = obj.from_file ? "symtab" : "memory";
@@ -405,10 +444,15 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 			st->source = "dynsym";
 			ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 		}
+	} else if (obj.from_file && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+		st->files[st->nfiles++] = dbg;
+		st->source = "debuginfod";
+		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
 	} else {
 		st->source = obj.from_file ? "dynsym" : "memory";
 		ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 	}
+sort:
 	if (ret)
 		return ret;
 	if (st->n) /* qsort(NULL, 0, ...) is undefined behaviour */
@@ -546,8 +590,23 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 		return 0;
 	struct sym *s = (struct sym *)symtab_lookup(&mod->st, out->module_offset);
 
-	if (!s)
+	if (!s) {
+		uint64_t start, end;
+		const char *name;
+
+		/* No symbol: the function the CFI says pc is in (cfi_names.c),
+		 * from the object's own .eh_frame only. */
+		if (mod->st.obj_trusted &&
+		    sprobe__fde_name(mod, mod->st.files[0].elf, out->module_offset, &start, &end,
+				     &name) == 0) {
+			out->name = name;
+			out->sym_start = start + mod->pub.bias;
+			out->sym_offset = pc - out->sym_start;
+			out->sym_size = end - start;
+			out->source = "eh-frame";
+		}
 		return 0;
+	}
 	out->name = display_name(m, s);
 	out->sym_start = s->start + mod->pub.bias;
 	out->sym_offset = pc - out->sym_start;
@@ -631,6 +690,8 @@ int sprobe_symbol__snprintf(const struct sprobe_symbol *sym, char *buf, size_t l
 		return snprintf(buf, len, "0x%" PRIx64, sym->pc);
 	if (!sym->name)
 		return snprintf(buf, len, "%s+0x%" PRIx64, sym->module->name, sym->module_offset);
+	if (sym->source && strcmp(sym->source, "eh-frame") == 0) /* the name holds the module */
+		return snprintf(buf, len, "%s+0x%" PRIx64, sym->name, sym->sym_offset);
 	return snprintf(buf, len, "%s+0x%" PRIx64 " (%s)", sym->name, sym->sym_offset,
 			sym->module->name);
 }
