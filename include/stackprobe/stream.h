@@ -134,11 +134,10 @@ int sprobe_stream__push_capture_stats(struct sprobe_stream *s,
 
 /* Thread id of the stream's writer thread (so a sampler can leave it out of
  * its captures), or 0 before it has started. The writer thread is named
- * "sprobe-writer" and blocks the standard asynchronous signals (SIGINT,
- * SIGTERM, SIGCHLD, SIGALRM, SIGUSR1, ...), so the program's
- * process-directed signals are delivered to its own threads; real-time
- * signals are left as the creating thread has them (a capture signal still
- * reaches it). Thread-safe. */
+ * "sprobe-writer" and blocks every asynchronous signal, real-time ones
+ * included, so the program's process-directed signals are delivered to
+ * its own threads (synchronous ones, a fault, stay deliverable).
+ * Thread-safe. */
 SPROBE_API
 pid_t sprobe_stream__writer_tid(const struct sprobe_stream *s);
 
