@@ -36,7 +36,6 @@
  * wrapper, listed in userspace/libstackprobe.map.
  */
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -57,6 +56,7 @@
 
 #include "userspace/agent/agent.h"
 #include "userspace/common/clock.h"
+#include "userspace/common/enterable.h"
 #include "userspace/common/fds.h"
 
 /* ---- events ----------------------------------------------------------- */
@@ -402,90 +402,22 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 
 /* ---- programs the agent cannot enter ---------------------------------- */
 
-/* Find FILE on PATH as execvp would (first executable match). */
-static bool resolve(const char *file, char *out, size_t len)
-{
-	const char *path = sprobe_agent__getenv("PATH");
-
-	if (strchr(file, '/')) {
-		snprintf(out, len, "%s", file);
-		return true;
-	}
-	if (!path)
-		path = "/bin:/usr/bin";
-	for (const char *p = path;;) {
-		const char *c = strchr(p, ':');
-		size_t n = c ? (size_t)(c - p) : strlen(p);
-
-		if ((size_t)snprintf(out, len, "%.*s%s%s", (int)n, p, n ? "/" : "", file) < len &&
-		    access(out, X_OK) == 0)
-			return true;
-		if (!c)
-			return false;
-		p = c + 1;
-	}
-}
-
-static bool check(const char *path, char *why, size_t len, int depth)
-{
-	char buf[512];
-	struct stat st;
-	ssize_t n;
-	bool interp = false, elf = false;
-	Elf64_Ehdr eh;
-	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
-	int fd = sprobe_fd__get(h);
-
-	if (fd < 0)
-		return false;
-	if (fstat(fd, &st) != 0) {
-		sprobe_fd__done(h);
-		return false;
-	}
-	/* The loader ignores LD_PRELOAD in a secure-execution program
-	 * (AT_SECURE: its set-ID bits change the credentials). */
-	if (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
-	    ((st.st_mode & S_ISGID) && st.st_gid != getgid())) {
-		sprobe_fd__done(h);
-		snprintf(why, len, "set-user/group-ID: the loader ignores LD_PRELOAD there");
-		return true;
-	}
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
-		/* A script: its interpreter is what runs. */
-		char ip[256];
-
-		sprobe_fd__done(h);
-		buf[n] = '\0';
-		return depth < 2 && sscanf(buf + 2, " %255s", ip) == 1 && check(ip, why, len, depth + 1);
-	}
-	if (n >= (ssize_t)sizeof(Elf64_Ehdr) && memcmp(buf, ELFMAG, SELFMAG) == 0 &&
-	    buf[EI_CLASS] == ELFCLASS64) {
-		elf = true;
-		memcpy(&eh, buf, sizeof(eh));
-		for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
-			Elf64_Phdr ph;
-
-			if (pread(fd, &ph, sizeof(ph),
-				  (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != (ssize_t)sizeof(ph))
-				break;
-			if (ph.p_type == PT_INTERP)
-				interp = true;
-		}
-	}
-	sprobe_fd__done(h);
-	if (elf && !interp && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
-		snprintf(why, len, "statically linked: the agent cannot be loaded into it");
-		return true;
-	}
-	return false;
-}
-
 bool sprobe_agent__unenterable(const char *file, char *why, size_t len)
 {
 	char path[PATH_MAX];
 
-	if (!file || !resolve(file, path, sizeof(path)))
+	if (!file || !sprobe_enter__resolve(file, sprobe_agent__getenv("PATH"), path, sizeof(path)))
 		return false;
-	return check(path, why, len, 0);
+	for (int depth = 0; depth <= SPROBE_ENTER_MAX_SCRIPTS; depth++) {
+		char interp[256];
+		int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+		enum sprobe_enter r = sprobe_enter__check_fd(sprobe_fd__get(h), why, len, interp,
+							     sizeof(interp));
+
+		sprobe_fd__done(h);
+		if (r != SPROBE_ENTER_SCRIPT)
+			return r == SPROBE_ENTER_NO;
+		snprintf(path, sizeof(path), "%s", interp); /* a script: its interpreter runs */
+	}
+	return false;
 }

@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <elf.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -43,6 +42,7 @@
 #include <stackprobe/table.h>
 
 #include "userspace/common/clock.h"
+#include "userspace/common/enterable.h"
 #include "userspace/datafile/merge.h"
 #include "userspace/external/external.h"
 
@@ -177,67 +177,29 @@ static unsigned count_processes(const char *dir)
 }
 
 /* Is CMD (looked up on PATH like execvp) one the agent cannot enter?
- * why gets the reason. Same test as the agent's exec wrapper. */
-static bool unenterable(const char *cmd, char *why, size_t len, int depth)
+ * why gets the reason ("is ..."). The agent's exec wrapper asks the same
+ * question of the same file (userspace/common/enterable.c). */
+static bool unenterable(const char *cmd, char *why, size_t len)
 {
-	char path[PATH_MAX], buf[512];
-	const char *p = getenv("PATH");
-	struct stat st;
-	bool found = false;
+	char path[PATH_MAX], phrase[128];
 
-	if (strchr(cmd, '/')) {
-		snprintf(path, sizeof(path), "%s", cmd);
-		found = true;
-	}
-	for (const char *q = p ? p : "/bin:/usr/bin"; !found;) {
-		const char *c = strchr(q, ':');
-		size_t n = c ? (size_t)(c - q) : strlen(q);
-
-		if ((size_t)snprintf(path, sizeof(path), "%.*s%s%s", (int)n, q, n ? "/" : "", cmd) <
-			    sizeof(path) && access(path, X_OK) == 0)
-			found = true;
-		else if (!c)
-			return false;
-		else
-			q = c + 1;
-	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (!sprobe_enter__resolve(cmd, getenv("PATH"), path, sizeof(path)))
 		return false;
-	if (fstat(fd, &st) == 0 && (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
-				    ((st.st_mode & S_ISGID) && st.st_gid != getgid()))) {
-		close(fd);
-		snprintf(why, len, "is set-user/group-ID: the loader ignores LD_PRELOAD there");
-		return true;
-	}
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
-		char ip[256];
+	for (int depth = 0; depth <= SPROBE_ENTER_MAX_SCRIPTS; depth++) {
+		char interp[256];
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		enum sprobe_enter r = sprobe_enter__check_fd(fd, phrase, sizeof(phrase), interp,
+							     sizeof(interp));
 
-		close(fd);
-		buf[n] = '\0';
-		return depth < 2 && sscanf(buf + 2, " %255s", ip) == 1 && unenterable(ip, why, len, depth + 1);
-	}
-	bool interp = false, elf = false;
-	Elf64_Ehdr eh;
-
-	if (n >= (ssize_t)sizeof(eh) && memcmp(buf, ELFMAG, SELFMAG) == 0 && buf[EI_CLASS] == ELFCLASS64) {
-		elf = true;
-		memcpy(&eh, buf, sizeof(eh));
-		for (unsigned i = 0; i < eh.e_phnum && i < 256; i++) {
-			Elf64_Phdr ph;
-
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) !=
-			    (ssize_t)sizeof(ph))
-				break;
-			if (ph.p_type == PT_INTERP)
-				interp = true;
+		if (fd >= 0)
+			close(fd);
+		if (r == SPROBE_ENTER_NO) {
+			snprintf(why, len, "is %s", phrase);
+			return true;
 		}
-	}
-	close(fd);
-	if (elf && !interp && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
-		snprintf(why, len, "is statically linked: the agent cannot be loaded into it");
-		return true;
+		if (r != SPROBE_ENTER_SCRIPT)
+			return false;
+		snprintf(path, sizeof(path), "%s", interp);
 	}
 	return false;
 }
@@ -475,7 +437,7 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	char why[160];
-	bool unsampled_root = unenterable(argv[optind], why, sizeof(why), 0);
+	bool unsampled_root = unenterable(argv[optind], why, sizeof(why));
 	/* The agent cannot go in: the kernel samples it (the external tier). */
 	bool use_ext = external || unsampled_root;
 
