@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Running a command from an end-to-end test (tests/run_helper.h). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "sprobe_test.h"
@@ -30,4 +32,36 @@ int sprobe_test_run(const char *cmd, char **out)
 	else
 		free(buf);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+unsigned long sprobe_test_folded_count(const char *folded, const char *fn, int *roots)
+{
+	unsigned long total = 0;
+	char seen[32][64];
+	int nseen = 0;
+	char *copy = strdup(folded), *save = NULL;
+
+	assert_non_null(copy);
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' '), *semi = strchr(line, ';');
+
+		if (!sp || !strstr(line, fn))
+			continue;
+		total += strtoul(sp + 1, NULL, 10);
+		if (semi && nseen < 32) {
+			size_t l = (size_t)(semi - line) < 63 ? (size_t)(semi - line) : 63;
+			bool dup = false;
+
+			for (int i = 0; i < nseen; i++)
+				dup |= strncmp(seen[i], line, l) == 0 && seen[i][l] == '\0';
+			if (!dup) {
+				memcpy(seen[nseen], line, l);
+				seen[nseen++][l] = '\0';
+			}
+		}
+	}
+	free(copy);
+	if (roots)
+		*roots = nseen;
+	return total;
 }

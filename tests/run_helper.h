@@ -9,4 +9,10 @@
  * if the command cannot be started. */
 int sprobe_test_run(const char *cmd, char **out);
 
+/* Samples of a folded report (lines "root;...;leaf COUNT") whose line
+ * holds fn, summed; *roots (if not NULL) gets how many distinct first
+ * frames those lines have (the thread, or the process of a multi-process
+ * recording: up to 32 are told apart). */
+unsigned long sprobe_test_folded_count(const char *folded, const char *fn, int *roots);
+
 #endif

@@ -17,40 +17,6 @@
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"
 
-/* Per-thread sample counts from the folded report: lines start with the
- * thread label ("name-TID" or similar) and end with the count. Sums the
- * samples whose stack holds fn, and counts distinct threads that have
- * such samples. */
-static unsigned long fn_samples(const char *folded, const char *fn, int *threads)
-{
-	unsigned long total = 0;
-	char seen[16][64];
-	int nseen = 0;
-	char *copy = strdup(folded);
-
-	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strrchr(line, ' '), *semi = strchr(line, ';');
-
-		if (!sp || !strstr(line, fn))
-			continue;
-		total += strtoul(sp + 1, NULL, 10);
-		if (semi && nseen < 16) {
-			size_t l = (size_t)(semi - line) < 63 ? (size_t)(semi - line) : 63;
-			bool dup = false;
-
-			for (int i = 0; i < nseen; i++)
-				dup |= strncmp(seen[i], line, l) == 0 && seen[i][l] == '\0';
-			if (!dup) {
-				memcpy(seen[nseen], line, l);
-				seen[nseen++][l] = '\0';
-			}
-		}
-	}
-	free(copy);
-	*threads = nseen;
-	return total;
-}
-
 static void masked_workers(const char *mode, const char *how)
 {
 	char cmd[512], *out;
@@ -72,7 +38,7 @@ static void masked_workers(const char *mode, const char *how)
 
 	snprintf(cmd, sizeof(cmd), CLI " report -i " OUT "/masked-%s.data --format folded", mode);
 	assert_int_equal(sprobe_test_run(cmd, &out), 0);
-	unsigned long n = fn_samples(out, "masked_spin", &threads);
+	unsigned long n = sprobe_test_folded_count(out, "masked_spin", &threads);
 	print_message("%s mode: %lu samples in masked_spin, from %d threads\n", mode, n, threads);
 	/* 2 workers x 0.6 s at 499 Hz: hundreds on a quiet machine; none at
 	 * all before the wrapper (every capture dropped them as blocked, and

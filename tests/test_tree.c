@@ -35,41 +35,6 @@
 #define OUT "build/test-out"
 #define TW "build/treework"
 
-/* Samples whose stack holds fn, and the distinct processes ("name-PID"
- * root frames of the folded report of a multi-process recording) they
- * come from. */
-static unsigned long fn_samples(const char *folded, const char *fn, int *procs)
-{
-	unsigned long total = 0;
-	char seen[32][64];
-	int nseen = 0;
-	char *copy = strdup(folded);
-
-	assert_non_null(copy);
-	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
-		char *sp = strrchr(line, ' '), *semi = strchr(line, ';');
-
-		if (!sp || !strstr(line, fn))
-			continue;
-		total += strtoul(sp + 1, NULL, 10);
-		if (semi && nseen < 32) {
-			size_t l = (size_t)(semi - line) < 63 ? (size_t)(semi - line) : 63;
-			bool dup = false;
-
-			for (int i = 0; i < nseen; i++)
-				dup |= strncmp(seen[i], line, l) == 0 && seen[i][l] == '\0';
-			if (!dup) {
-				memcpy(seen[nseen], line, l);
-				seen[nseen++][l] = '\0';
-			}
-		}
-	}
-	free(copy);
-	if (procs)
-		*procs = nseen;
-	return total;
-}
-
 static char *report(const char *data, const char *fmt)
 {
 	char cmd[512], *out = NULL;
@@ -122,13 +87,13 @@ static void test_fork_workers(void **state)
 	record("fork", "--no-report", TW " fork 2 300", 0, &out);
 	folded = report(OUT "/tree-fork.data", "folded");
 	json = report(OUT "/tree-fork.data", "json");
-	unsigned long child = fn_samples(folded, "fork_child_spin", &procs);
+	unsigned long child = sprobe_test_folded_count(folded, "fork_child_spin", &procs);
 	print_message("  fork_child_spin: %lu samples in %d processes; parent %lu\n", child, procs,
-		      fn_samples(folded, "fork_parent_spin", NULL));
+		      sprobe_test_folded_count(folded, "fork_parent_spin", NULL));
 	/* 2 x 300 ms of CPU at 199 Hz: each child well sampled. */
 	assert_int_equal(procs, 2);
 	assert_true(child >= 40);
-	assert_true(fn_samples(folded, "fork_parent_spin", NULL) >= 5);
+	assert_true(sprobe_test_folded_count(folded, "fork_parent_spin", NULL) >= 5);
 	/* Each child's end is known (its own exit, its parent's wait). */
 	assert_int_equal(procs_matching(json, "\"code\": 10", "\"end\": \"exited\""), 1);
 	assert_int_equal(procs_matching(json, "\"code\": 11", "\"end\": \"exited\""), 1);
@@ -165,8 +130,8 @@ static void test_no_inherit(void **state)
 	record("noinherit", "--no-report --no-inherit", TW " fork 2 200", 0, &out);
 	folded = report(OUT "/tree-noinherit.data", "folded");
 	json = report(OUT "/tree-noinherit.data", "json");
-	assert_int_equal(fn_samples(folded, "fork_child_spin", NULL), 0);
-	assert_true(fn_samples(folded, "fork_parent_spin", NULL) + fn_samples(folded, "main", NULL) > 0);
+	assert_int_equal(sprobe_test_folded_count(folded, "fork_child_spin", NULL), 0);
+	assert_true(sprobe_test_folded_count(folded, "fork_parent_spin", NULL) + sprobe_test_folded_count(folded, "main", NULL) > 0);
 	assert_int_equal(procs_matching(json, "\"pid\"", NULL), 1);
 	free(out);
 	free(folded);
@@ -180,7 +145,7 @@ static void test_exec_chain(void **state)
 	record("chain", "--no-report", TW " chain 3 300", 0, &out);
 	folded = report(OUT "/tree-chain.data", "folded");
 	json = report(OUT "/tree-chain.data", "json");
-	assert_true(fn_samples(folded, "chain_end_spin", NULL) >= 20);
+	assert_true(sprobe_test_folded_count(folded, "chain_end_spin", NULL) >= 20);
 	/* One pid, four images: three exec'd, the last exited 0. */
 	assert_int_equal(procs_matching(json, "\"end\": \"exec'd\"", NULL), 3);
 	assert_int_equal(procs_matching(json, "\"exec_index\": 3", "\"end\": \"exited\""), 1);
@@ -198,7 +163,7 @@ static void test_shell_exec_and_child(void **state)
 
 	record("shexec", "--no-report", "sh -c 'exec " TW " spin 300'", 0, &out);
 	folded = report(OUT "/tree-shexec.data", "folded");
-	assert_true(fn_samples(folded, "spin_leaf", NULL) >= 20);
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 20);
 	free(out);
 	free(folded);
 
@@ -206,7 +171,7 @@ static void test_shell_exec_and_child(void **state)
 	/* The report of record itself names no part cut short. */
 	assert_null(strstr(out, "CUT SHORT"));
 	folded = report(OUT "/tree-shchild.data", "folded");
-	assert_true(fn_samples(folded, "spin_leaf", &procs) >= 30);
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", &procs) >= 30);
 	assert_int_equal(procs, 2);
 	/* The agent's wrappers (wait, exec) are not the program's frames. */
 	assert_null(strstr(folded, "exec_prepare"));
@@ -238,7 +203,7 @@ static void test_lines_in_descendant(void **state)
 
 	record("lines", "--no-report", "sh -c 'build/inlined 2000000000; true'", 0, &out);
 	folded = report(OUT "/tree-lines.data", "folded");
-	unsigned long inl = fn_samples(folded, "inner_hot (inlined)", NULL);
+	unsigned long inl = sprobe_test_folded_count(folded, "inner_hot (inlined)", NULL);
 	print_message("  inner_hot (inlined): %lu samples\n", inl);
 	assert_true(inl >= 20);
 	free(out);
@@ -285,7 +250,7 @@ static void test_make_j2(void **state)
 	snprintf(cmd, sizeof(cmd), "make -s -j2 -f %s", mk);
 	record("make", "--no-report", cmd, 0, &out);
 	folded = report(OUT "/tree-make.data", "folded");
-	unsigned long n = fn_samples(folded, "spin_leaf", &procs);
+	unsigned long n = sprobe_test_folded_count(folded, "spin_leaf", &procs);
 	print_message("  make -j2: spin_leaf %lu samples in %d processes\n", n, procs);
 	assert_int_equal(procs, 2);
 	assert_true(n >= 40);
@@ -301,7 +266,7 @@ static void test_killed_child(void **state)
 	json = report(OUT "/tree-killed.data", "json");
 	folded = report(OUT "/tree-killed.data", "folded");
 	text = report(OUT "/tree-killed.data", "text");
-	assert_true(fn_samples(folded, "victim_spin", NULL) >= 10);
+	assert_true(sprobe_test_folded_count(folded, "victim_spin", NULL) >= 10);
 	assert_int_equal(procs_matching(json, "\"end\": \"killed\"", "\"code\": 9"), 1);
 	/* The recording is whole; the victim's part ends at its last write,
 	 * which the report says as what it is, not as damage. */
@@ -340,7 +305,7 @@ static void test_static_binary(void **state)
 		char *folded = report(OUT "/tree-static.data", "folded");
 
 		assert_int_equal(procs_matching(json, "\"sampled\": true", NULL), 1);
-		assert_true(fn_samples(folded, "spin_leaf", NULL) >= 15);
+		assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 15);
 		free(folded);
 	} else {
 		print_message("  (perf events refused here: %s)\n", out);
@@ -377,11 +342,11 @@ static void test_external_tree(void **state)
 	}
 	folded = report(OUT "/tree-ext.data", "folded");
 	json = report(OUT "/tree-ext.data", "json");
-	unsigned long child = fn_samples(folded, "fork_child_spin", &procs);
+	unsigned long child = sprobe_test_folded_count(folded, "fork_child_spin", &procs);
 	print_message("  external: fork_child_spin %lu samples in %d processes\n", child, procs);
 	assert_int_equal(procs, 2);
 	assert_true(child >= 60);
-	assert_true(fn_samples(folded, "fork_parent_spin", NULL) >= 5);
+	assert_true(sprobe_test_folded_count(folded, "fork_parent_spin", NULL) >= 5);
 	assert_non_null(strstr(json, "\"perf-event\": "));
 	free(out);
 	free(folded);
@@ -459,7 +424,7 @@ static void test_ctrl_c(void **state)
 	char *folded = report(OUT "/tree-ctrlc.data", "folded");
 	assert_int_equal(procs_matching(json, "\"end\": \"killed\"", "\"code\": 2"), 1);
 	assert_non_null(strstr(json, "\"status\": \"complete\""));
-	assert_true(fn_samples(folded, "ready_spin", NULL) >= 5);
+	assert_true(sprobe_test_folded_count(folded, "ready_spin", NULL) >= 5);
 	free(json);
 	free(folded);
 }
