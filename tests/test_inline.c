@@ -23,6 +23,7 @@
 #include <stackprobe/symbolize.h>
 
 #include "run_helper.h"
+#include "prog_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -45,63 +46,6 @@ static const char *base(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* The program start_prog() runs: killed by stop_prog(), or by the
- * teardown when a failed assertion skipped it. */
-static pid_t running = -1;
-
-static int kill_running(void **state)
-{
-	(void)state;
-	if (running > 0) {
-		kill(running, SIGKILL);
-		waitpid(running, NULL, 0);
-	}
-	running = -1;
-	return 0;
-}
-
-/* Run prog (looping for long) and open the inventory of its process; its
- * module named name goes to *mod. The program writes a byte to the pipe
- * once its main runs: every library is mapped by then. */
-static struct sprobe_modules *start_prog(const char *prog, const char *name, pid_t *pid,
-					 const struct sprobe_module **mod)
-{
-	int gate[2];
-	char c, fdarg[16];
-
-	assert_int_equal(pipe(gate), 0);
-	snprintf(fdarg, sizeof(fdarg), "%d", gate[1]);
-	*pid = fork();
-	assert_true(*pid >= 0);
-	if (*pid == 0) {
-		close(gate[0]);
-		execl(prog, prog, "100000000000000", fdarg, (char *)NULL);
-		_exit(127);
-	}
-	running = *pid;
-	close(gate[1]);
-	assert_int_equal(read(gate[0], &c, 1), 1);
-	close(gate[0]);
-	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = *pid };
-	struct sprobe_modules *m = sprobe_modules__new(&o);
-
-	assert_non_null(m);
-	*mod = NULL;
-	for (size_t i = 0; i < sprobe_modules__count(m); i++)
-		if (strcmp(sprobe_modules__get(m, i)->name, name) == 0)
-			*mod = sprobe_modules__get(m, i);
-	assert_non_null(*mod);
-	return m;
-}
-
-static void stop_prog(struct sprobe_modules *m, pid_t pid)
-{
-	sprobe_modules__free(m);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	running = -1;
-}
-
 /* Every address of outer_fn (inner_hot is inlined into it) in a running
  * copy of the program: our chain equals addr2line -i -f's, function by
  * function and line by line. */
@@ -121,7 +65,7 @@ static void test_chain_matches_addr2line(void **state)
 
 	pid_t pid;
 	const struct sprobe_module *mod;
-	struct sprobe_modules *m = start_prog(PROG, "inlined", &pid, &mod);
+	struct sprobe_modules *m = sprobe_test_prog_start(PROG, "inlined", &pid, &mod);
 
 	/* addr2line, once, for every address: "-a" prints each address
 	 * before its chain of "function\nfile:line" pairs */
@@ -183,7 +127,7 @@ static void test_chain_matches_addr2line(void **state)
 	assert_int_equal(compared, size);
 	assert_true(inlined_seen > 0); /* the compiler did inline it */
 	free(a2l);
-	stop_prog(m, pid);
+	sprobe_test_prog_stop(m, pid);
 }
 
 /* Our chain for the module address a against addr2line's lines for it,
@@ -247,7 +191,7 @@ static void test_libc_chains_match_addr2line(void **state)
 	const struct sprobe_module *mod = NULL;
 	(void)state;
 
-	struct sprobe_modules *m = start_prog(PROG, "inlined", &pid, &mod);
+	struct sprobe_modules *m = sprobe_test_prog_start(PROG, "inlined", &pid, &mod);
 
 	mod = NULL;
 	for (size_t i = 0; i < sprobe_modules__count(m); i++)
@@ -257,7 +201,7 @@ static void test_libc_chains_match_addr2line(void **state)
 	assert_true(sprobe_build_id__hex(mod->build_id, mod->build_id_len, hex, sizeof(hex)) > 2);
 	snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
 	if (access(dbg, R_OK) != 0) {
-		stop_prog(m, pid);
+		sprobe_test_prog_stop(m, pid);
 		SPROBE_SKIP("no debug file for libc (%s): apt-get install libc6-dbg", dbg);
 	}
 	const struct sprobe_segment *x = NULL;
@@ -272,7 +216,7 @@ static void test_libc_chains_match_addr2line(void **state)
 	assert_non_null(cmd);
 	if (sprobe_test_run("command -v llvm-symbolizer >/dev/null 2>&1", NULL) != 0) {
 		free(cmd);
-		stop_prog(m, pid);
+		sprobe_test_prog_stop(m, pid);
 		SPROBE_SKIP("no llvm-symbolizer (llvm, tools/deps.d/bpf.list)");
 	}
 	/* GNU style: addr2line's layout, without columns */
@@ -300,7 +244,7 @@ static void test_libc_chains_match_addr2line(void **state)
 	assert_true(compared > 1000);
 	assert_true(deep > 100);
 	free(a2l);
-	stop_prog(m, pid);
+	sprobe_test_prog_stop(m, pid);
 }
 
 /* Damaged DWARF (a .debug_info cut in half, cut to 40 bytes, or random
@@ -331,7 +275,7 @@ static void test_damaged_dwarf(void **state)
 
 		pid_t pid;
 		const struct sprobe_module *mod;
-		struct sprobe_modules *m = start_prog(cmd, cmd + strlen(OUT) + 1, &pid, &mod);
+		struct sprobe_modules *m = sprobe_test_prog_start(cmd, cmd + strlen(OUT) + 1, &pid, &mod);
 		unsigned chains = 0, refused = 0;
 
 		for (unsigned long a = start; a < start + size; a++) {
@@ -352,7 +296,7 @@ static void test_damaged_dwarf(void **state)
 				assert_string_equal(fr[0].function, "inner_hot");
 		}
 		print_message("  .debug_info %s: %u chains, %u refused\n", how[h], chains, refused);
-		stop_prog(m, pid);
+		sprobe_test_prog_stop(m, pid);
 	}
 }
 
@@ -513,9 +457,9 @@ static void test_bad_srcline_refused(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-	cmocka_unit_test_teardown(test_chain_matches_addr2line, kill_running),
-	cmocka_unit_test_teardown(test_libc_chains_match_addr2line, kill_running),
-	cmocka_unit_test_teardown(test_damaged_dwarf, kill_running),
+	cmocka_unit_test_teardown(test_chain_matches_addr2line, sprobe_test_prog_teardown),
+	cmocka_unit_test_teardown(test_libc_chains_match_addr2line, sprobe_test_prog_teardown),
+	cmocka_unit_test_teardown(test_damaged_dwarf, sprobe_test_prog_teardown),
 	cmocka_unit_test(test_recording_shows_inlined),
 	cmocka_unit_test(test_pprof_lines),
 	cmocka_unit_test(test_bad_srcline_refused),

@@ -23,6 +23,7 @@
 #include <stackprobe/symbolize.h>
 
 #include "run_helper.h"
+#include "prog_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -37,61 +38,6 @@ static int setup_dir(void **state)
 	mkdir("build/test-out", 0755);
 	mkdir(OUT, 0755);
 	return 0;
-}
-
-static pid_t running = -1;
-
-static int kill_running(void **state)
-{
-	(void)state;
-	if (running > 0) {
-		kill(running, SIGKILL);
-		waitpid(running, NULL, 0);
-	}
-	running = -1;
-	return 0;
-}
-
-/* Run prog (looping for long) and open the inventory of its process; its
- * module named name goes to *mod. The program writes a byte to the pipe
- * once its main runs. */
-static struct sprobe_modules *start_prog(const char *prog, const char *name, pid_t *pid,
-					 const struct sprobe_module **mod)
-{
-	int gate[2];
-	char c, fdarg[16];
-
-	assert_int_equal(pipe(gate), 0);
-	snprintf(fdarg, sizeof(fdarg), "%d", gate[1]);
-	*pid = fork();
-	assert_true(*pid >= 0);
-	if (*pid == 0) {
-		close(gate[0]);
-		execl(prog, prog, "100000000000000", fdarg, (char *)NULL);
-		_exit(127);
-	}
-	running = *pid;
-	close(gate[1]);
-	assert_int_equal(read(gate[0], &c, 1), 1);
-	close(gate[0]);
-	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = *pid };
-	struct sprobe_modules *m = sprobe_modules__new(&o);
-
-	assert_non_null(m);
-	*mod = NULL;
-	for (size_t i = 0; i < sprobe_modules__count(m); i++)
-		if (strcmp(sprobe_modules__get(m, i)->name, name) == 0)
-			*mod = sprobe_modules__get(m, i);
-	assert_non_null(*mod);
-	return m;
-}
-
-static void stop_prog(struct sprobe_modules *m, pid_t pid)
-{
-	sprobe_modules__free(m);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	running = -1;
 }
 
 struct fde {
@@ -158,7 +104,7 @@ static void test_names_match_readelf(void **state)
 
 	pid_t pid;
 	const struct sprobe_module *mod;
-	struct sprobe_modules *m = start_prog(PROG, "stripped", &pid, &mod);
+	struct sprobe_modules *m = sprobe_test_prog_start(PROG, "stripped", &pid, &mod);
 	unsigned named = 0, gaps = 0, hot = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -210,7 +156,7 @@ static void test_names_match_readelf(void **state)
 		      named, hot, gaps);
 	assert_true(hot == he - hs);
 	assert_true(gaps > 0);
-	stop_prog(m, pid);
+	sprobe_test_prog_stop(m, pid);
 }
 
 /* Distinct pcs of the recording whose symbol record names name, and the
@@ -410,7 +356,7 @@ static void test_damaged_eh_frame(void **state)
 
 		pid_t pid;
 		const struct sprobe_module *mod;
-		struct sprobe_modules *m = start_prog(cmd, cmd + strlen(OUT) + 1, &pid, &mod);
+		struct sprobe_modules *m = sprobe_test_prog_start(cmd, cmd + strlen(OUT) + 1, &pid, &mod);
 		unsigned named = 0;
 
 		for (unsigned long a = hs; a < he; a++) {
@@ -426,7 +372,7 @@ static void test_damaged_eh_frame(void **state)
 		print_message("  .eh_frame %s: %u of %lu addresses named\n", how[h], named, he - hs);
 		if (h == 0)
 			assert_int_equal(named, 0);
-		stop_prog(m, pid);
+		sprobe_test_prog_stop(m, pid);
 	}
 }
 
@@ -558,10 +504,10 @@ static void test_debuginfod(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-	cmocka_unit_test_teardown(test_names_match_readelf, kill_running),
+	cmocka_unit_test_teardown(test_names_match_readelf, sprobe_test_prog_teardown),
 	cmocka_unit_test(test_recording_one_row),
 	cmocka_unit_test(test_gzip),
-	cmocka_unit_test_teardown(test_damaged_eh_frame, kill_running),
+	cmocka_unit_test_teardown(test_damaged_eh_frame, sprobe_test_prog_teardown),
 	cmocka_unit_test(test_debuginfod),
 };
 
