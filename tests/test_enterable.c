@@ -72,7 +72,7 @@ static void test_static_and_dynamic_elf(void **state)
 	(void)state;
 	write_elf(DIR "/static", false);
 	write_elf(DIR "/dynamic", true);
-	assert_int_equal(check(DIR "/static", why, interp), SPROBE_ENTER_NO);
+	assert_int_equal(check(DIR "/static", why, interp), SPROBE_ENTER_STATIC);
 	assert_non_null(strstr(why, "statically linked"));
 	assert_int_equal(check(DIR "/dynamic", why, interp), SPROBE_ENTER_OK);
 	assert_string_equal(why, "");
@@ -115,7 +115,7 @@ static void test_set_id_of_another_user(void **state)
 	write_elf(DIR "/setuid", true);
 	assert_int_equal(chown(DIR "/setuid", 65534, (gid_t)-1), 0);
 	assert_int_equal(chmod(DIR "/setuid", 04755), 0);
-	assert_int_equal(check(DIR "/setuid", why, interp), SPROBE_ENTER_NO);
+	assert_int_equal(check(DIR "/setuid", why, interp), SPROBE_ENTER_SETID);
 	assert_non_null(strstr(why, "set-user/group-ID"));
 	/* Set-user-ID of the caller's own uid changes no credentials. */
 	assert_int_equal(chown(DIR "/setuid", getuid(), (gid_t)-1), 0);

@@ -313,12 +313,87 @@ static void test_static_binary(void **state)
 	}
 	free(out);
 	free(json);
-	/* Inside a tree too: the shell's exec wrapper says so. */
-	record("static2", "--no-report", "sh -c 'build/treework-static _exit 0 20; true'", 0, &out);
+}
+
+/* Deeper in a tree (a shell runs it; a #! wrapper script execs it): the
+ * agent in the process about to exec asks record, which has the kernel
+ * sample the new image from its first instruction (userspace/agent/
+ * external_request.c, userspace/cli/ext_children.c). Each is its own
+ * process image in the report, with its exit status, and the processes
+ * the agent entered are sampled as before. */
+static void test_static_binary_in_tree(void **state)
+{
+	char *out, *json, *folded;
+	FILE *f;
+
+	(void)state;
+	f = fopen(OUT "/tree-wrapper.sh", "w");
+	assert_non_null(f);
+	fputs("#!/bin/sh\nexec build/treework-static _exit 4 300\n", f);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(OUT "/tree-wrapper.sh", 0755), 0);
+	record("static2", "--no-report --mode cpu",
+	       "sh -c 'build/treework-static _exit 3 300; " OUT "/tree-wrapper.sh; "
+	       TW " spin 100; true'", 0, &out);
 	json = report(OUT "/tree-static2.data", "json");
-	assert_int_equal(procs_matching(json, "\"sampled\": false", "statically linked"), 1);
+	if (strstr(out, "cannot sample it through the kernel")) {
+		print_message("  (perf events refused here: %s)\n", out);
+		assert_int_equal(procs_matching(json, "\"sampled\": false", "statically linked"), 2);
+		free(out);
+		free(json);
+		return;
+	}
+	/* One line each, saying so. */
+	const char *l1 = strstr(out, "(pid "), *l2 = l1 ? strstr(l1 + 1, "(pid ") : NULL;
+	assert_non_null(l2);
+	assert_null(strstr(l2 + 1, "(pid "));
+	assert_non_null(strstr(l1, "sampled through the kernel"));
+	assert_non_null(strstr(l2, "sampled through the kernel"));
+	assert_int_equal(procs_matching(json, "\"sampled\": false", NULL), 0);
+	assert_int_equal(procs_matching(json, "\"code\": 3", "treework-static"), 1);
+	assert_int_equal(procs_matching(json, "\"code\": 4", "treework-static"), 1);
+	/* The wrapper's image, then the static program under the same pid. */
+	assert_int_equal(procs_matching(json, "\"end\": \"exec'd\"", "tree-wrapper.sh"), 1);
+	folded = report(OUT "/tree-static2.data", "folded");
+	int procs = 0;
+	unsigned long kern = sprobe_test_folded_count(folded, "treework-static", &procs);
+
+	print_message("  static programs in the tree: %lu samples in %d processes\n", kern, procs);
+	/* 2 x 300 ms of CPU at 199 Hz: ~60 samples each. */
+	assert_int_equal(procs, 2);
+	assert_true(kern >= 40);
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 40 + 8);
+	free(folded);
 	free(out);
 	free(json);
+}
+
+/* record opens kernel events only for the process that asks for itself:
+ * a request naming another pid (here record's own parent, the test) is
+ * refused, whatever the asker. */
+static void test_external_request_for_another_pid(void **state)
+{
+	char cmd[1024], *out;
+
+	(void)state;
+	if (sprobe_test_run("python3 -c 'import socket' 2>/dev/null", NULL) != 0)
+		SPROBE_SKIP("no python3 to forge a request with");
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c \"import os,socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); "
+		 "s.connect('\\\\0'+os.environ['STACKPROBE_EXTERNAL_SOCK']); "
+		 "s.send(b'external %d 0 1 /bin/true\\\\tforged'); print(s.recv(300).decode())\"",
+		 (int)getpid());
+	record("forged", "--no-report", cmd, 0, &out);
+	assert_non_null(strstr(out, "no the request is not from pid"));
+	assert_null(strstr(out, "sampled through the kernel"));
+	free(out);
+}
+
+static void test_environment_without_agent(void **state)
+{
+	char *out, *json;
+
+	(void)state;
 	/* An exec with an environment that drops LD_PRELOAD (env -i). */
 	record("envi", "--no-report", "sh -c 'env -i " TW " spin 20; true'", 0, &out);
 	json = report(OUT "/tree-envi.data", "json");
@@ -623,6 +698,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_killed_child),
 	cmocka_unit_test(test__exit),
 	cmocka_unit_test(test_static_binary),
+	cmocka_unit_test(test_static_binary_in_tree),
+	cmocka_unit_test(test_external_request_for_another_pid),
+	cmocka_unit_test(test_environment_without_agent),
 	cmocka_unit_test(test_external_tree),
 	cmocka_unit_test(test_command_not_found),
 	cmocka_unit_test(test_ctrl_c),

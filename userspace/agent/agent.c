@@ -69,6 +69,7 @@
 #include "backends/linux/chain.h"
 #include "userspace/agent/agent.h"
 #include "userspace/common/clock.h"
+#include "userspace/common/enterable.h"
 #include "userspace/common/fds.h"
 
 /* The agent's state: one sampler per process image. */
@@ -712,7 +713,7 @@ static bool env_preloads_us(char *const envp[])
 static void exec_prepare(const char *path, char *const envp[])
 {
 	bool active = agent_sampler && getpid() == agent_pid;
-	char line[PATH_MAX + 192], why[96];
+	char line[PATH_MAX + 384], why[256];
 	unsigned long long now = (unsigned long long)sprobe_mono_ns();
 	unsigned next;
 	int n;
@@ -737,13 +738,28 @@ static void exec_prepare(const char *path, char *const envp[])
 	} else {
 		return;
 	}
-	bool unenterable = path && sprobe_agent__unenterable(path, why, sizeof(why));
+	int kind = path ? sprobe_agent__unenterable(path, why, sizeof(why)) : SPROBE_ENTER_OK;
+	bool unenterable = kind != SPROBE_ENTER_OK, env_choice = false;
 
 	if (!unenterable && path && !env_preloads_us(envp)) {
 		snprintf(why, sizeof(why), "its environment has no LD_PRELOAD of the agent");
-		unenterable = true;
+		unenterable = env_choice = true;
 	}
 	if (agent_dir && unenterable) {
+		char answer[160] = "";
+
+		/* The kernel can sample what the agent cannot enter, but
+		 * drops its events at a set-ID exec (the image is not
+		 * dumpable); an environment without the agent is the
+		 * caller's choice. */
+		if (kind == SPROBE_ENTER_SETID)
+			snprintf(answer, sizeof(answer), "the kernel drops perf events at a set-ID exec "
+							 "(`stackprobe record -p PID` can attach to it "
+							 "once it runs)");
+		else if (!env_choice && sprobe_agent__ask_external(next, path, why, answer, sizeof(answer)))
+			return;
+		if (answer[0] && strlen(why) + 2 + strlen(answer) < sizeof(why))
+			snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s", answer);
 		n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s\n", (int)getpid(), next,
 			     now, path, why);
 		if (n > 0 && (size_t)n < sizeof(line))

@@ -108,8 +108,18 @@ void sprobe_agent__forget_parent(void);
  * called once by the agent's constructor when it samples. */
 void sprobe_agent__process_init(void);
 /* Is the program at PATH one the agent cannot enter (statically linked,
- * set-user/group-ID)? Fills why ("statically linked") and returns true. */
-bool sprobe_agent__unenterable(const char *path, char *why, size_t len);
+ * set-user/group-ID)? Returns SPROBE_ENTER_STATIC or _SETID with why
+ * filled ("statically linked: ..."), else SPROBE_ENTER_OK (0)
+ * (userspace/common/enterable.h). */
+int sprobe_agent__unenterable(const char *path, char *why, size_t len);
+
+/* Ask `record` to sample this process through the kernel from its next
+ * image (exec_index next_exec) on, before an exec of path, which the
+ * agent cannot enter for why (userspace/agent/external_request.c). True
+ * when record took it; false with answer saying why not ("" when there
+ * is no record to ask). Blocks up to a few seconds. */
+bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char *why,
+				char *answer, size_t alen);
 
 /* ---- on demand (agent.c, control.c; docs/AGENT.md "On demand") ---- */
 /* Start the control channel's thread (control.c): 0, or -errno after

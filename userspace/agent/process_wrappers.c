@@ -402,12 +402,12 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 
 /* ---- programs the agent cannot enter ---------------------------------- */
 
-bool sprobe_agent__unenterable(const char *file, char *why, size_t len)
+int sprobe_agent__unenterable(const char *file, char *why, size_t len)
 {
 	char path[PATH_MAX];
 
 	if (!file || !sprobe_enter__resolve(file, sprobe_agent__getenv("PATH"), path, sizeof(path)))
-		return false;
+		return SPROBE_ENTER_OK;
 	for (int depth = 0; depth <= SPROBE_ENTER_MAX_SCRIPTS; depth++) {
 		char interp[256];
 		int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
@@ -416,7 +416,7 @@ bool sprobe_agent__unenterable(const char *file, char *why, size_t len)
 
 		sprobe_fd__done(h);
 		if (r != SPROBE_ENTER_SCRIPT)
-			return r == SPROBE_ENTER_NO;
+			return r;
 		snprintf(path, sizeof(path), "%s", interp); /* a script: its interpreter runs */
 	}
 	return false;

@@ -54,6 +54,27 @@ struct cli_record_pid_opts {
 	bool quiet, report;
 };
 int cli_record_pid(const struct cli_record_pid_opts *o);
+/*
+ * The external tier for the programs of the tree the agent cannot enter
+ * (ext_children.c): a thread answers the agent's requests
+ * (userspace/agent/external_request.c) on an abstract socket whose name
+ * goes to the children as STACKPROBE_EXTERNAL_SOCK; each accepted pid
+ * gets its own external-tier events, its parts written into dir at the
+ * end. NULL with errno when the socket or the thread cannot be made.
+ * _poll() reads the rings (the main loop, often); _finish() stops the
+ * thread and writes every part (returns how many, *lost the samples the
+ * kernel dropped); _free() releases everything. The thread sends record
+ * a SIGCHLD when it takes a pid, so a main loop blocked in waitpid()
+ * (with a SIGCHLD handler without SA_RESTART) starts polling.
+ */
+struct cli_xkids;
+struct cli_xkids *cli_xkids__new(const char *dir, double freq, bool quiet);
+const char *cli_xkids__name(const struct cli_xkids *k);
+size_t cli_xkids__count(struct cli_xkids *k); /* pids taken so far */
+void cli_xkids__poll(struct cli_xkids *k);
+size_t cli_xkids__finish(struct cli_xkids *k, unsigned long long *lost);
+void cli_xkids__free(struct cli_xkids *k);
+
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

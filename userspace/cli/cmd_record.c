@@ -152,6 +152,13 @@ static volatile sig_atomic_t forward_sig;
  * twice (a program that stops cleanly on the first would take the second
  * as "force quit"). The kernel sends those with SI_KERNEL; what someone
  * sent record alone with kill() is passed on. */
+/* SIGCHLD only interrupts the wait (ext_children.c sends one when a new
+ * ring needs reading); waitpid() then says what happened. */
+static void on_child(int sig)
+{
+	(void)sig;
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
@@ -177,14 +184,15 @@ static unsigned count_processes(const char *dir)
 }
 
 /* Is CMD (looked up on PATH like execvp) one the agent cannot enter?
- * why gets the reason ("is ..."). The agent's exec wrapper asks the same
- * question of the same file (userspace/common/enterable.c). */
-static bool unenterable(const char *cmd, char *why, size_t len)
+ * Returns SPROBE_ENTER_STATIC or _SETID with why ("is ...") filled, else
+ * SPROBE_ENTER_OK. The agent's exec wrapper asks the same question of the
+ * same file (userspace/common/enterable.c). */
+static enum sprobe_enter unenterable(const char *cmd, char *why, size_t len)
 {
 	char path[PATH_MAX], phrase[128];
 
 	if (!sprobe_enter__resolve(cmd, getenv("PATH"), path, sizeof(path)))
-		return false;
+		return SPROBE_ENTER_OK;
 	for (int depth = 0; depth <= SPROBE_ENTER_MAX_SCRIPTS; depth++) {
 		char interp[256];
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -193,15 +201,15 @@ static bool unenterable(const char *cmd, char *why, size_t len)
 
 		if (fd >= 0)
 			close(fd);
-		if (r == SPROBE_ENTER_NO) {
+		if (r == SPROBE_ENTER_STATIC || r == SPROBE_ENTER_SETID) {
 			snprintf(why, len, "is %s", phrase);
-			return true;
+			return r;
 		}
 		if (r != SPROBE_ENTER_SCRIPT)
-			return false;
+			return SPROBE_ENTER_OK;
 		snprintf(path, sizeof(path), "%s", interp);
 	}
-	return false;
+	return SPROBE_ENTER_OK;
 }
 
 static void remove_dir(const char *dir)
@@ -437,9 +445,12 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	char why[160];
-	bool unsampled_root = unenterable(argv[optind], why, sizeof(why));
-	/* The agent cannot go in: the kernel samples it (the external tier). */
-	bool use_ext = external || unsampled_root;
+	enum sprobe_enter root_kind = unenterable(argv[optind], why, sizeof(why));
+	bool unsampled_root = root_kind != SPROBE_ENTER_OK;
+	/* The agent cannot go in: the kernel samples it (the external tier),
+	 * except through a set-ID exec, where the kernel drops the events
+	 * (the new image is not dumpable). */
+	bool use_ext = (external || root_kind == SPROBE_ENTER_STATIC) && root_kind != SPROBE_ENTER_SETID;
 
 	int sfd = memfd_create("stackprobe-status", 0);
 	struct sprobe_sampler_status *st = NULL;
@@ -474,7 +485,8 @@ int cmd_record(int argc, char **argv)
 	}
 
 	struct sigaction sa = { .sa_sigaction = on_signal, .sa_flags = SA_SIGINFO }, old_int, old_term,
-			 old_quit;
+			 old_quit, old_chld;
+	struct sigaction sc = { .sa_handler = on_child }; /* no SA_RESTART */
 	sigemptyset(&sa.sa_mask);
 	/* Orphans of the tree (a daemonising child, a killed parent's
 	 * workers) are reparented here, so their end is known too. */
@@ -482,6 +494,12 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGQUIT, &sa, &old_quit);
+	sigemptyset(&sc.sa_mask);
+	sigaction(SIGCHLD, &sc, &old_chld);
+
+	/* Programs deeper in the tree that the agent cannot enter: the
+	 * agent asks, the kernel samples them (ext_children.c). */
+	struct cli_xkids *xkids = inherit ? cli_xkids__new(dir, freq, quiet) : NULL;
 
 	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
@@ -493,6 +511,7 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGINT, &old_int, NULL);
 		sigaction(SIGTERM, &old_term, NULL);
 		sigaction(SIGQUIT, &old_quit, NULL);
+		sigaction(SIGCHLD, &old_chld, NULL);
 		if (!use_ext)
 			setenv("LD_PRELOAD", preload, 1);
 		unsetenv("STACKPROBE_OUTPUT");
@@ -505,6 +524,10 @@ int cmd_record(int argc, char **argv)
 		if (engine)
 			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
+		if (xkids)
+			setenv("STACKPROBE_EXTERNAL_SOCK", cli_xkids__name(xkids), 1);
+		else
+			unsetenv("STACKPROBE_EXTERNAL_SOCK");
 		if (st)
 			setenv("STACKPROBE_STATUS_FD", fdbuf, 1);
 		/* Wait until the parent has attached what it attaches. */
@@ -540,6 +563,9 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
 			ext ? "sampled through the kernel instead (perf events: cpu time, frame-pointer "
 			      "call chains)"
+			: root_kind == SPROBE_ENTER_SETID
+			    ? "it runs unsampled: the kernel drops perf events at a set-ID exec (once it "
+			      "runs, `stackprobe record -p PID` can attach to it)"
 			    : "it runs unsampled (its exit status is passed through)");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
@@ -602,7 +628,8 @@ int cmd_record(int argc, char **argv)
 	for (;;) {
 		int ws;
 		/* Any child: the command, or an orphan of its tree. */
-		pid_t w = waitpid(-1, &ws, tty || kp || ext ? WNOHANG : 0);
+		bool rings = ext || (xkids && cli_xkids__count(xkids));
+		pid_t w = waitpid(-1, &ws, tty || kp || rings ? WNOHANG : 0);
 		if (w > 0) {
 			exits_add(&ends, w, ws);
 			if (w == pid) {
@@ -623,9 +650,11 @@ int cmd_record(int argc, char **argv)
 			status_line(st, sprobe_mono_ns() - t0, count_processes(dir));
 		if (ext)
 			sprobe_ext__poll(ext);
+		if (xkids)
+			cli_xkids__poll(xkids);
 		if (kp)
 			sprobe_pause__poll(kp, tty ? 250 : 50);
-		else if (tty || ext)
+		else if (tty || rings)
 			poll(NULL, 0, tty ? 250 : 50);
 	}
 	/* Orphans that ended meanwhile. */
@@ -645,6 +674,7 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sigaction(SIGQUIT, &old_quit, NULL);
+	sigaction(SIGCHLD, &old_chld, NULL);
 
 	if (ext) {
 		int np = sprobe_ext__finish(ext);
@@ -656,6 +686,14 @@ int cmd_record(int argc, char **argv)
 		else if (!quiet && xl)
 			fprintf(stderr, "stackprobe record: the kernel lost %llu samples (ring full)\n", xl);
 		sprobe_ext__free(ext);
+	}
+	if (xkids) {
+		unsigned long long xl;
+
+		cli_xkids__finish(xkids, &xl);
+		if (!quiet && xl)
+			fprintf(stderr, "stackprobe record: the kernel lost %llu samples (ring full)\n", xl);
+		cli_xkids__free(xkids);
 	}
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */

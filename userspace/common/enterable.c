@@ -25,7 +25,7 @@ enum sprobe_enter sprobe_enter__check_fd(int fd, char *why, size_t len, char *in
 	if (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getgid())) {
 		snprintf(why, len, "set-user/group-ID: the loader ignores LD_PRELOAD there");
-		return SPROBE_ENTER_NO;
+		return SPROBE_ENTER_SETID;
 	}
 	n = pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
@@ -57,7 +57,7 @@ enum sprobe_enter sprobe_enter__check_fd(int fd, char *why, size_t len, char *in
 	}
 	if (!has_interp && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
 		snprintf(why, len, "statically linked: the agent cannot be loaded into it");
-		return SPROBE_ENTER_NO;
+		return SPROBE_ENTER_STATIC;
 	}
 	return SPROBE_ENTER_OK;
 }

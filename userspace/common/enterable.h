@@ -22,11 +22,15 @@
 
 enum sprobe_enter {
 	SPROBE_ENTER_OK = 0,	/* enterable, or nothing known against it */
-	SPROBE_ENTER_NO,	/* cannot be entered; why says why */
+	SPROBE_ENTER_STATIC,	/* cannot be entered: no loader; why says so */
+	SPROBE_ENTER_SETID,	/* cannot be entered: set-ID; why says so. The
+				 * kernel also drops perf events at such an
+				 * exec (a non-dumpable image), so the external
+				 * tier cannot follow it through the exec. */
 	SPROBE_ENTER_SCRIPT,	/* a #! script: check interp instead */
 };
 
-/* Check the program open on fd. why gets the reason for SPROBE_ENTER_NO
+/* Check the program open on fd. why gets the reason for _STATIC and _SETID
  * (a phrase without a verb: "statically linked: ..."), interp the
  * interpreter's path for SPROBE_ENTER_SCRIPT. */
 enum sprobe_enter sprobe_enter__check_fd(int fd, char *why, size_t len, char *interp,

@@ -58,6 +58,7 @@ struct sprobe_ext {
 	void *ring[MAX_CPUS];
 	size_t ring_len;
 	pid_t root;
+	uint32_t root_exec, root_ppid; /* sprobe_ext__set_root() */
 	double freq;
 	char *dir;
 	struct ximage *img;
@@ -168,8 +169,8 @@ static struct ximage *image_new(struct sprobe_ext *x, uint32_t pid, uint32_t ppi
 
 	memset(im, 0, sizeof(*im));
 	im->pid = pid;
-	im->ppid = prev ? prev->ppid : ppid;
-	im->exec_index = prev ? prev->exec_index + 1 : 0;
+	im->ppid = prev ? prev->ppid : pid == (uint32_t)x->root && !ppid ? x->root_ppid : ppid;
+	im->exec_index = prev ? prev->exec_index + 1 : pid == (uint32_t)x->root ? x->root_exec : 0;
 	im->start_ns = t;
 	if (prev)
 		memcpy(im->comm, prev->comm, sizeof(im->comm));
@@ -573,7 +574,8 @@ int sprobe_ext__finish(struct sprobe_ext *x)
 	sprobe_ext__poll(x);
 	for (size_t i = 0; i < x->nimg; i++) {
 		/* Images with samples, and the command's own first one. */
-		if (!x->img[i].n && !(x->img[i].pid == (uint32_t)x->root && x->img[i].exec_index == 0))
+		if (!x->img[i].n &&
+		    !(x->img[i].pid == (uint32_t)x->root && x->img[i].exec_index == x->root_exec))
 			continue;
 		err = write_part(x, &x->img[i]);
 		if (err < 0)
@@ -581,6 +583,12 @@ int sprobe_ext__finish(struct sprobe_ext *x)
 		n += err;
 	}
 	return n;
+}
+
+void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid)
+{
+	x->root_exec = exec_index;
+	x->root_ppid = ppid > 0 ? (uint32_t)ppid : 0;
 }
 
 void sprobe_ext__counts(const struct sprobe_ext *x, unsigned long long *samples,
