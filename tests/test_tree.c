@@ -389,6 +389,25 @@ static void test_external_request_for_another_pid(void **state)
 	free(out);
 }
 
+/* The agent writes nothing on the program's descriptor 2 under record
+ * (a program may point it at its own file: a daemon's log): its messages
+ * go to record, which prints them on its own stderr. */
+static void test_agent_messages_not_in_program_stderr(void **state)
+{
+	char *out, *err = NULL;
+
+	(void)state;
+	unlink(OUT "/tree-own-stderr.txt");
+	record("ownerr", "--no-report --mode cpu",
+	       "sh -c 'exec 2>" OUT "/tree-own-stderr.txt; exec " TW " spin 50'", 0, &out);
+	assert_non_null(strstr(out, "cpu engine: "));
+	assert_int_equal(sprobe_test_run("cat " OUT "/tree-own-stderr.txt", &err), 0);
+	if (err[0])
+		fail_msg("the program's own stderr file got: %s", err);
+	free(err);
+	free(out);
+}
+
 static void test_environment_without_agent(void **state)
 {
 	char *out, *json;
@@ -700,6 +719,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_static_binary),
 	cmocka_unit_test(test_static_binary_in_tree),
 	cmocka_unit_test(test_external_request_for_another_pid),
+	cmocka_unit_test(test_agent_messages_not_in_program_stderr),
 	cmocka_unit_test(test_environment_without_agent),
 	cmocka_unit_test(test_external_tree),
 	cmocka_unit_test(test_command_not_found),

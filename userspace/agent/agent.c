@@ -133,13 +133,38 @@ int sprobe_agent__unsetenv(const char *name)
 	return f ? f(name) : -1;
 }
 
-static void agent_msg(const char *fmt, const char *a, const char *b)
+/* A message for the person recording. Under `record` (agent_dir set) it
+ * goes to DIR/events, and record prints it on its own stderr: the
+ * program's descriptor 2 is the program's (a daemon points it at its log
+ * file), and a guest writes nothing there. Run by hand, stderr is the
+ * only channel there is (STACKPROBE_QUIET=1 silences it). */
+static void agent_say(const char *prefix, const char *text)
 {
 	if (agent_quiet)
 		return;
-	fprintf(stderr, "stackprobe agent: ");
-	fprintf(stderr, fmt, a, b);
-	fputc('\n', stderr);
+	if (agent_dir) {
+		char line[1024];
+		int n = snprintf(line, sizeof(line), "msg %d %s%s\n", (int)getpid(), prefix, text);
+
+		if (n > 0 && (size_t)n < sizeof(line)) {
+			for (int i = 4; i < n - 1; i++)
+				if (line[i] == '\n')
+					line[i] = ' '; /* one note, one line */
+			sprobe_agent__event(line, (size_t)n);
+			return;
+		}
+	}
+	fprintf(stderr, "%s%s\n", prefix, text);
+}
+
+static void agent_msg(const char *fmt, const char *a, const char *b)
+{
+	char text[900];
+
+	if (agent_quiet)
+		return;
+	snprintf(text, sizeof(text), fmt, a, b);
+	agent_say("stackprobe agent: ", text);
 }
 
 static int parse_double(const char *name, double lo, double hi, double *out)
@@ -467,8 +492,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 		char why[512];
 
 		sprobe_sampler__cpu_engine(agent_sampler, why, sizeof(why));
-		if (!agent_quiet)
-			fprintf(stderr, "stackprobe: %s\n", why);
+		agent_say("stackprobe: ", why);
 	}
 	free(path);
 }

@@ -167,6 +167,50 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	forward_sig = sig;
 }
 
+/* What the agents of the tree had to say ("msg PID TEXT" lines of
+ * DIR/events: the agent writes nothing on the program's own stderr under
+ * record), each distinct text once, with how many processes said it. */
+static void print_agent_messages(const char *dir)
+{
+	char path[PATH_MAX], *line = NULL;
+	size_t cap = 0, n = 0;
+	struct said {
+		char *text;
+		unsigned count;
+		int pid;
+	} v[64];
+	FILE *f;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/events", dir) >= sizeof(path) ||
+	    !(f = fopen(path, "re")))
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		int pid, off = 0;
+		size_t i;
+
+		if (sscanf(line, "msg %d %n", &pid, &off) != 1 || !off)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		for (i = 0; i < n && strcmp(v[i].text, line + off) != 0; i++)
+			;
+		if (i < n) {
+			v[i].count++;
+		} else if (n < sizeof(v) / sizeof(v[0]) && (v[n].text = strdup(line + off))) {
+			v[n].count = 1;
+			v[n++].pid = pid;
+		}
+	}
+	free(line);
+	fclose(f);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].count > 1)
+			fprintf(stderr, "%s (said by %u process images)\n", v[i].text, v[i].count);
+		else
+			fprintf(stderr, "%s\n", v[i].text);
+		free(v[i].text);
+	}
+}
+
 /* Processes of the recording so far: the parts in its directory. */
 static unsigned count_processes(const char *dir)
 {
@@ -695,6 +739,9 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: the kernel lost %llu samples (ring full)\n", xl);
 		cli_xkids__free(xkids);
 	}
+	/* Even with --quiet, as when the agents printed them themselves:
+	 * they are about the recording (STACKPROBE_QUIET=1 silences them). */
+	print_agent_messages(dir);
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */
 	remove_stale_tables(dir);
