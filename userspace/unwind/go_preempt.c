@@ -37,6 +37,7 @@
 #include "userspace/common/fds.h"
 #include "userspace/unwind/unwind_internal.h"
 
+#if defined(__x86_64__)
 /* The symbol's names: Go >= 1.17 (register ABI) names the assembly
  * function with its ABI0 suffix; older linkers without it. */
 static bool is_async_preempt(const char *name)
@@ -118,18 +119,20 @@ static void resolve(struct module *mod)
 
 bool sprobe_unw__go_preempt_entry(struct module *mod, uint64_t ip)
 {
-#if defined(__x86_64__)
 	if (!mod)
 		return false;
 	if (mod->unw.go_state == 0)
 		resolve(mod);
 	return mod->unw.go_state == 1 && ip == mod->unw.go_preempt;
+}
 #else
+bool sprobe_unw__go_preempt_entry(struct module *mod, uint64_t ip)
+{
 	/* aarch64: pushCall puts the interrupted pc in LR, where the
 	 * frame-pointer walk already looks for a leaf's caller
 	 * (unwind_fp.c). */
 	(void)mod;
 	(void)ip;
 	return false;
-#endif
 }
+#endif
