@@ -24,7 +24,7 @@ $(BUILD)/gomix: tests/workloads/gomix/main.go | $(BUILD)
 	$(Q)mkdir -p $(BUILD)/go
 	$(Q)cd tests/workloads/gomix && $(GO_ENV) $(GO) build -o $(abspath $@) main.go
 
-$(BUILD)/tests/test_go: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/gomix
+$(BUILD)/tests/test_go: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/gomix $(BUILD)/sigshare
 $(BUILD)/tests/test_jvm: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
 
 # bench: the Go program's shares under stackprobe (cpu, wall) against perf's

@@ -20,10 +20,11 @@
  *
  * Go code has no .eh_frame (its DWARF is .debug_frame, which the unwinder
  * does not read), so there is no CFI to say so. Instead this file finds
- * the address of runtime.asyncPreempt in a module's ELF symbol table, once
- * per module, and unwind.c applies the function-entry rule there. Only
- * modules with Go code (a .gopclntab section) have their symbol table
- * read; a stripped Go binary (no .symtab) keeps the old result.
+ * the address of runtime.asyncPreempt, once per module, in Go's function
+ * table (.gopclntab, kept by stripped binaries too; Go >= 1.18's layout),
+ * else in the ELF symbol table (.symtab), and unwind.c applies the
+ * function-entry rule there. Modules without Go code (no .gopclntab) have
+ * their section headers read, once, and nothing else.
  *
  * Not async-signal-safe (libelf, file reads): runs on the unwinder's
  * thread, outside any suspend window, like the rest of the unwinder.
@@ -47,12 +48,89 @@ static bool is_async_preempt(const char *name)
 		strcmp(name, "runtime.asyncPreempt") == 0);
 }
 
+/* Little-endian reads from a section's bytes (x86_64 only: the build's
+ * own byte order). */
+static uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/*
+ * runtime.asyncPreempt's entry from Go's own function table, .gopclntab,
+ * which even a stripped binary (-ldflags=-s) keeps: the runtime needs it
+ * for its tracebacks. The layout of Go 1.18 and later (magic 0xfffffff0,
+ * 0xfffffff1 since 1.20; runtime/symtab.go pcHeader): after the magic,
+ * two pad bytes, minLC and ptrSize, eight words: nfunc, nfiles,
+ * textStart, funcnameOffset, cuOffset, filetabOffset, pctabOffset,
+ * pclnOffset (offsets from the header). At pclnOffset, nfunc + 1 pairs
+ * {u32 entry offset from textStart, u32 offset of the function's _func
+ * from pclnOffset}; a _func starts {u32 entryOff, i32 nameOff}, the name
+ * NUL-terminated at funcnameOffset + nameOff. Every offset is checked
+ * against the section. 0: another layout (older Go), no such function, or
+ * a textStart that is not a link-time address (left for the dynamic
+ * loader to fill: a PIE's).
+ */
+static uint64_t pclntab_async_preempt(const uint8_t *p, size_t n)
+{
+	const size_t hdr = 8 + 8 * 8;
+
+	if (n < hdr || (rd32(p) != 0xfffffff0u && rd32(p) != 0xfffffff1u) || p[4] || p[5] ||
+	    p[7] != 8)
+		return 0;
+	uint64_t nfunc = rd64(p + 8), text = rd64(p + 24), names = rd64(p + 32),
+		 pcln = rd64(p + 64);
+
+	if (!text || names >= n || pcln >= n || nfunc > (n - pcln) / 8 - 1)
+		return 0;
+	for (uint64_t i = 0; i < nfunc; i++) {
+		const uint8_t *ft = p + pcln + i * 8;
+		uint64_t fo = pcln + rd32(ft + 4);
+
+		if (fo > n - 8)
+			return 0;
+		int32_t name_off = (int32_t)rd32(p + fo + 4);
+
+		if (name_off < 0 || (uint64_t)name_off >= n - names)
+			continue;
+		const char *name = (const char *)p + names + name_off;
+
+		if (memchr(name, '\0', n - names - (uint64_t)name_off) && is_async_preempt(name))
+			return text + rd32(ft);
+	}
+	return 0;
+}
+
+/* Is vaddr inside one of elf's executable sections? */
+static bool in_text(Elf *elf, uint64_t vaddr)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR) && vaddr >= sh.sh_addr &&
+		    vaddr - sh.sh_addr < sh.sh_size)
+			return true;
+	return false;
+}
+
 /* ELF virtual address of runtime.asyncPreempt in elf, or 0: no Go code
- * (no .gopclntab), no .symtab (stripped), no such function. */
+ * (no .gopclntab), or neither its .gopclntab (of a layout this reads) nor
+ * its .symtab (stripped) knows the function. */
 static uint64_t find_async_preempt(Elf *elf)
 {
 	size_t shstrndx;
-	Elf_Scn *scn = NULL, *symtab = NULL;
+	Elf_Scn *scn = NULL, *symtab = NULL, *pclntab = NULL;
 	GElf_Shdr sh, symsh = { 0 };
 	bool go = false;
 
@@ -63,14 +141,23 @@ static uint64_t find_async_preempt(Elf *elf)
 			return 0;
 		const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
 
-		if (name && strcmp(name, ".gopclntab") == 0)
+		if (name && strcmp(name, ".gopclntab") == 0 && sh.sh_type == SHT_PROGBITS) {
 			go = true;
+			pclntab = scn;
+		}
 		if (sh.sh_type == SHT_SYMTAB && !symtab) {
 			symtab = scn;
 			symsh = sh;
 		}
 	}
-	if (!go || !symtab || !symsh.sh_entsize)
+	if (!go)
+		return 0;
+	Elf_Data *pd = elf_getdata(pclntab, NULL);
+	uint64_t v = pd && pd->d_buf ? pclntab_async_preempt(pd->d_buf, pd->d_size) : 0;
+
+	if (v && in_text(elf, v))
+		return v;
+	if (!symtab || !symsh.sh_entsize)
 		return 0;
 	Elf_Data *d = elf_getdata(symtab, NULL);
 	size_t n = symsh.sh_size / symsh.sh_entsize;
