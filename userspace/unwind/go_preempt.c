@@ -91,7 +91,8 @@ static uint64_t pclntab_async_preempt(const uint8_t *p, size_t n)
 	uint64_t nfunc = rd64(p + 8), text = rd64(p + 24), names = rd64(p + 32),
 		 pcln = rd64(p + 64);
 
-	if (!text || names >= n || pcln >= n || nfunc > (n - pcln) / 8 - 1)
+	/* nfunc + 1 pairs of 8 bytes from pcln */
+	if (!text || names >= n || pcln >= n || nfunc >= (n - pcln) / 8)
 		return 0;
 	for (uint64_t i = 0; i < nfunc; i++) {
 		const uint8_t *ft = p + pcln + i * 8;
