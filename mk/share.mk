@@ -1,6 +1,7 @@
 # The capture signal shared with the program (#25): the C workload that
 # takes it (tests/test_signal_share.c) and the cgo Go workload
-# (tests/test_go.c, bench/go_vs_perf.sh).
+# (tests/test_go.c, bench/go_vs_perf.py); the JVM, which does not share it
+# but has a signal table of its own (tests/test_jvm.c, javac at test time).
 
 $(BUILD)/sigshare: tests/workloads/sigshare.c | $(BUILD)
 	$(call msg,CC,$@)
@@ -23,7 +24,8 @@ $(BUILD)/gomix: tests/workloads/gomix/main.go | $(BUILD)
 	$(Q)mkdir -p $(BUILD)/go
 	$(Q)cd tests/workloads/gomix && $(GO_ENV) $(GO) build -o $(abspath $@) main.go
 
-$(BUILD)/tests/test_go: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/gomix
+$(BUILD)/tests/test_go: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/gomix $(BUILD)/sigshare
+$(BUILD)/tests/test_jvm: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
 
 # bench: the Go program's shares under stackprobe (cpu, wall) against perf's
 # (linux-perf: tools/deps.d/benchrec.list). Not in `make test`.

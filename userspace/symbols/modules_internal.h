@@ -87,6 +87,10 @@ struct unw_cache {
 	/* aarch64: ip -> "is a sigreturn trampoline", so the warm path reads
 	 * no code (direct-mapped, UNW_NO_CFI_SLOTS entries), or NULL. */
 	struct unw_sig *sig;
+	/* Go: runtime address of runtime.asyncPreempt in this module
+	 * (go_preempt.c), go_state 0 not looked up, 1 found, -1 none. */
+	int go_state;
+	uint64_t go_preempt;
 };
 
 struct unw_sig {

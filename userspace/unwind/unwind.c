@@ -191,6 +191,32 @@ static enum sprobe_unwind_stop fp_tail(struct sprobe_unwinder *u, struct sprobe_
 	return s->nframes >= u->max_frames ? SPROBE_UNWIND_MAX_FRAMES : SPROBE_UNWIND_FP_END;
 }
 
+/*
+ * Frame pointers from the interrupted frame (s->frames holds only its ip,
+ * in module mod or NULL). At the first instruction of Go's
+ * runtime.asyncPreempt the frame record is not pushed yet: the preempted
+ * pc is the word at sp and the frame pointer is still the preempted
+ * function's (go_preempt.c says why captures land there). That pc is a
+ * frame of its own, and the walk goes on from it with the same frame
+ * pointer, as from a function that has not pushed its record.
+ */
+static enum sprobe_unwind_stop fp_from_ip(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+					  struct module *mod, uint64_t ip, uint64_t sp, uint64_t fp)
+{
+	uint64_t ret;
+
+	if (s->nframes < u->max_frames && sprobe_unw__go_preempt_entry(mod, ip) &&
+	    sp >= s->stack_addr && s->stack_len >= sizeof(ret) &&
+	    sp - s->stack_addr <= s->stack_len - sizeof(ret)) {
+		memcpy(&ret, s->stack + (sp - s->stack_addr), sizeof(ret));
+		if (ret >= 4096) {
+			push(u, s, ret, sp + sizeof(ret), SPROBE_FRAME_FP);
+			return fp_tail(u, s, ret, sp + sizeof(ret), fp, false);
+		}
+	}
+	return fp_tail(u, s, ip, sp, fp, true);
+}
+
 /* ---- per-module cache of CFI rows ---- */
 
 static const struct unw_row *rows_find(const struct unw_cache *uc, uint64_t ip)
@@ -381,7 +407,7 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 		goto out;
 	push(u, s, s->ip, s->sp, SPROBE_FRAME_IP);
 	if (u->no_dwarf) {
-		stop = fp_tail(u, s, s->ip, s->sp, s->fp, true);
+		stop = fp_from_ip(u, s, sprobe__modules_find(u->mods, s->ip), s->ip, s->sp, s->fp);
 		goto out;
 	}
 	if (unw_init_remote(&c, u->as, &w) < 0)
@@ -421,8 +447,12 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 
 			unw_get_reg(&c, REG_FP, &fp);
 			u->st.table_failures += mod ? 0 : 1;
-			stop = u->no_fp ? SPROBE_UNWIND_BAD
-					: fp_tail(u, s, prev_ip, prev_sp, fp, s->nframes == 1);
+			if (u->no_fp)
+				stop = SPROBE_UNWIND_BAD;
+			else if (s->nframes == 1)
+				stop = fp_from_ip(u, s, mod, prev_ip, prev_sp, fp);
+			else
+				stop = fp_tail(u, s, prev_ip, prev_sp, fp, false);
 			break;
 		}
 		/* A sigreturn trampoline's caller was interrupted, not

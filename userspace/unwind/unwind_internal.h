@@ -81,4 +81,14 @@ bool sprobe_unw__mod_readable(struct sprobe_unwinder *u, struct module *mod);
 /* End the round: drop every pin it took (dlclose). */
 void sprobe_unw__round_end(struct sprobe_unwinder *u);
 
+/* ---- go_preempt.c ------------------------------------------------------- */
+
+/* Is ip the first instruction of Go's runtime.asyncPreempt in mod, where
+ * the return address (the preempted pc) is at [sp] and the frame pointer
+ * is still the preempted function's? Reads mod's symbol table on the first
+ * ask (a module without Go code: its section headers only) and remembers
+ * the answer with the module. Always false on aarch64 (the preempted pc is
+ * in LR there). Not async-signal-safe. */
+bool sprobe_unw__go_preempt_entry(struct module *mod, uint64_t ip);
+
 #endif

@@ -2,7 +2,7 @@
 //
 // A cgo program with one hot Go function and one hot C function, each on its
 // own goroutine (the C one locked to its thread), for tests/test_go.c and
-// bench/go_vs_perf.sh: under stackprobe, both must be sampled in the shares
+// bench/go_vs_perf.py: under stackprobe, both must be sampled in the shares
 // perf sees.
 //
 //	gomix [SECONDS]
