@@ -136,25 +136,34 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 			o->output, strerror(errno));
 		goto fail_pidfd;
 	}
+	/* Ctrl-C from the tier line on (it is printed once attached) ends
+	 * the recording and keeps what was taken. */
+	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
 	struct sprobe_ext *x = sprobe_ext__attach(pid, o->freq, dir, why, sizeof(why));
 	if (!x) {
 		fprintf(stderr, "stackprobe record: cannot sample process %d through the kernel: %s\n",
 			(int)pid, why);
 		rmdir(dir);
-		goto fail_pidfd;
+		goto fail_sig;
 	}
 	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (probe < 0) {
 		fprintf(stderr, "stackprobe record: cannot write %s: %s\n", o->output, strerror(errno));
 		sprobe_ext__free(x);
 		cli_remove_dir(dir);
-		goto fail_pidfd;
+		goto fail_sig;
 	}
 	close(probe);
 	int nthreads = sprobe_ext__refresh(x);
-	char maps[64];
-	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
-	int mfd = open(maps, O_RDONLY | O_CLOEXEC);
+	/* Its modules are read through /proc/PID/root (ptrace access: its
+	 * own user, root, CAP_SYS_PTRACE; CAP_PERFMON gives its maps but not
+	 * its files). */
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root/", (int)pid);
+	int mfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int merrno = errno;
 	if (mfd >= 0)
 		close(mfd);
@@ -166,15 +175,11 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 			o->mode_given ? "" : " (not wall: a CPU clock)", nthreads,
 			nthreads == 1 ? "" : "s", o->freq, o->seconds);
 		if (mfd < 0)
-			fprintf(stderr, "stackprobe record: cannot read %s (%s): its samples will have "
-					"no function names; CAP_SYS_PTRACE (or its own user) can read it\n",
-				maps, strerror(merrno));
+			fprintf(stderr, "stackprobe record: cannot read process %d's files through %s "
+					"(%s): its samples will have no function names; CAP_SYS_PTRACE (or "
+					"its own user) can read them\n", (int)pid, root, strerror(merrno));
 	}
 
-	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
 	uint64_t t0 = sprobe_mono_ns(), end = t0 + (uint64_t)(o->seconds * 1e9), named = t0;
 	bool gone = false;
 	while (!stop_asked && !gone) {
@@ -254,6 +259,9 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	if (o->report)
 		cli_report_text(o->output);
 	return CLI_EXIT_OK;
+fail_sig:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 fail_pidfd:
 	if (pidfd >= 0)
 		close(pidfd);
