@@ -19,11 +19,3 @@ BENCH_TREE_ARGS ?= --files 120 --rounds 5
 bench-tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
 	$(Q)python3 bench/tree_build.py --build $(BUILD) $(BENCH_TREE_ARGS)
 BENCH_LANES += bench-tree
-
-# record -p through the kernel (issue 26; tests/test_external_attach.c):
-# a running program started without the agent, and the seccomp helper.
-$(BUILD)/attachwork: tests/workloads/attachwork.c | $(BUILD)
-	$(call msg,CC,$@)
-	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
-all: $(BUILD)/attachwork
-$(BUILD)/tests/test_external_attach: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/attachwork $(BUILD)/noperf
