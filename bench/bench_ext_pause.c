@@ -248,8 +248,15 @@ static void run_phase(struct phase *p, int tag, double secs, pid_t child, int ti
 	p->t1 = mono_ns();
 	p->g1 = atomic_load_explicit(&sh->ngaps, memory_order_acquire);
 	p->lost_ns = p->off_cpu_ns = 0;
-	for (uint64_t i = p->g0; i < p->g1; i++)
-		*(sh->gaps[i].switched ? &p->off_cpu_ns : &p->lost_ns) += sh->gaps[i].len;
+	for (uint64_t i = p->g0; i < p->g1; i++) {
+		/* Only the part inside the phase (a gap may start before it). */
+		uint64_t a = sh->gaps[i].start > p->t0 ? sh->gaps[i].start : p->t0;
+		uint64_t b = sh->gaps[i].start + sh->gaps[i].len;
+		if (b > p->t1)
+			b = p->t1;
+		if (b > a)
+			*(sh->gaps[i].switched ? &p->off_cpu_ns : &p->lost_ns) += b - a;
+	}
 	*stimes = NULL;
 	*ns = 0;
 	p->samples = 0;
