@@ -35,6 +35,7 @@
 #include <stackprobe/report.h>
 
 #include "userspace/common/clock.h"
+#include "userspace/common/ctl_line.h"
 #include "userspace/datafile/merge.h"
 
 #include "cli.h"
@@ -47,37 +48,19 @@ static void on_stop_signal(int sig)
 	stop_asked = 1;
 }
 
-/* Read one reply line within ms; returns its length, 0 on end of file,
- * -errno (-ETIMEDOUT). A Ctrl-C does not cut this wait short: the
- * replies it waits for are the agent's, which come in bounded time. */
+static int plain_fd(void *fd)
+{
+	return *(int *)fd;
+}
+
+/* Read one reply line within ms (ctl_line.h). A Ctrl-C does not cut
+ * this wait short: the replies it waits for are the agent's, which come
+ * in bounded time. */
 static int read_reply(int fd, char *buf, size_t cap, int ms)
 {
-	size_t n = 0;
-	uint64_t end = sprobe_mono_ns() + (uint64_t)ms * 1000000ull;
+	struct sprobe_ctl_sock s = { plain_fd, NULL, &fd };
 
-	for (;;) {
-		ssize_t r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
-		if (r == 0)
-			return 0;
-		if (r > 0) {
-			n += (size_t)r;
-			char *nl = memchr(buf, '\n', n);
-			if (nl) {
-				*nl = '\0';
-				return (int)(nl - buf);
-			}
-			if (n >= cap - 1)
-				return -E2BIG;
-			continue;
-		}
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		uint64_t now = sprobe_mono_ns();
-		if (now >= end)
-			return -ETIMEDOUT;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
-	}
+	return sprobe_ctl__read_line(&s, buf, cap, ms);
 }
 
 void cli_remove_dir(const char *dir)
