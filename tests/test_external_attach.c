@@ -107,15 +107,20 @@ static int finish(struct proc *p)
 }
 
 /* The workload, its "ready PID" read. */
-static void start_work(const char *mode, bool as_nobody, struct proc *w)
+static void start_work_ms(const char *mode, const char *ms, bool as_nobody, struct proc *w)
 {
-	char *argv[] = { WORK, (char *)mode, "300", NULL }, line[64];
+	char *argv[] = { WORK, (char *)mode, (char *)ms, NULL }, line[64];
 	int pid = 0;
 
 	spawn(argv, true, false, as_nobody, 0, w);
 	assert_non_null(fgets(line, sizeof(line), w->out));
 	assert_int_equal(sscanf(line, "ready %d", &pid), 1);
 	assert_int_equal(pid, w->pid);
+}
+
+static void start_work(const char *mode, bool as_nobody, struct proc *w)
+{
+	start_work_ms(mode, "300", as_nobody, w);
 }
 
 /* All that p still writes, malloc'd. */
@@ -318,6 +323,63 @@ static void test_attach_running(void **state)
 	free(rest);
 	free(folded);
 	free(json);
+}
+
+/* Threads made one after another, also while record lists and attaches
+ * them: each is sampled, and once (a thread an attached parent's event
+ * was inherited by, given events of its own too, would count twice). */
+static void test_threads_made_during_attach(void **state)
+{
+	struct proc w, r;
+	char *seen, *rest, *folded;
+	int rc = -1;
+	unsigned long per[256];
+	unsigned tids[256], n = 0;
+
+	(void)state;
+	start_work_ms("churn", "40", false, &w);
+	if (!start_record(w.pid, "-F 499 -d 120 --no-report", OUT "/xa-churn.data", false, 0, &r,
+			  &seen, &rc)) {
+		skip_if_no_perf(seen);
+		fail_msg("record -p did not attach (exit %d):\n%s", rc, seen);
+	}
+	assert_int_equal(write(w.in, "go\n", 3), 3);
+	assert_int_equal(finish(&w), 0);
+	rest = slurp(r.out, seen);
+	assert_int_equal(finish(&r), 0);
+	folded = report(OUT "/xa-churn.data", "folded");
+	for (const char *l = folded; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *c = strncmp(l, "churn-", 6) == 0 ? l : strstr(l, ";churn-");
+		const char *nl = strchr(l, '\n');
+		if (!c || (nl && c > nl))
+			continue;
+		unsigned tid = (unsigned)strtoul(c + (*c == ';' ? 7 : 6), NULL, 10);
+		const char *sp = nl ? nl : l + strlen(l);
+		while (sp > l && sp[-1] != ' ')
+			sp--;
+		unsigned k = 0;
+		while (k < n && tids[k] != tid)
+			k++;
+		if (k == n && n < 256) {
+			tids[n] = tid;
+			per[n++] = 0;
+		}
+		if (k < 256)
+			per[k] += strtoul(sp, NULL, 10);
+	}
+	unsigned long max = 0, total = 0;
+	for (unsigned k = 0; k < n; k++) {
+		total += per[k];
+		max = per[k] > max ? per[k] : max;
+	}
+	print_message("  %u churn threads sampled, %lu samples, at most %lu in one (40 ms of CPU "
+		      "each at 499 Hz: ~20)\n", n, total, max);
+	/* 32 made after "go" (4 makers x 8), each 40 ms of CPU. */
+	assert_true(n >= 24);
+	assert_true(max <= 30);
+	free(seen);
+	free(rest);
+	free(folded);
 }
 
 /* -d ends it, the process still running; Ctrl-C (SIGINT) ends it too. */
@@ -543,6 +605,7 @@ static void test_dead_pid_and_kernel_thread(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_attach_running),
+	cmocka_unit_test(test_threads_made_during_attach),
 	cmocka_unit_test(test_duration_and_ctrl_c),
 	cmocka_unit_test(test_wall_refused),
 	cmocka_unit_test(test_refused_seccomp),

@@ -12,6 +12,10 @@
  *   attachwork spin       spin-a spins until stdin closes; exit 0
  *   attachwork nodump     the same, not dumpable first (as a set-ID
  *                         program is): prctl(PR_SET_DUMPABLE, 0)
+ *   attachwork churn MS   four threads start one thread after another
+ *                         (each "churn", MS ms of CPU in attach_churn_spin,
+ *                         then it exits), also while record attaches; at
+ *                         "go" each makes 8 more, then the process exits 0
  *
  * Handshakes only (stdin, stdout): no sleeps.
  */
@@ -61,6 +65,32 @@ __attribute__((noinline)) void attach_child_spin(double ms)
 		BURN();
 }
 
+__attribute__((noinline)) void attach_churn_spin(double ms)
+{
+	for (double t0 = cpu_ms(); cpu_ms() - t0 < ms;)
+		BURN();
+}
+
+static atomic_int churn_go;
+
+static void *churn_one(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "churn");
+	attach_churn_spin(*(double *)arg);
+	return NULL;
+}
+
+static void *churn_maker(void *arg)
+{
+	for (int after = 0; after < 8; after += atomic_load(&churn_go)) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, churn_one, arg) == 0)
+			pthread_join(t, NULL);
+	}
+	return NULL;
+}
+
 static void *thread_a(void *arg)
 {
 	(void)arg;
@@ -84,13 +114,26 @@ int main(int argc, char **argv)
 	char line[64];
 	pthread_t a, b;
 
-	if (argc < 2 || (strcmp(argv[1], "work") == 0 && argc < 3)) {
-		fprintf(stderr, "usage: attachwork work MS | spin | nodump\n");
+	if (argc < 2 || ((!strcmp(argv[1], "work") || !strcmp(argv[1], "churn")) && argc < 3)) {
+		fprintf(stderr, "usage: attachwork work MS | churn MS | spin | nodump\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "nodump") == 0)
 		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	work_ms = argc > 2 ? atof(argv[2]) : 0;
+	if (strcmp(argv[1], "churn") == 0) {
+		pthread_t m[4];
+		for (int i = 0; i < 4; i++)
+			pthread_create(&m[i], NULL, churn_maker, &work_ms);
+		printf("ready %d\n", (int)getpid());
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+		atomic_store(&churn_go, 1);
+		for (int i = 0; i < 4; i++)
+			pthread_join(m[i], NULL);
+		return 0;
+	}
 	pthread_create(&a, NULL, thread_a, NULL);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
