@@ -565,6 +565,55 @@ static void test_not_dumpable(void **state)
 	assert_int_equal(finish(&w), 0);
 }
 
+/* A real set-user-ID program (the loader ignores LD_PRELOAD in it: the
+ * agent cannot enter it), started by nobody: nobody may not sample it,
+ * root does. */
+static void test_setuid_program(void **state)
+{
+	struct proc w, r;
+	char *seen, *rest, out[256], prog[128], cmd[1024];
+	int rc = -1;
+
+	(void)state;
+	if (geteuid() != 0)
+		SPROBE_SKIP("needs root to make a set-user-ID program");
+	const char *dir = open_dir();
+	snprintf(prog, sizeof(prog), "%s/attachwork-suid", dir);
+	snprintf(cmd, sizeof(cmd), "cp " WORK " %s && chown 0:0 %s && chmod 04755 %s", prog, prog, prog);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+	char *argv[] = { prog, "spin", "0", NULL }, line[64];
+	spawn(argv, true, false, true, 0, &w);
+	assert_non_null(fgets(line, sizeof(line), w.out));
+	/* It runs as root, started by nobody: set-ID took effect. */
+	snprintf(cmd, sizeof(cmd), "grep -q '^Uid:\t65534\t0\t0' /proc/%d/status", (int)w.pid);
+	if (sprobe_test_run(cmd, NULL) != 0) {
+		finish(&w);
+		SPROBE_SKIP("set-user-ID does not take effect here (a nosuid mount)");
+	}
+	snprintf(out, sizeof(out), "%s/suid.data", dir);
+	unlink(out);
+	assert_false(start_record(w.pid, "-d 5", out, true, 0, &r, &seen, &rc));
+	print_message("  %s", seen);
+	assert_int_equal(rc, 1);
+	if (strstr(seen, "perf_event_paranoid is"))
+		SPROBE_SKIP("unprivileged perf events are off here: %s", seen);
+	assert_non_null(strstr(seen, "is set-user-ID (started by uid 65534, runs as effective uid 0)"));
+	assert_nothing_written(dir, "suid.data");
+	free(seen);
+	if (!start_record(w.pid, "-F 499 -d 0.3 --no-report", OUT "/xa-suid.data", false, 0, &r, &seen,
+			  &rc))
+		fail_msg("root: exit %d:\n%s", rc, seen);
+	rest = slurp(r.out, seen);
+	assert_int_equal(finish(&r), 0);
+	char *folded = report(OUT "/xa-suid.data", "folded");
+	assert_true(top_samples(folded, "spin-a", "attach_spin_a") >= 1);
+	free(folded);
+	free(rest);
+	free(seen);
+	assert_int_equal(finish(&w), 0);
+	unlink(prog);
+}
+
 static void test_dead_pid_and_kernel_thread(void **state)
 {
 	char cmd[256], *out, stat[512] = "";
@@ -611,6 +660,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_refused_seccomp),
 	cmocka_unit_test(test_other_user),
 	cmocka_unit_test(test_not_dumpable),
+	cmocka_unit_test(test_setuid_program),
 	cmocka_unit_test(test_dead_pid_and_kernel_thread),
 };
 

@@ -97,6 +97,12 @@ void sprobe_ext__explain(int err, pid_t pid, char *why, size_t len)
 				   "your own processes), or run stackprobe as root or with CAP_PERFMON "
 				   "(`sudo setcap cap_perfmon,cap_sys_ptrace+ep stackprobe`)",
 			 strerror(err), paranoid);
+	else if (!perfmon && !have_cap(CAP_SYS_PTRACE_BIT) && known && ru == me &&
+		 (eu != me || su != me))
+		snprintf(why, len, "perf_event_open: %s: process %d is set-user-ID (started by "
+				   "uid %u, runs as effective uid %u): the kernel lets no unprivileged "
+				   "user sample it, not even the one who started it; run with sudo or "
+				   "with CAP_PERFMON", strerror(err), (int)pid, ru, eu);
 	else if (!perfmon && !have_cap(CAP_SYS_PTRACE_BIT) && known &&
 		 (ru != me || eu != me || su != me))
 		snprintf(why, len, "perf_event_open: %s: process %d runs as uid %u (effective %u) "
