@@ -16,6 +16,11 @@
  * header, process, threads, modules (from /proc/PID/maps, read while the
  * process lives), samples and symbols, merged like the agent's parts.
  *
+ * Two ways in: sprobe_ext__open() for a command record starts (stopped
+ * before its exec), sprobe_ext__attach() for a process already running
+ * (`record -p PID` without an agent: userspace/cli/cmd_record_ext.c).
+ * Why the kernel refused: sprobe_ext__explain() (perm.c).
+ *
  * Not thread-safe (the record command's main thread); 0 or -errno.
  */
 #ifndef SPROBE_USERSPACE_EXTERNAL_H
