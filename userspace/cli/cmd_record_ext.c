@@ -95,8 +95,12 @@ static int output_path(const char *output, char *out, size_t len)
 	const char *slash = strrchr(output, '/');
 	const char *base = slash ? slash + 1 : output;
 
-	if ((size_t)snprintf(dirbuf, sizeof(dirbuf), "%.*s", slash ? (int)(slash - output) : 1,
-			     slash ? (slash == output ? "/" : output) : ".") >= sizeof(dirbuf))
+	if (!slash)
+		snprintf(dirbuf, sizeof(dirbuf), ".");
+	else if (slash == output)
+		snprintf(dirbuf, sizeof(dirbuf), "/");
+	else if ((size_t)snprintf(dirbuf, sizeof(dirbuf), "%.*s", (int)(slash - output), output) >=
+		 sizeof(dirbuf))
 		return -ENAMETOOLONG;
 	char *d = realpath(dirbuf, NULL);
 	if (!d)
