@@ -60,6 +60,7 @@
 
 #include "userspace/agent/agent.h"
 #include "userspace/common/clock.h"
+#include "userspace/common/ctl_line.h"
 #include "userspace/common/fds.h"
 
 #define CONTROL_REQUEST_MS 5000
@@ -91,41 +92,22 @@ static void reply(int fd, const char *s)
 	(void)!send(fd, s, strlen(s), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-/* Read one line from the client (h) into buf within ms. Returns its
- * length, 0 on end of file, -errno (-ETIMEDOUT, -E2BIG). */
+/* The client's line (h: its registry handle), through the shared reader. */
+static int ctl_get(void *h)
+{
+	return sprobe_fd__get(*(int *)h);
+}
+
+static void ctl_put(void *h)
+{
+	sprobe_fd__put(*(int *)h);
+}
+
 static int read_line(int h, char *buf, size_t cap, int ms)
 {
-	size_t n = 0;
-	uint64_t end = sprobe_mono_ns() + (uint64_t)ms * 1000000ull;
+	struct sprobe_ctl_sock s = { ctl_get, ctl_put, &h };
 
-	for (;;) {
-		int fd = sprobe_fd__get(h);
-		if (fd < 0)
-			return fd;
-		ssize_t r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
-		int e = errno;
-		sprobe_fd__put(h);
-		if (r == 0)
-			return 0;
-		if (r > 0) {
-			n += (size_t)r;
-			char *nl = memchr(buf, '\n', n);
-			if (nl) {
-				*nl = '\0';
-				return (int)(nl - buf);
-			}
-			if (n >= cap - 1)
-				return -E2BIG;
-			continue;
-		}
-		if (e != EAGAIN && e != EINTR)
-			return -e;
-		uint64_t now = sprobe_mono_ns();
-		if (now >= end)
-			return -ETIMEDOUT;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
-	}
+	return sprobe_ctl__read_line(&s, buf, cap, ms);
 }
 
 /* Is the peer on fd the service's uid or root? Fills *uid. */

@@ -43,13 +43,16 @@ int cli_parse_rtsig(const char *s, int *out);
 int cmd_record(int argc, char **argv);
 
 /* `stackprobe record -p PID` (cmd_record_pid.c): a recording of a running
- * process whose agent listens (docs/AGENT.md "On demand"). Returns the
- * exit status. */
+ * process: through its agent when one listens (docs/AGENT.md "On
+ * demand"), else (or with --external) through the kernel
+ * (cmd_record_ext.c, the external tier). Returns the exit status. */
 struct cli_record_pid_opts {
 	pid_t pid;
 	double seconds;
 	double freq;
 	const char *mode;	/* "wall" | "cpu" */
+	bool mode_given;	/* --mode was on the command line */
+	bool external;		/* --external: the kernel tier even if an agent listens */
 	const char *output;
 	bool quiet, report;
 };
@@ -75,6 +78,12 @@ void cli_xkids__poll(struct cli_xkids *k);
 size_t cli_xkids__finish(struct cli_xkids *k, unsigned long long *lost);
 void cli_xkids__free(struct cli_xkids *k);
 
+/* Remove a parts directory and the files in it (cmd_record_pid.c). */
+void cli_remove_dir(const char *dir);
+/* The text report of a data file, to stderr (cmd_record_pid.c). */
+void cli_report_text(const char *output);
+/* The external tier's half (cmd_record_ext.c); tier says why it is used. */
+int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tier);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

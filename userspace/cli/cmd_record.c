@@ -58,7 +58,7 @@ static void usage(FILE *f)
 	      "                         [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "       stackprobe record -p PID [-d SECONDS] [-F HZ] [--mode wall|cpu]\n"
-	      "                         [-o FILE] [--quiet] [--no-report]\n"
+	      "                         [--external] [-o FILE] [--quiet] [--no-report]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
 	      "process it starts (children, exec chains, forked workers) is sampled\n"
@@ -91,9 +91,11 @@ static void usage(FILE *f)
 	      "                       poll (captures at random instants, weighted by each\n"
 	      "                       thread's CPU since its previous one) or auto\n"
 	      "                       (default: perf where allowed, else poll)\n"
-	      "  -p, --pid PID        record the running process PID instead, whose agent\n"
-	      "                       is idle (started with STACKPROBE_AGENT=idle): it\n"
-	      "                       samples for the duration, then is idle again\n"
+	      "  -p, --pid PID        record the running process PID instead: through its\n"
+	      "                       idle agent if it has one (STACKPROBE_AGENT=idle: it\n"
+	      "                       samples for the duration, then is idle again), else\n"
+	      "                       (or with --external) through the kernel: cpu time,\n"
+	      "                       its threads and the children it starts from now on\n"
 	      "  -d, --duration S     with -p: seconds to record (default 30); Ctrl-C\n"
 	      "                       ends it early and keeps what was taken\n"
 	      "  -h, --help           show this help\n"
@@ -367,6 +369,7 @@ int cmd_record(int argc, char **argv)
 	double seconds = 0;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
+	bool mode_given = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -385,6 +388,7 @@ int cmd_record(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			mode = optarg;
+			mode_given = true;
 			break;
 		case 'o':
 			output = optarg;
@@ -455,7 +459,8 @@ int cmd_record(int argc, char **argv)
 			return CLI_EXIT_USAGE;
 		}
 		struct cli_record_pid_opts po = { .pid = target, .seconds = seconds > 0 ? seconds : 30,
-						  .freq = freq, .mode = mode, .output = output,
+						  .freq = freq, .mode = mode, .mode_given = mode_given,
+						  .external = external, .output = output,
 						  .quiet = quiet, .report = report };
 		return cli_record_pid(&po);
 	}

@@ -2,6 +2,9 @@
 /*
  * stackprobe record -p PID: a recording of a running service, on demand.
  *
+ * Without an agent (none answers on the channel), or with --external, the
+ * kernel samples it instead: cmd_record_ext.c (the external tier).
+ *
  * The service runs with the agent idle (STACKPROBE_AGENT=idle: no sampler,
  * no signal, no CPU) and its control channel (userspace/agent/control.c,
  * docs/AGENT.md "On demand"). This command connects, asks the agent to
@@ -32,6 +35,7 @@
 #include <stackprobe/report.h>
 
 #include "userspace/common/clock.h"
+#include "userspace/common/ctl_line.h"
 #include "userspace/datafile/merge.h"
 
 #include "cli.h"
@@ -44,40 +48,22 @@ static void on_stop_signal(int sig)
 	stop_asked = 1;
 }
 
-/* Read one reply line within ms; returns its length, 0 on end of file,
- * -errno (-ETIMEDOUT). A Ctrl-C does not cut this wait short: the
- * replies it waits for are the agent's, which come in bounded time. */
-static int read_reply(int fd, char *buf, size_t cap, int ms)
+static int plain_fd(void *fd)
 {
-	size_t n = 0;
-	uint64_t end = sprobe_mono_ns() + (uint64_t)ms * 1000000ull;
-
-	for (;;) {
-		ssize_t r = recv(fd, buf + n, cap - 1 - n, MSG_DONTWAIT);
-		if (r == 0)
-			return 0;
-		if (r > 0) {
-			n += (size_t)r;
-			char *nl = memchr(buf, '\n', n);
-			if (nl) {
-				*nl = '\0';
-				return (int)(nl - buf);
-			}
-			if (n >= cap - 1)
-				return -E2BIG;
-			continue;
-		}
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-		uint64_t now = sprobe_mono_ns();
-		if (now >= end)
-			return -ETIMEDOUT;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
-	}
+	return *(int *)fd;
 }
 
-static void remove_dir(const char *dir)
+/* Read one reply line within ms (ctl_line.h). A Ctrl-C does not cut
+ * this wait short: the replies it waits for are the agent's, which come
+ * in bounded time. */
+static int read_reply(int fd, char *buf, size_t cap, int ms)
+{
+	struct sprobe_ctl_sock s = { plain_fd, NULL, &fd };
+
+	return sprobe_ctl__read_line(&s, buf, cap, ms);
+}
+
+void cli_remove_dir(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -93,7 +79,8 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-/* Connect to pid's control channel: the socket, or -1 after saying why. */
+/* Connect to pid's control channel: the socket, -1 after saying why, or
+ * -2 (nothing said) when no agent listens there. */
 static int connect_agent(pid_t pid)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -113,11 +100,7 @@ static int connect_agent(pid_t pid)
 		int e = errno;
 		close(fd);
 		if (e == ECONNREFUSED || e == ENOENT)
-			fprintf(stderr,
-				"stackprobe record: process %d has no stackprobe agent listening: start "
-				"it with LD_PRELOAD=/path/to/libstackprobe.so STACKPROBE_AGENT=idle "
-				"(docs/AGENT.md \"On demand\"); a process in another network namespace "
-				"(a container) cannot be reached from this one\n", (int)pid);
+			return -2;
 		else
 			fprintf(stderr, "stackprobe record: cannot reach process %d's agent: %s\n",
 				(int)pid, strerror(e));
@@ -154,13 +137,35 @@ static bool start_ok(pid_t pid, const char *line, int n)
 	return false;
 }
 
+void cli_report_text(const char *output)
+{
+	struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };
+	struct sprobe_report *r = sprobe_report__new(&ro);
+
+	if (!r)
+		return;
+	int lerr = sprobe_report__load_file(r, output);
+	if (lerr < 0 && sprobe_report__samples(r) == 0)
+		fprintf(stderr, "stackprobe record: %s: %s\n", output,
+			sprobe_report__message(r)[0] ? sprobe_report__message(r) : strerror(-lerr));
+	else
+		sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
+	sprobe_report__free(r);
+}
+
 int cli_record_pid(const struct cli_record_pid_opts *o)
 {
 	pid_t pid = o->pid;
 	char dir[PATH_MAX], line[PATH_MAX + 96];
 	int code = CLI_EXIT_OK;
 
+	if (o->external)
+		return cli_record_pid_external(o, "--external");
 	int fd = connect_agent(pid);
+	/* No agent listens (none was loaded, or it is in another network
+	 * namespace: a container): the kernel samples it instead. */
+	if (fd == -2)
+		return cli_record_pid_external(o, "no stackprobe agent listens in it");
 	if (fd < 0)
 		return CLI_EXIT_ERROR;
 	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -253,7 +258,7 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 			o->output, strerror(-merr), dir);
 		return CLI_EXIT_ERROR;
 	}
-	remove_dir(dir);
+	cli_remove_dir(dir);
 	if (mr.parts == 0) {
 		fprintf(stderr, "stackprobe record: process %d wrote nothing\n", (int)pid);
 		return CLI_EXIT_ERROR;
@@ -261,25 +266,13 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d)\n", o->output,
 			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid);
-	if (o->report) {
-		struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = o->output };
-		struct sprobe_report *r = sprobe_report__new(&ro);
-		if (r) {
-			int lerr = sprobe_report__load_file(r, o->output);
-			if (lerr < 0 && sprobe_report__samples(r) == 0)
-				fprintf(stderr, "stackprobe record: %s: %s\n", o->output,
-					sprobe_report__message(r)[0] ? sprobe_report__message(r)
-								      : strerror(-lerr));
-			else
-				sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
-			sprobe_report__free(r);
-		}
-	}
+	if (o->report)
+		cli_report_text(o->output);
 	return code;
 fail:
 	if (fd >= 0)
 		close(fd);
-	remove_dir(dir);
+	cli_remove_dir(dir);
 	unlink(o->output);
 	return CLI_EXIT_ERROR;
 }

@@ -16,6 +16,11 @@
  * header, process, threads, modules (from /proc/PID/maps, read while the
  * process lives), samples and symbols, merged like the agent's parts.
  *
+ * Two ways in: sprobe_ext__open() for a command record starts (stopped
+ * before its exec), sprobe_ext__attach() for a process already running
+ * (`record -p PID` without an agent: userspace/cli/cmd_record_ext.c).
+ * Why the kernel refused: sprobe_ext__explain() (perm.c).
+ *
  * Not thread-safe (the record command's main thread); 0 or -errno.
  */
 #ifndef SPROBE_USERSPACE_EXTERNAL_H
@@ -32,6 +37,33 @@ struct sprobe_ext;
  * filter; why gets one line saying so). */
 struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, char *why,
 				    size_t len);
+
+/* Attach to pid, a process already running (record -p): one event per
+ * thread and CPU, inherited (threads and children made later follow),
+ * every CPU's events writing into one ring (PERF_EVENT_IOC_SET_OUTPUT).
+ * Threads made while the threads are listed: /proc/PID/task is read
+ * again after the attach, and a thread found then gets events of its own
+ * unless an attached parent's were inherited (its FORK record is in a
+ * ring). Threads that have exited are skipped; children that exist
+ * already are not followed. The process's name, modules and thread
+ * names are read now. Sampling starts before it returns.
+ * NULL with errno set and why filled: ESRCH (no such process, a zombie),
+ * EINVAL (a kernel thread, a thread id), EACCES/EPERM (see
+ * sprobe_ext__explain), EMFILE (more threads x CPUs than descriptors). */
+struct sprobe_ext *sprobe_ext__attach(pid_t pid, double freq_hz, const char *dir, char *why,
+				      size_t len);
+
+/* Name the attached process's live threads from /proc (call now and
+ * then: a thread that exits unnamed is named after its process).
+ * Returns the number of threads, or -errno (-ESRCH: it has exited). */
+int sprobe_ext__refresh(struct sprobe_ext *x);
+
+/* One line into why saying why perf_event_open(pid) failed with err and
+ * what to run (userspace/external/perm.c): perf_event_paranoid and the
+ * sysctl, CAP_PERFMON, another user's or a set-ID (non-dumpable)
+ * process, a seccomp filter (a container's profile), a kernel without
+ * perf events. Reads /proc; thread-safe. */
+void sprobe_ext__explain(int err, pid_t pid, char *why, size_t len);
 
 /* Read what the ring holds (call often: every 50-250 ms). Returns the
  * number of samples read, or -errno. */

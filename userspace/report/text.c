@@ -365,6 +365,12 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 			fprintf(o, "  zero-pause: %" PRIu64 " samples read while blocked, without a "
 				   "signal: counted above as 0 ns windows\n",
 				m[SPROBE_METHOD_ZERO_PAUSE]);
+		if (m[SPROBE_METHOD_PERF_EVENT])
+			fprintf(o, "  perf-event: %" PRIu64 " samples taken by the kernel (external "
+				   "tier): no handler window; each paused its thread for the kernel's "
+				   "sample path, which a recording does not time (measured next to the "
+				   "signal path: docs/PERFORMANCE.md \"External tier\")\n",
+				m[SPROBE_METHOD_PERF_EVENT]);
 	}
 	if (r->kwindows) {
 		/* Every window seen from both sides: the kernel's (eBPF) and
