@@ -368,6 +368,50 @@ static void test_static_binary_in_tree(void **state)
 	free(json);
 }
 
+/* A set-ID program (of another user): the loader ignores LD_PRELOAD and
+ * the kernel drops perf events at its exec, so record attaches the
+ * kernel tier right after the exec: as the command itself (the exec
+ * pipe's end of file) and deeper in the tree (the agent passes record
+ * such a pipe before the exec). */
+static void test_setid_program(void **state)
+{
+	char *out, *json, *folded;
+
+	(void)state;
+	if (geteuid() != 0)
+		SPROBE_SKIP("needs root to make a set-user-ID program of another user");
+	assert_int_equal(sprobe_test_run("cp " TW " " OUT "/tree-suid && chown 65534 " OUT
+					 "/tree-suid && chmod 4755 " OUT "/tree-suid", NULL), 0);
+	record("suid", "--no-report --mode cpu", OUT "/tree-suid _exit 3 300", 3, &out);
+	if (strstr(out, "it runs unsampled")) {
+		print_message("  (perf events refused here: %s)\n", out);
+		free(out);
+		return;
+	}
+	assert_non_null(strstr(out, "attached just after its exec"));
+	folded = report(OUT "/tree-suid.data", "folded");
+	/* 300 ms of CPU at 199 Hz: ~60 samples, less what ran before the
+	 * attach. */
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 30);
+	free(folded);
+	free(out);
+	record("suid2", "--no-report --mode cpu",
+	       "sh -c '" OUT "/tree-suid _exit 4 300; " OUT "/tree-suid spin 300; true'", 0, &out);
+	json = report(OUT "/tree-suid2.data", "json");
+	assert_int_equal(procs_matching(json, "\"sampled\": false", NULL), 0);
+	assert_int_equal(procs_matching(json, "\"code\": 4", "tree-suid"), 1);
+	folded = report(OUT "/tree-suid2.data", "folded");
+	int procs = 0;
+	unsigned long n = sprobe_test_folded_count(folded, "spin_leaf", &procs);
+
+	print_message("  set-ID programs in the tree: %lu samples in %d processes\n", n, procs);
+	assert_int_equal(procs, 2);
+	assert_true(n >= 60);
+	free(folded);
+	free(json);
+	free(out);
+}
+
 /* record opens kernel events only for the process that asks for itself:
  * a request naming another pid (here record's own parent, the test) is
  * refused, whatever the asker. */
@@ -718,6 +762,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test__exit),
 	cmocka_unit_test(test_static_binary),
 	cmocka_unit_test(test_static_binary_in_tree),
+	cmocka_unit_test(test_setid_program),
 	cmocka_unit_test(test_external_request_for_another_pid),
 	cmocka_unit_test(test_agent_messages_not_in_program_stderr),
 	cmocka_unit_test(test_environment_without_agent),

@@ -772,15 +772,17 @@ static void exec_prepare(const char *path, char *const envp[])
 	if (agent_dir && unenterable) {
 		char answer[160] = "";
 
-		/* The kernel can sample what the agent cannot enter, but
-		 * drops its events at a set-ID exec (the image is not
-		 * dumpable); an environment without the agent is the
-		 * caller's choice. */
+		/* The kernel can sample what the agent cannot enter (a
+		 * set-ID program only once it runs: the kernel drops perf
+		 * events at its exec); an environment without the agent is
+		 * the caller's choice. */
+		bool taken = false;
+
 		if (kind == SPROBE_ENTER_SETID)
-			snprintf(answer, sizeof(answer), "the kernel drops perf events at a set-ID exec "
-							 "(`stackprobe record -p PID` can attach to it "
-							 "once it runs)");
-		else if (!env_choice && sprobe_agent__ask_external(next, path, why, answer, sizeof(answer)))
+			taken = sprobe_agent__ask_attach_at_exec(next, path, why, answer, sizeof(answer));
+		else if (!env_choice)
+			taken = sprobe_agent__ask_external(next, path, why, answer, sizeof(answer));
+		if (taken)
 			return;
 		if (answer[0] && strlen(why) + 2 + strlen(answer) < sizeof(why))
 			snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s", answer);
@@ -1030,7 +1032,10 @@ int execve(const char *path, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(path, argv, envp);
+	int r = f(path, argv, envp);
+
+	sprobe_agent__exec_failed();
+	return r;
 }
 
 int execvpe(const char *file, char *const argv[], char *const envp[])
@@ -1041,7 +1046,10 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(file, argv, envp);
+	int r = f(file, argv, envp);
+
+	sprobe_agent__exec_failed();
+	return r;
 }
 
 int fexecve(int fd, char *const argv[], char *const envp[])
@@ -1052,7 +1060,10 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(fd, argv, envp);
+	int r = f(fd, argv, envp);
+
+	sprobe_agent__exec_failed();
+	return r;
 }
 
 int execv(const char *path, char *const argv[])

@@ -120,6 +120,12 @@ int sprobe_agent__unenterable(const char *path, char *why, size_t len);
  * is no record to ask). Blocks up to a few seconds. */
 bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char *why,
 				char *answer, size_t alen);
+/* The same for a set-ID program, which the kernel can only sample once it
+ * runs: record attaches right after the exec (external_request.c). */
+bool sprobe_agent__ask_attach_at_exec(unsigned next_exec, const char *path, const char *why,
+				      char *answer, size_t alen);
+/* An exec returned (it failed): forget a pending set-ID request. */
+void sprobe_agent__exec_failed(void);
 
 /* ---- on demand (agent.c, control.c; docs/AGENT.md "On demand") ---- */
 /* Start the control channel's thread (control.c): 0, or -errno after

@@ -11,10 +11,19 @@
  * STACKPROBE_EXTERNAL_SOCK (userspace/cli/ext_children.c); `record`
  * checks with SO_PEERCRED that the asking process is the pid it asks for.
  * One request, one answer, then the socket is closed: the new image
- * inherits nothing of ours. The wait is bounded (an answer normally takes
+ * inherits nothing of ours.
+ *
+ * A set-ID program is another case: the kernel drops every perf event at
+ * its exec (the image is not dumpable), so `record` must attach after
+ * the exec. The request passes the read end of a close-on-exec pipe whose
+ * write end stays here: the exec closes it, and that end of file is
+ * `record`'s signal to attach (what runs before the attach is not
+ * sampled). An exec that fails closes it too (sprobe_agent__exec_failed),
+ * and `record` finds no new image to attach to. The wait is bounded (an answer normally takes
  * a few ms): past it the program runs unsampled, noted as before.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,21 +37,28 @@
 
 #define ANSWER_WAIT_MS 3000
 
-bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char *why,
-				char *answer, size_t alen)
+/* The write end of the exec pipe of a set-ID request
+ * (sprobe_agent__ask_attach_at_exec): close-on-exec, so its end of file
+ * tells record the exec happened. -1: none. */
+static int exec_pipe_h = -1;
+
+/* Send "VERB PID EXEC PPID PATH\tWHY" (and pass_fd, if >= 0) to record,
+ * wait for its answer. */
+static bool ask(const char *verb, int pass_fd, unsigned next_exec, const char *path,
+		const char *why, char *answer, size_t alen)
 {
 	const char *name = sprobe_agent__getenv("STACKPROBE_EXTERNAL_SOCK");
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	char msg[1024];
 	size_t nl = name ? strlen(name) : 0;
-	int saved = errno, h, fd, n;
+	int h, fd, n;
 	bool ok = false;
 
 	answer[0] = '\0';
 	if (!nl || nl + 1 > sizeof(a.sun_path))
 		return false;
 	memcpy(a.sun_path + 1, name, nl); /* abstract: a leading NUL */
-	n = snprintf(msg, sizeof(msg), "external %d %u %d %s\t%s", (int)getpid(), next_exec,
+	n = snprintf(msg, sizeof(msg), "%s %d %u %d %s\t%s", verb, (int)getpid(), next_exec,
 		     (int)getppid(), path, why);
 	if (n <= 0 || (size_t)n >= sizeof(msg))
 		return false;
@@ -52,9 +68,24 @@ bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char
 	sprobe_fd__alloc_end();
 	fd = sprobe_fd__get(h);
 	socklen_t al = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl);
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { .iov_base = msg, .iov_len = (size_t)n };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
+	if (pass_fd >= 0) {
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		CMSG_FIRSTHDR(&mh)->cmsg_level = SOL_SOCKET;
+		CMSG_FIRSTHDR(&mh)->cmsg_type = SCM_RIGHTS;
+		CMSG_FIRSTHDR(&mh)->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(CMSG_FIRSTHDR(&mh)), &pass_fd, sizeof(int));
+	}
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, al) == 0 &&
-	    send(fd, msg, (size_t)n, MSG_NOSIGNAL) == n) {
+	    sendmsg(fd, &mh, MSG_NOSIGNAL) == n) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		char buf[256];
 		ssize_t got;
@@ -72,6 +103,54 @@ bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char
 	if (fd >= 0)
 		sprobe_fd__put(h);
 	sprobe_fd__close(h);
+	return ok;
+}
+
+bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char *why,
+				char *answer, size_t alen)
+{
+	int saved = errno;
+	bool ok = ask("external", -1, next_exec, path, why, answer, alen);
+
 	errno = saved;
 	return ok;
+}
+
+bool sprobe_agent__ask_attach_at_exec(unsigned next_exec, const char *path, const char *why,
+				      char *answer, size_t alen)
+{
+	int saved = errno, p[2], rh, rfd;
+	bool ok = false;
+
+	answer[0] = '\0';
+	sprobe_agent__exec_failed(); /* an earlier exec's, if it failed */
+	sprobe_fd__alloc_begin();
+	if (pipe2(p, O_CLOEXEC) == 0) {
+		rh = sprobe_fd__adopt(p[0], SPROBE_FD_TRANSIENT);
+		exec_pipe_h = sprobe_fd__adopt(p[1], SPROBE_FD_TRANSIENT);
+	} else {
+		rh = exec_pipe_h = -errno;
+	}
+	sprobe_fd__alloc_end();
+	rfd = sprobe_fd__get(rh);
+	if (rfd >= 0) {
+		ok = ask("attach", rfd, next_exec, path, why, answer, alen);
+		sprobe_fd__put(rh);
+	}
+	/* record holds its own copy of the read end now. */
+	sprobe_fd__close(rh);
+	if (!ok)
+		sprobe_agent__exec_failed();
+	errno = saved;
+	return ok;
+}
+
+void sprobe_agent__exec_failed(void)
+{
+	int saved = errno;
+
+	if (exec_pipe_h >= 0)
+		sprobe_fd__close(exec_pipe_h);
+	exec_pipe_h = -1;
+	errno = saved;
 }

@@ -499,7 +499,8 @@ int cmd_record(int argc, char **argv)
 	/* The agent cannot go in: the kernel samples it (the external tier),
 	 * except through a set-ID exec, where the kernel drops the events
 	 * (the new image is not dumpable). */
-	bool use_ext = (external || root_kind == SPROBE_ENTER_STATIC) && root_kind != SPROBE_ENTER_SETID;
+	bool no_agent = external || root_kind == SPROBE_ENTER_STATIC;
+	bool use_ext = no_agent && root_kind != SPROBE_ENTER_SETID;
 
 	int sfd = memfd_create("stackprobe-status", 0);
 	struct sprobe_sampler_status *st = NULL;
@@ -561,7 +562,7 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGTERM, &old_term, NULL);
 		sigaction(SIGQUIT, &old_quit, NULL);
 		sigaction(SIGCHLD, &old_chld, NULL);
-		if (!use_ext)
+		if (!no_agent)
 			setenv("LD_PRELOAD", preload, 1);
 		unsetenv("STACKPROBE_OUTPUT");
 		setenv("STACKPROBE_OUTPUT_DIR", dir, 1);
@@ -608,13 +609,10 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: cannot sample %s through the kernel: %s\n",
 				argv[optind], xwhy);
 	}
-	if (unsampled_root && !quiet)
+	if (unsampled_root && root_kind != SPROBE_ENTER_SETID && !quiet)
 		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
 			ext ? "sampled through the kernel instead (perf events: cpu time, frame-pointer "
 			      "call chains)"
-			: root_kind == SPROBE_ENTER_SETID
-			    ? "it runs unsampled: the kernel drops perf events at a set-ID exec (once it "
-			      "runs, `stackprobe record -p PID` can attach to it)"
 			    : "it runs unsampled (its exit status is passed through)");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
@@ -657,7 +655,30 @@ int cmd_record(int argc, char **argv)
 	}
 	close(gate[1]);
 
-	if (unsampled_root && !ext) {
+	/* A set-ID command: the kernel drops perf events at its exec, so the
+	 * external tier attaches right after it (the exec pipe is
+	 * close-on-exec: its end of file is the exec). What the loader and
+	 * the program's first instructions do before the attach is not
+	 * sampled. */
+	int exec_errno = 0;
+	bool exec_read = false;
+	if (root_kind == SPROBE_ENTER_SETID) {
+		char xwhy[256];
+		ssize_t r = read(execp[0], &exec_errno, sizeof(exec_errno));
+
+		exec_read = true;
+		if (r != (ssize_t)sizeof(exec_errno))
+			exec_errno = 0;
+		if (r == 0)
+			ext = sprobe_ext__attach(pid, freq, dir, xwhy, sizeof(xwhy));
+		if (!quiet && r == 0)
+			fprintf(stderr, "stackprobe record: %s %s; %s%s\n", argv[optind], why,
+				ext ? "sampled through the kernel, attached just after its exec (the "
+				      "kernel drops perf events at a set-ID exec)"
+				    : "it runs unsampled: ",
+				ext ? "" : xwhy);
+	}
+	if (unsampled_root && !ext && !exec_errno) {
 		char line[PATH_MAX + 256];
 		int n = snprintf(line, sizeof(line), "unsampled %d 0 %llu %s\t%s\n", (int)pid,
 				 (unsigned long long)sprobe_mono_ns(), argv[optind], why + 3);
@@ -750,8 +771,7 @@ int cmd_record(int argc, char **argv)
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */
 	remove_stale_tables(dir);
-	int exec_errno = 0;
-	if (read(execp[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
+	if (!exec_read && read(execp[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
 		exec_errno = 0;
 	close(execp[0]);
 	if (exec_errno) {

@@ -41,9 +41,67 @@ struct cli_xkids {
 	double freq;
 	bool quiet;
 	unsigned refused;
+	/* Set-ID programs waiting for their exec: the read end of the pipe
+	 * the agent passed, whose end of file is the exec. */
+	struct pending {
+		int fd, pid, ppid;
+		unsigned exec_index;
+		char path[256], why[160];
+	} wait[XKIDS_MAX];
+	size_t nwait;
 };
 
-/* One request: "external PID EXEC PPID PATH\tWHY". */
+/* Add x (NULL: refused, why says why) and say so. Under k->mu. */
+static bool take(struct cli_xkids *k, struct sprobe_ext *x, int pid, unsigned exec_index,
+		 int ppid)
+{
+	if (!x) {
+		k->refused++;
+		return false;
+	}
+	sprobe_ext__set_root(x, exec_index, ppid);
+	k->v[k->n++] = x;
+	kill(getpid(), SIGCHLD); /* the main loop: a ring to read now */
+	return true;
+}
+
+/* A set-ID program's exec happened (or its process ended): attach. */
+static void attach_after_exec(struct cli_xkids *k, struct pending *w)
+{
+	char why[256] = "";
+	struct sprobe_ext *x = NULL;
+
+	pthread_mutex_lock(&k->mu);
+	if (k->n < XKIDS_MAX)
+		x = sprobe_ext__attach(w->pid, k->freq, k->dir, why, sizeof(why));
+	else
+		snprintf(why, sizeof(why), "%d programs are sampled through the kernel already",
+			 XKIDS_MAX);
+	bool ok = take(k, x, w->pid, w->exec_index, w->ppid);
+	pthread_mutex_unlock(&k->mu);
+	if (!ok) {
+		/* Too late to tell the agent: note it as the agent would. */
+		char ev[4200], line[1024];
+		int n = snprintf(line, sizeof(line), "unsampled %d %u %llu %s\t%s; %s\n", w->pid,
+				 w->exec_index, (unsigned long long)0, w->path, w->why, why);
+		FILE *f;
+
+		snprintf(ev, sizeof(ev), "%s/events", k->dir);
+		if (n > 0 && (size_t)n < sizeof(line) && (f = fopen(ev, "ae"))) {
+			fputs(line, f);
+			fclose(f);
+		}
+	}
+	if (!k->quiet)
+		fprintf(stderr, "stackprobe record: %s (pid %d) %s: %s%s\n", w->path, w->pid, w->why,
+			ok ? "sampled through the kernel, attached just after its exec (the kernel "
+			     "drops perf events at a set-ID exec)"
+			   : "not sampled: ",
+			ok ? "" : why);
+}
+
+/* One request: "external PID EXEC PPID PATH\tWHY", or "attach ..." with
+ * the read end of the exec pipe (a set-ID program). */
 static void serve(struct cli_xkids *k, int c)
 {
 	char buf[1100], why[256] = "", answer[320];
@@ -51,35 +109,66 @@ static void serve(struct cli_xkids *k, int c)
 	socklen_t cl = sizeof(cr);
 	int pid, ppid, off = 0;
 	unsigned exec_index;
-	ssize_t n = recv(c, buf, sizeof(buf) - 1, 0);
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+			     .msg_controllen = sizeof(cm.b) };
+	ssize_t n = recvmsg(c, &mh, MSG_CMSG_CLOEXEC);
+	int passed = -1;
+	bool attach;
 
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
-	if (sscanf(buf, "external %d %u %d %n", &pid, &exec_index, &ppid, &off) != 3 || !off) {
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+		    h->cmsg_len >= CMSG_LEN(sizeof(int)))
+			memcpy(&passed, CMSG_DATA(h), sizeof(int));
+	attach = strncmp(buf, "attach ", 7) == 0;
+	if (sscanf(buf + (attach ? 7 : 9), "%d %u %d %n", &pid, &exec_index, &ppid, &off) != 3 ||
+	    !off || (!attach && strncmp(buf, "external ", 9) != 0) || (attach && passed < 0)) {
 		snprintf(answer, sizeof(answer), "no bad request");
 	} else if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != pid) {
 		/* Only a process asks for itself. */
 		snprintf(answer, sizeof(answer), "no the request is not from pid %d", pid);
 	} else {
-		char *path = buf + off, *tab = strchr(path, '\t');
+		char *path = buf + (attach ? 7 : 9) + off, *tab = strchr(path, '\t');
 		struct sprobe_ext *x = NULL;
 
 		if (tab)
 			*tab = '\0';
+		if (attach) {
+			/* Answer now; attach when the exec closes the pipe. */
+			pthread_mutex_lock(&k->mu);
+			if (k->nwait < XKIDS_MAX && k->n + k->nwait < XKIDS_MAX) {
+				struct pending *w = &k->wait[k->nwait++];
+
+				*w = (struct pending){ .fd = passed, .pid = pid, .ppid = ppid,
+						       .exec_index = exec_index };
+				snprintf(w->path, sizeof(w->path), "%s", path);
+				snprintf(w->why, sizeof(w->why), "%s", tab ? tab + 1 : "");
+				passed = -1;
+				snprintf(answer, sizeof(answer), "ok");
+			} else {
+				snprintf(answer, sizeof(answer), "no %d programs are sampled through the "
+								 "kernel already", XKIDS_MAX);
+			}
+			pthread_mutex_unlock(&k->mu);
+			if (passed >= 0)
+				close(passed);
+			(void)!send(c, answer, strlen(answer), MSG_NOSIGNAL);
+			return;
+		}
 		pthread_mutex_lock(&k->mu);
 		if (k->n < XKIDS_MAX)
 			x = sprobe_ext__open(pid, k->freq, k->dir, why, sizeof(why));
 		else
 			snprintf(why, sizeof(why), "%d programs are sampled through the kernel already",
 				 XKIDS_MAX);
-		if (x) {
-			sprobe_ext__set_root(x, exec_index, ppid);
-			k->v[k->n++] = x;
-			kill(getpid(), SIGCHLD); /* the main loop: a ring to read now */
-		} else {
-			k->refused++;
-		}
+		take(k, x, pid, exec_index, ppid);
 		pthread_mutex_unlock(&k->mu);
 		if (x)
 			snprintf(answer, sizeof(answer), "ok");
@@ -91,27 +180,52 @@ static void serve(struct cli_xkids *k, int c)
 				tab ? tab + 1 : "cannot be entered",
 				x ? "sampled through the kernel" : answer + 3);
 	}
+	if (passed >= 0)
+		close(passed);
 	(void)!send(c, answer, strlen(answer), MSG_NOSIGNAL);
 }
 
 static void *server(void *arg)
 {
 	struct cli_xkids *k = arg;
-	struct pollfd p[2] = { { .fd = k->lfd, .events = POLLIN }, { .fd = k->stop[0], .events = POLLIN } };
+	struct pollfd p[2 + XKIDS_MAX];
 
 	for (;;) {
-		if (poll(p, 2, -1) < 0) {
+		size_t np = 2;
+
+		p[0] = (struct pollfd){ .fd = k->lfd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = k->stop[0], .events = POLLIN };
+		/* Only this thread changes the waiting list's length down;
+		 * serve() (also this thread) adds. */
+		for (size_t i = 0; i < k->nwait; i++)
+			p[np++] = (struct pollfd){ .fd = k->wait[i].fd, .events = POLLIN };
+		if (poll(p, (nfds_t)np, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (p[1].revents)
 			break;
-		int c = accept4(k->lfd, NULL, NULL, SOCK_CLOEXEC);
+		/* An exec (end of file; nothing is ever written) or the
+		 * process's end: attach, and forget the pipe. */
+		for (size_t i = np - 2; i-- > 0;) {
+			if (!p[2 + i].revents)
+				continue;
+			struct pending w = k->wait[i];
 
-		if (c >= 0) {
-			serve(k, c);
-			close(c);
+			close(w.fd);
+			pthread_mutex_lock(&k->mu);
+			k->wait[i] = k->wait[--k->nwait];
+			pthread_mutex_unlock(&k->mu);
+			attach_after_exec(k, &w);
+		}
+		if (p[0].revents) {
+			int c = accept4(k->lfd, NULL, NULL, SOCK_CLOEXEC);
+
+			if (c >= 0) {
+				serve(k, c);
+				close(c);
+			}
 		}
 	}
 	return NULL;
@@ -221,6 +335,8 @@ void cli_xkids__free(struct cli_xkids *k)
 	}
 	for (size_t i = 0; i < k->n; i++)
 		sprobe_ext__free(k->v[i]);
+	for (size_t i = 0; i < k->nwait; i++)
+		close(k->wait[i].fd);
 	if (k->lfd >= 0)
 		close(k->lfd);
 	if (k->stop[0] >= 0)

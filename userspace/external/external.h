@@ -73,10 +73,10 @@ int sprobe_ext__poll(struct sprobe_ext *x);
  * number of parts written, or -errno. */
 int sprobe_ext__finish(struct sprobe_ext *x);
 
-/* The pid given to sprobe_ext__open() is a process deeper in a tree
- * whose earlier images the agent sampled (parts PID.0 .. PID.N-1): its
- * first image here is exec_index, its parent ppid. Call before the first
- * sprobe_ext__poll(). */
+/* The pid given to sprobe_ext__open() or _attach() is a process deeper
+ * in a tree whose earlier images the agent sampled (parts PID.0 ..
+ * PID.N-1): its first image here is exec_index, its parent ppid. Call
+ * before the first sprobe_ext__poll(). */
 void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid);
 
 /* Samples read, and samples the kernel reported lost (ring full). */

@@ -600,6 +600,14 @@ int sprobe_ext__finish(struct sprobe_ext *x)
 
 void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid)
 {
+	/* Images of the root made already (sprobe_ext__attach() makes the
+	 * running one) are renumbered from exec_index. */
+	for (size_t i = 0; i < x->nimg; i++)
+		if (x->img[i].pid == (uint32_t)x->root) {
+			x->img[i].exec_index = x->img[i].exec_index - x->root_exec + exec_index;
+			if (ppid > 0)
+				x->img[i].ppid = (uint32_t)ppid;
+		}
 	x->root_exec = exec_index;
 	x->root_ppid = ppid > 0 ? (uint32_t)ppid : 0;
 }
