@@ -368,6 +368,45 @@ static void test_static_binary_in_tree(void **state)
 	free(json);
 }
 
+/* GNU make starts its recipes with posix_spawn: a static program there
+ * runs no code of ours before its exec, so record attaches the kernel
+ * tier to it once posix_spawn has returned (the parent asks; record
+ * checks that the asker is the child's parent). */
+static void test_static_spawned_by_make(void **state)
+{
+	char *out, *json, *folded;
+	FILE *f;
+	int procs = 0;
+
+	(void)state;
+	if (sprobe_test_run("command -v make >/dev/null", NULL) != 0)
+		SPROBE_SKIP("no make");
+	mkdir(OUT "/tree-mk", 0755);
+	f = fopen(OUT "/tree-mk/Makefile", "w");
+	assert_non_null(f);
+	fputs("all:\n\t../../treework-static _exit 0 300\n\t../../treework-static spin 300\n", f);
+	assert_int_equal(fclose(f), 0);
+	record("mkstatic", "--no-report --mode cpu", "make -s -C " OUT "/tree-mk", 0, &out);
+	json = report(OUT "/tree-mkstatic.data", "json");
+	if (strstr(out, "not sampled") || strstr(out, "cannot sample")) {
+		print_message("  (perf events refused here: %s)\n", out);
+		free(out);
+		free(json);
+		return;
+	}
+	assert_non_null(strstr(out, "attached once posix_spawn returned"));
+	assert_int_equal(procs_matching(json, "\"sampled\": false", NULL), 0);
+	folded = report(OUT "/tree-mkstatic.data", "folded");
+	unsigned long n = sprobe_test_folded_count(folded, "spin_leaf", &procs);
+
+	print_message("  static recipes of make: %lu samples in %d processes\n", n, procs);
+	assert_int_equal(procs, 2);
+	assert_true(n >= 60); /* 2 x 300 ms at 199 Hz: ~120 */
+	free(folded);
+	free(json);
+	free(out);
+}
+
 /* A set-ID program (of another user): the loader ignores LD_PRELOAD and
  * the kernel drops perf events at its exec, so record attaches the
  * kernel tier right after the exec: as the command itself (the exec
@@ -762,6 +801,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test__exit),
 	cmocka_unit_test(test_static_binary),
 	cmocka_unit_test(test_static_binary_in_tree),
+	cmocka_unit_test(test_static_spawned_by_make),
 	cmocka_unit_test(test_setid_program),
 	cmocka_unit_test(test_external_request_for_another_pid),
 	cmocka_unit_test(test_agent_messages_not_in_program_stderr),

@@ -124,6 +124,10 @@ bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char
  * runs: record attaches right after the exec (external_request.c). */
 bool sprobe_agent__ask_attach_at_exec(unsigned next_exec, const char *path, const char *why,
 				      char *answer, size_t alen);
+/* The same for a static or set-ID child posix_spawn made (it has exec'd):
+ * record attaches to it now. */
+bool sprobe_agent__ask_attach_spawned(pid_t child, const char *path, const char *why,
+				      char *answer, size_t alen);
 /* An exec returned (it failed): forget a pending set-ID request. */
 void sprobe_agent__exec_failed(void);
 

@@ -19,7 +19,12 @@
  * write end stays here: the exec closes it, and that end of file is
  * `record`'s signal to attach (what runs before the attach is not
  * sampled). An exec that fails closes it too (sprobe_agent__exec_failed),
- * and `record` finds no new image to attach to. The wait is bounded (an answer normally takes
+ * and `record` finds no new image to attach to.
+ *
+ * A child made by posix_spawn runs no code of ours before its exec: the
+ * parent asks once posix_spawn has returned (the child has exec'd by
+ * then), and `record` attaches to the running child, checking that the
+ * asker is its parent. The wait is bounded (an answer normally takes
  * a few ms): past it the program runs unsampled, noted as before.
  */
 #include <errno.h>
@@ -44,7 +49,7 @@ static int exec_pipe_h = -1;
 
 /* Send "VERB PID EXEC PPID PATH\tWHY" (and pass_fd, if >= 0) to record,
  * wait for its answer. */
-static bool ask(const char *verb, int pass_fd, unsigned next_exec, const char *path,
+static bool ask(const char *verb, pid_t pid, int pass_fd, unsigned next_exec, const char *path,
 		const char *why, char *answer, size_t alen)
 {
 	const char *name = sprobe_agent__getenv("STACKPROBE_EXTERNAL_SOCK");
@@ -58,8 +63,8 @@ static bool ask(const char *verb, int pass_fd, unsigned next_exec, const char *p
 	if (!nl || nl + 1 > sizeof(a.sun_path))
 		return false;
 	memcpy(a.sun_path + 1, name, nl); /* abstract: a leading NUL */
-	n = snprintf(msg, sizeof(msg), "%s %d %u %d %s\t%s", verb, (int)getpid(), next_exec,
-		     (int)getppid(), path, why);
+	n = snprintf(msg, sizeof(msg), "%s %d %u %d %s\t%s", verb, (int)pid, next_exec,
+		     (int)(pid == getpid() ? getppid() : getpid()), path, why);
 	if (n <= 0 || (size_t)n >= sizeof(msg))
 		return false;
 	sprobe_fd__alloc_begin();
@@ -110,7 +115,7 @@ bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char
 				char *answer, size_t alen)
 {
 	int saved = errno;
-	bool ok = ask("external", -1, next_exec, path, why, answer, alen);
+	bool ok = ask("external", getpid(), -1, next_exec, path, why, answer, alen);
 
 	errno = saved;
 	return ok;
@@ -134,13 +139,23 @@ bool sprobe_agent__ask_attach_at_exec(unsigned next_exec, const char *path, cons
 	sprobe_fd__alloc_end();
 	rfd = sprobe_fd__get(rh);
 	if (rfd >= 0) {
-		ok = ask("attach", rfd, next_exec, path, why, answer, alen);
+		ok = ask("attach", getpid(), rfd, next_exec, path, why, answer, alen);
 		sprobe_fd__put(rh);
 	}
 	/* record holds its own copy of the read end now. */
 	sprobe_fd__close(rh);
 	if (!ok)
 		sprobe_agent__exec_failed();
+	errno = saved;
+	return ok;
+}
+
+bool sprobe_agent__ask_attach_spawned(pid_t child, const char *path, const char *why,
+				      char *answer, size_t alen)
+{
+	int saved = errno;
+	bool ok = ask("spawned", child, -1, 0, path, why, answer, alen);
+
 	errno = saved;
 	return ok;
 }

@@ -352,9 +352,10 @@ static int spawn(const char *name, pid_t *pid, const char *file,
 		 char *const envp[])
 {
 	spawn_fn f = (spawn_fn)dlsym(RTLD_NEXT, name);
-	char why[96];
+	char why[256], answer[160] = "";
 	bool note = sprobe_agent__dir() && sprobe_agent__inherit() &&
 		    sprobe_agent__unenterable(file, why, sizeof(why));
+	bool kernel_can = note;
 
 	if (!note && sprobe_agent__dir() && sprobe_agent__inherit() && envp) {
 		/* An environment of the caller's making without the agent. */
@@ -375,9 +376,17 @@ static int spawn(const char *name, pid_t *pid, const char *file,
 	r = f(&got, file, fa, at, argv, envp);
 	if (pid)
 		*pid = got;
+	/* The kernel tier attaches to a static or set-ID child once it
+	 * runs (what ran before is not sampled). */
+	if (r == 0 && kernel_can &&
+	    sprobe_agent__ask_attach_spawned(got, file, why, answer, sizeof(answer)))
+		note = false;
 	if (r == 0 && note) {
-		char line[PATH_MAX + 192];
+		char line[PATH_MAX + 448];
 		int saved = errno;
+
+		if (answer[0] && strlen(why) + 2 + strlen(answer) < sizeof(why))
+			snprintf(why + strlen(why), sizeof(why) - strlen(why), "; %s", answer);
 		int n = snprintf(line, sizeof(line), "unsampled %d 0 %llu %s\t%s\n", (int)got,
 				 (unsigned long long)sprobe_mono_ns(), file, why);
 

@@ -51,6 +51,22 @@ struct cli_xkids {
 	size_t nwait;
 };
 
+/* pid's parent, from /proc/PID/stat; -1 if unknown. */
+static int parent_of(int pid)
+{
+	char path[64], buf[512], *rp;
+	int ppid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) && sscanf(rp + 1, " %*c %d", &ppid) != 1)
+		ppid = -1;
+	fclose(f);
+	return ppid;
+}
+
 /* Add x (NULL: refused, why says why) and say so. Under k->mu. */
 static bool take(struct cli_xkids *k, struct sprobe_ext *x, int pid, unsigned exec_index,
 		 int ppid)
@@ -128,14 +144,20 @@ static void serve(struct cli_xkids *k, int c)
 		    h->cmsg_len >= CMSG_LEN(sizeof(int)))
 			memcpy(&passed, CMSG_DATA(h), sizeof(int));
 	attach = strncmp(buf, "attach ", 7) == 0;
-	if (sscanf(buf + (attach ? 7 : 9), "%d %u %d %n", &pid, &exec_index, &ppid, &off) != 3 ||
-	    !off || (!attach && strncmp(buf, "external ", 9) != 0) || (attach && passed < 0)) {
+	bool spawned = strncmp(buf, "spawned ", 8) == 0;
+	size_t verb = attach ? 7 : spawned ? 8 : 9;
+
+	if (sscanf(buf + verb, "%d %u %d %n", &pid, &exec_index, &ppid, &off) != 3 || !off ||
+	    (!attach && !spawned && strncmp(buf, "external ", 9) != 0) || (attach && passed < 0)) {
 		snprintf(answer, sizeof(answer), "no bad request");
-	} else if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.pid != pid) {
-		/* Only a process asks for itself. */
-		snprintf(answer, sizeof(answer), "no the request is not from pid %d", pid);
+	} else if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 ||
+		   (spawned ? parent_of(pid) != cr.pid : cr.pid != pid)) {
+		/* Only a process asks for itself, or a parent for the child
+		 * it just spawned. */
+		snprintf(answer, sizeof(answer), "no the request is not from pid %d%s", pid,
+			 spawned ? "'s parent" : "");
 	} else {
-		char *path = buf + (attach ? 7 : 9) + off, *tab = strchr(path, '\t');
+		char *path = buf + verb + off, *tab = strchr(path, '\t');
 		struct sprobe_ext *x = NULL;
 
 		if (tab)
@@ -164,7 +186,8 @@ static void serve(struct cli_xkids *k, int c)
 		}
 		pthread_mutex_lock(&k->mu);
 		if (k->n < XKIDS_MAX)
-			x = sprobe_ext__open(pid, k->freq, k->dir, why, sizeof(why));
+			x = spawned ? sprobe_ext__attach(pid, k->freq, k->dir, why, sizeof(why))
+				    : sprobe_ext__open(pid, k->freq, k->dir, why, sizeof(why));
 		else
 			snprintf(why, sizeof(why), "%d programs are sampled through the kernel already",
 				 XKIDS_MAX);
@@ -178,7 +201,9 @@ static void serve(struct cli_xkids *k, int c)
 		if (!k->quiet)
 			fprintf(stderr, "stackprobe record: %s (pid %d) %s: %s\n", path, pid,
 				tab ? tab + 1 : "cannot be entered",
-				x ? "sampled through the kernel" : answer + 3);
+				!x ? answer + 3
+				: spawned ? "sampled through the kernel, attached once posix_spawn returned"
+					  : "sampled through the kernel");
 	}
 	if (passed >= 0)
 		close(passed);
