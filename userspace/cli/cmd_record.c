@@ -576,12 +576,12 @@ int cmd_record(int argc, char **argv)
 	}
 	if (unsampled_root && !quiet)
 		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
-			ext ? "sampled through the kernel instead (perf events: cpu time, frame-pointer "
-			      "call chains)"
+			ext ? "sampled through the kernel instead (perf events: cpu time, stacks "
+			      "unwound from the kernel's copies)"
 			    : "it runs unsampled (its exit status is passed through)");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
-				"time, frame-pointer call chains), without the agent\n");
+				"time, stacks unwound from the kernel's copies), without the agent\n");
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {

@@ -47,9 +47,9 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		return NULL;
 	}
 	/* Live reads go to the inventory's segments: they must be this
-	 * process's, not another's or a data file's. */
-	if (opts && opts->sz >= sizeof(*opts) && opts->modules &&
-	    (opts->modules->pid != 0 || opts->modules->empty_mode)) {
+	 * process's; another process's are read from its files; a data
+	 * file's inventory (empty mode) has neither. */
+	if (opts && opts->sz >= sizeof(*opts) && opts->modules && opts->modules->empty_mode) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -67,6 +67,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		if (opts->sz >= sizeof(*opts))
 			u->mods = opts->modules;
 	}
+	u->foreign = u->mods && u->mods->pid != 0;
 	if (!u->mods) {
 		u->mods = sprobe_modules__new(NULL);
 		if (!u->mods) {
@@ -128,6 +129,7 @@ int sprobe_unwinder__flush(struct sprobe_unwinder *u)
 		free(uc->blobs);
 		free(uc->no_cfi);
 		free(uc->sig);
+		free(uc->synth);
 		memset(uc, 0, sizeof(*uc)); /* the pin stamp too: held pins stay
 					     * in u->pins until the round ends */
 	}
