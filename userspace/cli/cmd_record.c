@@ -83,7 +83,7 @@ static void usage(FILE *f)
 	      "      --no-inherit     sample COMMAND's first process only, not the\n"
 	      "                       processes it starts\n"
 	      "      --external       sample through the kernel (perf events), without the\n"
-	      "                       agent: cpu time, frame-pointer call chains (default\n"
+	      "                       agent: cpu time, DWARF-unwound stacks (default\n"
 	      "                       for a command the agent cannot enter: static, set-ID)\n"
 	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
 	      "                       exact, fails if perf events are not allowed), timer\n"
