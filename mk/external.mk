@@ -8,13 +8,19 @@ $(BUILD)/extsplit: tests/workloads/extsplit.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $< -lpthread
 
+# The same program with frame pointers: the kernel's chain goes on where a
+# small stack copy ends (the splice, userspace/external/xsample.c).
+$(BUILD)/extsplit-fp: tests/workloads/extsplit.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -static -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $< -lpthread
+
 $(BUILD)/gosplit: tests/workloads/gosplit/main.go | $(BUILD)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(BUILD)/go
 	$(Q)cd tests/workloads/gosplit && $(GO_ENV) CGO_ENABLED=0 $(GO) build -o $(abspath $@) main.go
 
-all: $(BUILD)/extsplit
-$(BUILD)/tests/test_external: $(BUILD)/stackprobe $(BUILD)/extsplit $(BUILD)/gosplit
+all: $(BUILD)/extsplit $(BUILD)/extsplit-fp
+$(BUILD)/tests/test_external: $(BUILD)/stackprobe $(BUILD)/extsplit $(BUILD)/extsplit-fp $(BUILD)/gosplit
 
 # bench: the external tier's shares and top functions against perf
 # record --call-graph dwarf (linux-perf, tools/deps.d/benchrec.list) on the

@@ -13,6 +13,9 @@
  *    through their own caller to main (or the thread's start);
  *  - build/gosplit (tests/workloads/gosplit, CGO_ENABLED=0: static, no
  *    .eh_frame, frame pointers): hotA and hotB in 1:3 within 0.05;
+ *  - a stack deeper than the copy (build/extsplit-fp deep, 40 frames of
+ *    ~200 bytes, a 1 KiB copy): the walk runs out of copy and the
+ *    kernel's frame-pointer chain goes on from its last frame to main;
  *  - a child that exits while the command goes on keeps its samples,
  *    named and unwound (its modules were read while it lived).
  */
@@ -178,6 +181,61 @@ static void test_static_go_split(void **state)
 	free(err);
 }
 
+/* Samples of leaf fn whose stack holds exactly `min` frames named frame
+ * and passes through "main;frame". */
+static long deep_samples(const char *text, const char *fn, const char *frame, int min,
+			 long *all)
+{
+	long n = 0;
+	char want_leaf[128], via[128];
+	char *copy = strdup(text);
+
+	assert_non_null(copy);
+	snprintf(want_leaf, sizeof(want_leaf), ";%s ", fn);
+	snprintf(via, sizeof(via), ";main;%s", frame);
+	*all = 0;
+	for (char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+		char *sp = strrchr(line, ' ');
+		int k = 0;
+
+		if (!sp || !strstr(line, want_leaf))
+			continue;
+		long c = strtol(sp + 1, NULL, 10);
+
+		*all += c;
+		for (const char *q = line; (q = strstr(q, frame)); q += strlen(frame))
+			k++;
+		if (k == min && strstr(line, via))
+			n += c;
+	}
+	free(copy);
+	return n;
+}
+
+static void test_deeper_than_the_copy(void **state)
+{
+	char *err = NULL;
+	long all;
+
+	(void)state;
+	/* The variable is record's (it sizes the copy the kernel makes). */
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd),
+		 "STACKPROBE_EXT_STACK_BYTES=1024 " CLI " record --mode cpu -F 999 --no-report -o " OUT
+		 "/deep.data -- build/extsplit-fp deep 40 6000 2>&1");
+	assert_int_equal(sprobe_test_run(cmd, &err), 0);
+	free(err);
+	char *f = folded("deep");
+	long deep = deep_samples(f, "hot_a", "deep_recurse", 41, &all);
+
+	print_message("  1 KiB copies: %ld of %ld samples through 41 deep_recurse frames to main\n",
+		      deep, all);
+	assert_true(all >= 100);
+	assert_true(deep >= all * 9 / 10);
+	free(f);
+}
+
 /* The child spins 400 ms of CPU and exits; the parent then spins 400 ms
  * more: the child's samples, unwound to main, are in the recording. */
 static void test_exited_child_keeps_samples(void **state)
@@ -203,6 +261,7 @@ static void test_exited_child_keeps_samples(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_static_c_split, setup),
 	cmocka_unit_test_setup(test_static_go_split, setup),
+	cmocka_unit_test_setup(test_deeper_than_the_copy, setup),
 	cmocka_unit_test_setup(test_exited_child_keeps_samples, setup),
 };
 

@@ -7,6 +7,10 @@
  *                              caller_a -> hot_a (N units of work) then
  *                              caller_b -> hot_b (3N units): the same loop
  *                              body, so hot_a has 1/4 of the CPU, hot_b 3/4
+ *   extsplit deep DEPTH ROUNDS  main -> deep_recurse x DEPTH (about 200 bytes
+ *                              of stack each) -> hot_a, ROUNDS times (built
+ *                              with frame pointers as build/extsplit-fp: a
+ *                              stack deeper than a small copy)
  *   extsplit fork MS_CHILD MS_PARENT
  *                              a child runs child_hot for MS_CHILD ms of
  *                              CPU and exits; the parent runs parent_hot
@@ -60,6 +64,18 @@ __attribute__((noinline)) static void caller_b(unsigned n)
 
 static unsigned rounds;
 
+__attribute__((noinline)) static void deep_recurse(int d, unsigned n)
+{
+	volatile char pad[200];
+
+	pad[0] = (char)d;
+	if (d > 0)
+		deep_recurse(d - 1, n);
+	else
+		hot_a(n);
+	sink += (uint64_t)pad[0];
+}
+
 static void *split_loop(void *arg)
 {
 	unsigned n = (unsigned)(uintptr_t)arg;
@@ -109,6 +125,15 @@ int main(int argc, char **argv)
 		printf("units a=%u b=%u\n", rounds * 4 * nt, rounds * 12 * nt);
 		return 0;
 	}
+	if (argc == 4 && strcmp(argv[1], "deep") == 0) {
+		int depth = atoi(argv[2]);
+
+		rounds = (unsigned)atoi(argv[3]);
+		for (unsigned r = 0; r < rounds; r++)
+			deep_recurse(depth, 4);
+		printf("units a=%u\n", rounds * 4);
+		return 0;
+	}
 	if (argc == 4 && strcmp(argv[1], "fork") == 0) {
 		int st = 0;
 		pid_t pid = fork();
@@ -126,6 +151,7 @@ int main(int argc, char **argv)
 		printf("parent units=%u\n", u);
 		return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 	}
-	fprintf(stderr, "usage: extsplit split ROUNDS THREADS | fork MS_CHILD MS_PARENT\n");
+	fprintf(stderr, "usage: extsplit split ROUNDS THREADS | deep DEPTH ROUNDS | "
+				"fork MS_CHILD MS_PARENT\n");
 	return 2;
 }

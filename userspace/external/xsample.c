@@ -250,17 +250,32 @@ uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_
 		memcpy(pcs, chain, (nchain < max ? nchain : max) * sizeof(*pcs));
 		return nchain < max ? nchain : max;
 	}
-	if (n > 1 && n < max && why != SPROBE_UNWIND_END && why != SPROBE_UNWIND_MAX_FRAMES) {
+	if (n > 1 && n < max && nchain >= 2 && why != SPROBE_UNWIND_END &&
+	    why != SPROBE_UNWIND_MAX_FRAMES) {
 		/* The walk stopped early (the copy ran out, or a frame it
-		 * could not pass): where the kernel's chain, which reads live
-		 * memory, holds the walk's last frame, its outer frames are
-		 * the rest of the stack. */
-		for (uint32_t k = 1; k < nchain; k++) {
-			if (chain[k] != pcs[n - 1])
-				continue;
-			for (uint32_t j = k + 1; j < nchain && n < max; j++)
-				pcs[n++] = chain[j];
-			break;
+		 * could not pass): the kernel's chain, which reads live
+		 * memory, may go on. It may skip frames (a function that
+		 * does not set up a frame pointer), never add one: align it
+		 * with the walk from the ip on, the chain's pcs matched in
+		 * order against the walk's (so a recursion's repeated
+		 * return address matches at its own depth). If the walk's
+		 * last frame is matched, the chain's outer frames are the
+		 * rest of the stack. */
+		struct sprobe_modules *mods = sprobe_unwinder__modules(u);
+		uint32_t j = 0;
+		bool last = false;
+
+		for (uint32_t i = 0; i < n; i++) {
+			last = j < nchain && pcs[i] == chain[j];
+			j += last;
+		}
+		/* Up to the first address in no module: a frame pointer walk
+		 * that ran into code built without them (glibc's start code)
+		 * reads garbage from there. */
+		for (; last && j < nchain && n < max; j++) {
+			if (!sprobe_modules__find(mods, chain[j]))
+				break;
+			pcs[n++] = chain[j];
 		}
 	}
 	if (!n)
