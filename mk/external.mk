@@ -14,13 +14,20 @@ $(BUILD)/extsplit-fp: tests/workloads/extsplit.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -static -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $< -lpthread
 
+# A dynamic program that dlopens the unwind test library (mk/unwind.mk)
+# after it has run a while: record reads its maps again.
+$(BUILD)/extdl: tests/workloads/extdl.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $< -ldl
+
 $(BUILD)/gosplit: tests/workloads/gosplit/main.go | $(BUILD)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(BUILD)/go
 	$(Q)cd tests/workloads/gosplit && $(GO_ENV) CGO_ENABLED=0 $(GO) build -o $(abspath $@) main.go
 
-all: $(BUILD)/extsplit $(BUILD)/extsplit-fp
-$(BUILD)/tests/test_external: $(BUILD)/stackprobe $(BUILD)/extsplit $(BUILD)/extsplit-fp $(BUILD)/gosplit
+all: $(BUILD)/extsplit $(BUILD)/extsplit-fp $(BUILD)/extdl
+$(BUILD)/tests/test_external: $(BUILD)/stackprobe $(BUILD)/extsplit $(BUILD)/extsplit-fp $(BUILD)/gosplit \
+	$(BUILD)/extdl $(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
 # bench: the external tier's shares and top functions against perf
 # record --call-graph dwarf (linux-perf, tools/deps.d/benchrec.list) on the

@@ -16,6 +16,9 @@
  *  - a stack deeper than the copy (build/extsplit-fp deep, 40 frames of
  *    ~200 bytes, a 1 KiB copy): the walk runs out of copy and the
  *    kernel's frame-pointer chain goes on from its last frame to main;
+ *  - a library the program dlopens after record read its maps
+ *    (build/extdl, --external): its frames are named and unwound through
+ *    to main (record reads the maps again on a pc in no module);
  *  - a child that exits while the command goes on keeps its samples,
  *    named and unwound (its modules were read while it lived).
  */
@@ -236,6 +239,27 @@ static void test_deeper_than_the_copy(void **state)
 	free(f);
 }
 
+static void test_library_loaded_late(void **state)
+{
+	char *err = NULL;
+
+	(void)state;
+	record("dl", "--external",
+	       "build/extdl build/tests/unwind_testlib/libsprobe_testlib.so 300 1200000000", &err);
+	assert_non_null(strstr(err, "sampling through the kernel"));
+	char *f = folded("dl");
+	struct leaf w = leaf_of(f, "testlib_hidden_worker", "sprobe_testlib_beta",
+				";main;dl_caller;sprobe_testlib_beta;", NULL);
+
+	print_message("  dlopen'ed: testlib_hidden_worker %ld (through main %ld)\n", w.self,
+		      w.rooted);
+	assert_true(w.self >= 100);
+	assert_true(w.called >= w.self * 9 / 10);
+	assert_true(w.rooted >= w.self * 9 / 10);
+	free(f);
+	free(err);
+}
+
 /* The child spins 400 ms of CPU and exits; the parent then spins 400 ms
  * more: the child's samples, unwound to main, are in the recording. */
 static void test_exited_child_keeps_samples(void **state)
@@ -262,6 +286,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_static_c_split, setup),
 	cmocka_unit_test_setup(test_static_go_split, setup),
 	cmocka_unit_test_setup(test_deeper_than_the_copy, setup),
+	cmocka_unit_test_setup(test_library_loaded_late, setup),
 	cmocka_unit_test_setup(test_exited_child_keeps_samples, setup),
 };
 

@@ -275,11 +275,11 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 		}
 		image_mods(im);
 		/* A pc in no module: something was mapped since the maps were
-		 * read (dlopen). Read them again, at most every 100 ms of the
+		 * read (dlopen). Read them again, at most every 250 ms of the
 		 * samples' time (a pc in anonymous memory, JIT code, stays
 		 * in none). */
 		if (im->mods && !sprobe_modules__find(im->mods, r.ip) &&
-		    r.time - im->refresh_ns > 100000000ull) {
+		    r.time - im->refresh_ns > 250000000ull) {
 			im->refresh_ns = r.time;
 			if (sprobe_modules__refresh(im->mods) == 1)
 				image_files(im);
