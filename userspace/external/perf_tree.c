@@ -73,7 +73,6 @@ struct sprobe_ext {
 	struct xthread *thr;
 	size_t nthr, capthr;
 	unsigned long long samples, lost;
-	unsigned long long unwound; /* samples with at least one DWARF frame */
 };
 
 struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, char *why,
@@ -262,7 +261,6 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 	switch (h->type) {
 	case PERF_RECORD_SAMPLE: {
 		struct sprobe_xraw r;
-		uint32_t dwarf = 0;
 
 		if (sprobe_xsample__parse(x->sample_type, x->regs_mask, p, end, &r) != 0)
 			return;
@@ -312,9 +310,8 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 		/* Unwound now, from the copied registers and stack: the copy
 		 * is 16 KiB, the frames a few hundred bytes. */
 		s->nframes = sprobe_xsample__frames(im->unw, x->scratch, &r, im->pcs + im->npcs,
-						    SPROBE_MAX_FRAMES, &dwarf);
+						    SPROBE_MAX_FRAMES);
 		im->npcs += s->nframes;
-		x->unwound += dwarf > 0;
 		im->n++;
 		x->samples++;
 		break;

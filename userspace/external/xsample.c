@@ -205,15 +205,13 @@ static uint32_t kernel_chain(const struct sprobe_xraw *r, uint64_t *pcs, uint32_
 }
 
 uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *t,
-				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max,
-				uint32_t *dwarf)
+				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max)
 {
 	enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
 	uint64_t chain[SPROBE_MAX_FRAMES];
 	uint32_t nchain = kernel_chain(r, chain, SPROBE_MAX_FRAMES);
 	uint32_t n = 0;
 
-	*dwarf = 0;
 	if (max > SPROBE_MAX_FRAMES)
 		max = SPROBE_MAX_FRAMES;
 	if (u && r->has_regs && r->stack && r->stack_len) {
@@ -238,10 +236,8 @@ uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_
 		t->truncated = r->stack_len == r->stack_req;
 		t->stack_top = t->truncated ? UINT64_MAX : t->sp + r->stack_len;
 		if (sprobe_unwinder__unwind(u, t, &why) > 0) {
-			for (uint32_t i = 0; i < t->nframes && n < max; i++) {
+			for (uint32_t i = 0; i < t->nframes && n < max; i++)
 				pcs[n++] = t->frames[i].pc;
-				*dwarf += t->frames[i].method == SPROBE_FRAME_DWARF;
-			}
 		}
 	}
 	if (n <= 1 && nchain > n) {

@@ -73,10 +73,9 @@ int sprobe_xsample__parse(uint64_t sample_type, uint64_t regs_mask, const uint8_
  * chain goes on from the walk's last frame), or the kernel's chain alone
  * when the walk found nothing above the interrupted frame and the chain
  * did. scratch is the caller's (a thread sample is big). Returns the
- * number of pcs (>= 1: at least the ip). *dwarf counts DWARF frames.
+ * number of pcs (>= 1: at least the ip).
  */
 uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *scratch,
-				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max,
-				uint32_t *dwarf);
+				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max);
 
 #endif
