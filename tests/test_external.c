@@ -12,7 +12,9 @@
  *    bench/external_vs_perf.py, docs/PERFORMANCE.md), and their stacks go
  *    through their own caller to main (or the thread's start);
  *  - build/gosplit (tests/workloads/gosplit, CGO_ENABLED=0: static, no
- *    .eh_frame, frame pointers): hotA and hotB in 1:3 within 0.05;
+ *    .eh_frame; .debug_frame and frame pointers): hotA and hotB in 1:3
+ *    within 0.05, each under its caller (callerA, callerB: the leaves are
+ *    frameless) and the goroutine's function;
  *  - a stack deeper than the copy (build/extsplit-fp deep, 40 frames of
  *    ~200 bytes, a 1 KiB copy): the walk runs out of copy and the
  *    kernel's frame-pointer chain goes on from its last frame to main;
@@ -169,15 +171,19 @@ static void test_static_go_split(void **state)
 	struct leaf a = leaf_of(f, "main.hotA", "main.callerA", "main.main.func1", NULL);
 	struct leaf b = leaf_of(f, "main.hotB", "main.callerB", "main.main.func1", NULL);
 
-	print_message("  static Go: hotA %ld (rooted %ld), hotB %ld (rooted %ld)\n", a.self,
-		      a.rooted, b.self, b.rooted);
+	print_message("  static Go: hotA %ld (called %ld, rooted %ld), hotB %ld (called %ld, "
+		      "rooted %ld)\n",
+		      a.self, a.called, a.rooted, b.self, b.called, b.rooted);
 	assert_true(a.self + b.self >= 500);
 	double share = (double)a.self / (double)(a.self + b.self);
 
 	print_message("  hotA share %.3f (the work's: 0.250)\n", share);
 	assert_true(share > 0.20 && share < 0.30);
-	/* Frame pointers (no .eh_frame in a Go binary) reach the goroutine's
-	 * function. */
+	/* The interrupted frame by Go's .debug_frame (the leaves have no
+	 * frame record: frame pointers alone would skip their callers), frame
+	 * pointers from there to the goroutine's function. */
+	assert_true(a.called >= a.self * 9 / 10);
+	assert_true(b.called >= b.self * 9 / 10);
 	assert_true(a.rooted >= a.self * 9 / 10);
 	assert_true(b.rooted >= b.self * 9 / 10);
 	free(f);

@@ -46,7 +46,11 @@
  * process's memory at the sample's addresses. Code and unwind tables come
  * from the module files: a runtime address in a read-only segment is the
  * file byte segment.file_offset + (address - segment.start), and the
- * .eh_frame_hdr index is found through the file's PT_GNU_EH_FRAME. Each
+ * .eh_frame_hdr index is found through the file's PT_GNU_EH_FRAME (a
+ * static executable has none: the index is built from its .eh_frame; a Go
+ * binary has no .eh_frame: its .debug_frame, in .eh_frame form, unwinds
+ * the interrupted frame, frame pointers the rest, since Go's rules do not
+ * say where the frame pointer was saved). Each
  * file is the inventory's own (opened through /proc/PID with the symbol
  * table, on the module's first use, build-id checked against the mapped
  * object; another process's vDSO is the copy the inventory read from

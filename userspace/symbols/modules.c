@@ -32,6 +32,7 @@ static void module_free(struct module *mod)
 	free(mod->unw.no_cfi);
 	free(mod->unw.sig);
 	free(mod->unw.synth);
+	free(mod->unw.synth_eh);
 	free(mod->path);
 	free(mod->open_path);
 	free(mod);

@@ -101,6 +101,14 @@ struct unw_cache {
 	 * served to libunwind at UNW_SYNTH_ADDR (access.c). */
 	int32_t *synth;
 	uint64_t synth_count, synth_base;
+	/* ... or from .debug_frame (Go): its .eh_frame-form copy, which
+	 * libunwind reads at synth_base (a page-aligned address past the
+	 * module's end, so the table's int32 offsets reach the code). Go's
+	 * rules do not restore the frame pointer: only the interrupted
+	 * frame is unwound by them (cfi_first_only), frame pointers above. */
+	uint8_t *synth_eh;
+	size_t synth_eh_len;
+	bool cfi_first_only;
 };
 
 /* Where a synthetic search table appears to libunwind: in the kernel's
@@ -219,6 +227,15 @@ void sprobe__fde_index_free(struct fde_index *fi);
  * .eh_frame_hdr to search (static executables: ld writes none without a
  * dynamic link). 0 and *out (owned by mod), -ENOENT, -ENOMEM. */
 int sprobe__fde_table(struct module *mod, const struct fde_index **out);
+
+/* debug_frame.c: mod's .debug_frame (decompressed) in .eh_frame form, for
+ * an object with no .eh_frame (Go), as if it lay at runtime address base:
+ * *eh (*eh_len bytes, caller frees) and a binary-search table of *count
+ * {start - base, FDE offset} int32 pairs sorted by start (*table, caller
+ * frees). 0, -ENOENT (no usable .debug_frame, or mod's object is not the
+ * mapped one), -ENOMEM. */
+int sprobe__debug_frame_eh(struct module *mod, uint64_t base, uint8_t **eh, size_t *eh_len,
+			   int32_t **table, uint64_t *count);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);

@@ -138,9 +138,11 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 		di.u.rti.table_data = UNW_SYNTH_ADDR;
 		di.u.rti.table_len = mod->unw.synth_count * 8 / sizeof(unw_word_t);
 		mod->unw.lookups++;
+		const struct module *outer = w->synth;
+
 		w->synth = mod;
 		ret = SEARCH_UNWIND_TABLE(as, ip, &di, pi, need_unwind_info, arg);
-		w->synth = NULL;
+		w->synth = outer;
 		if (ret == -UNW_ENOINFO) {
 			mod->unw.failures++;
 			goto noinfo;
@@ -215,10 +217,30 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 
 	if (write)
 		return -UNW_EINVAL;
-	if (w->synth && addr >= UNW_SYNTH_ADDR &&
-	    addr - UNW_SYNTH_ADDR + sizeof(*val) <= w->synth->unw.synth_count * 8) {
-		memcpy(val, (const uint8_t *)w->synth->unw.synth + (addr - UNW_SYNTH_ADDR), sizeof(*val));
-		return 0;
+	/* The synthetic search table and .eh_frame of the module whose CFI
+	 * is being read (access_file.c): our memory, not the target's. A
+	 * word straddling the end is zero-filled (libunwind reads aligned
+	 * words). */
+	if (w->synth) {
+		const struct unw_cache *uc = &w->synth->unw;
+		const uint8_t *src = NULL;
+		uint64_t off = 0, len = 0;
+
+		if (addr >= UNW_SYNTH_ADDR && addr - UNW_SYNTH_ADDR < uc->synth_count * 8) {
+			src = (const uint8_t *)uc->synth;
+			off = addr - UNW_SYNTH_ADDR;
+			len = uc->synth_count * 8;
+		} else if (uc->synth_eh && addr >= uc->synth_base &&
+			   addr - uc->synth_base < uc->synth_eh_len) {
+			src = uc->synth_eh;
+			off = addr - uc->synth_base;
+			len = uc->synth_eh_len;
+		}
+		if (src) {
+			*val = 0;
+			memcpy(val, src + off, len - off < sizeof(*val) ? len - off : sizeof(*val));
+			return 0;
+		}
 	}
 	if (addr >= w->lo && w->hi - w->lo >= sizeof(*val) && addr - w->lo <= w->hi - w->lo - sizeof(*val)) {
 		memcpy(val, w->s->stack + (addr - w->lo), sizeof(*val));

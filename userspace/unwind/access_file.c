@@ -36,8 +36,16 @@ static void synth_table(struct module *mod)
 	struct unw_cache *uc = &mod->unw;
 	uint64_t base;
 
-	if (sprobe__fde_table(mod, &fi) != 0 || !fi->n)
+	if (sprobe__fde_table(mod, &fi) != 0 || !fi->n) {
+		/* No .eh_frame: a Go binary's .debug_frame, converted. */
+		base = (mod->pub.end + 0xffff) & ~0xffffull;
+		if (sprobe__debug_frame_eh(mod, base, &uc->synth_eh, &uc->synth_eh_len, &uc->synth,
+					   &uc->synth_count) == 0) {
+			uc->synth_base = base;
+			uc->cfi_first_only = true;
+		}
 		return;
+	}
 	base = mod->pub.bias + fi->eh_frame;
 	uc->synth = malloc(fi->n * 2 * sizeof(*uc->synth));
 	if (!uc->synth)

@@ -130,6 +130,7 @@ int sprobe_unwinder__flush(struct sprobe_unwinder *u)
 		free(uc->no_cfi);
 		free(uc->sig);
 		free(uc->synth);
+		free(uc->synth_eh);
 		memset(uc, 0, sizeof(*uc)); /* the pin stamp too: held pins stay
 					     * in u->pins until the round ends */
 	}
@@ -300,6 +301,10 @@ static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w
 
 	w2.regs[REG_IP] = ip;
 	w2.no_cfi = false;
+	/* Another process's CFI may be ours (access_file.c): readable for
+	 * the whole fill, the CFI program's run included. */
+	if (u->foreign)
+		w2.synth = mod;
 	if (unw_init_remote(&c2, u->as, &w2) < 0)
 		return NULL;
 	unw_reg_states_iterate(&c2, row_cb, &f);
@@ -356,6 +361,7 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 	uint64_t prev_sp = 0, prev_ip = 0;
 	unsigned same_sp = 0;
 	bool exact = true; /* frame 0's ip is exact; callers' are return addresses */
+	bool first_only = false; /* the last step used Go's CFI (cfi_first_only) */
 
 	if (sprobe_modules__generation(u->mods) != u->mods_gen) {
 		/* Modules were replaced: their row caches went with them. */
@@ -404,6 +410,10 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 		}
 		/* Warm path: the row is cached with the module; no lookup, no
 		 * lock, no system call. */
+		/* Go's CFI (cfi_first_only) unwinds the interrupted frame
+		 * only: frame pointers from its caller on. */
+		if (mod && mod->unw.cfi_first_only && s->nframes > 1)
+			mod = NULL;
 		if (mod) {
 			row = rows_find(&mod->unw, look);
 			if (!row && !no_cfi_has(&mod->unw, look)) {
@@ -422,11 +432,18 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 			unw_word_t fp = 0;
 
 			unw_get_reg(&c, REG_FP, &fp);
+			/* After a frame whose rules leave the frame pointer
+			 * as it was (Go's), a frame pointer below the
+			 * caller's sp is that frame's own record: the
+			 * caller's is the one saved there. */
+			if (first_only && fp < prev_sp && fp >= w.lo && w.hi - fp >= 8)
+				memcpy(&fp, s->stack + (fp - w.lo), 8);
 			u->st.table_failures += mod ? 0 : 1;
 			stop = u->no_fp ? SPROBE_UNWIND_BAD
 					: fp_tail(u, s, prev_ip, prev_sp, fp, s->nframes == 1);
 			break;
 		}
+		first_only = mod->unw.cfi_first_only;
 		/* A sigreturn trampoline's caller was interrupted, not
 		 * calling: its ip is exact. */
 		sig = signal_frame(u, &c, prev_ip);
