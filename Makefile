@@ -102,8 +102,10 @@ MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
 	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
+	userspace/symbols/debug_frame.c \
 	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c \
-	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/common/enterable.c table/table_win.c \
+	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/xsample.c userspace/common/enterable.c \
+	userspace/unwind/access_file.c table/table_win.c \
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
 DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/parse.c userspace/cli/macos/unavailable.c

@@ -62,14 +62,15 @@ $(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
 # (blocked in libc, dlopen'ed library, no-CFI fallback, truncation, random
 # bytes...). Signals take up to ~0.5 s there: SPROBE_TEST_SLOW=1 gives
 # generous deadlines; nothing is timed. SPROBE_TEST_QEMU=1 skips, saying why,
-# the one test qemu-user cannot host (its signal trampoline has no CFI).
+# the tests qemu-user cannot host (its signal trampoline has no CFI; another
+# process's /proc/PID/maps is the host's view).
 UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
 UNWIND_A64_STRIP ?= aarch64-linux-gnu-strip
 UNWIND_QEMU     ?= qemu-aarch64
 UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
 UNWIND_A64_SRCS := backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
-		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
-		   userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
+		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/access_file.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
+		   userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debug_frame.c userspace/symbols/debuginfod.c \
 		   userspace/sampler/resolve.c
 UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -I. -Ibackends \
 		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables

@@ -8,6 +8,8 @@
  *     through libc up to the thread's start;
  *   - a stack running through a dlopen'ed library, and through assembly
  *     without CFI (frame-pointer fallback, recorded per frame);
+ *   - an unwinder on another process's inventory (a forked child, exited)
+ *     reads the module files and gives the live unwinder's frames;
  *   - truncated copies give partial frames and keep the truncated flag;
  *     random bytes terminate; the frame limit holds; warm caches skip the
  *     unwind-table search.
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -561,6 +564,95 @@ static void test_stack_through_dlopened_library(void **state)
 	env_close(&e);
 }
 
+/* Another process's inventory (the external tier's case): a forked child
+ * maps what we map, at the same addresses, so a sample of ours unwound
+ * with an unwinder on the child's inventory, which reads code and
+ * .eh_frame from the module files by segment offset, must give the very
+ * frames the live unwinder gives: through the executable, libc and a
+ * stripped dlopen'ed library, after the child has exited and been
+ * reaped (its files were opened while it lived). */
+static void test_other_process_from_files(void **state)
+{
+	struct env e;
+	struct parked p;
+	struct sprobe_thread_sample *t;
+	struct sprobe_frame live[SPROBE_MAX_FRAMES];
+	enum sprobe_unwind_stop why_live, why_files;
+	uint32_t nlive;
+	int fds[2];
+	void *h;
+	const char *qemu = getenv("SPROBE_TEST_QEMU");
+
+	(void)state;
+	if (qemu && *qemu == '1')
+		SPROBE_SKIP("qemu-user shows another process's /proc/PID/maps as the host maps "
+			    "it (the emulator's own mappings), not the guest's");
+	env_open(&e, 0);
+	h = open_testlib("libsprobe_testlib_stripped.so");
+	park_start(&p, PARK_LIB);
+	p.lib_call = (int (*)(int (*)(void *), void *))dlsym(h, "sprobe_testlib_call");
+	assert_non_null(p.lib_call);
+	park_go(&p);
+	t = capture_tid(&e, p.tid);
+	assert_true(sprobe_modules__refresh(e.mods) >= 0); /* the library is new */
+	assert_true(sprobe_unwinder__unwind(e.u, t, &why_live) >= 4);
+	nlive = t->nframes;
+	memcpy(live, t->frames, nlive * sizeof(*live));
+
+	assert_int_equal(pipe(fds), 0);
+	pid_t child = fork();
+
+	assert_true(child >= 0);
+	if (child == 0) {
+		char c;
+
+		close(fds[1]);
+		while (read(fds[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(fds[0]);
+	struct sprobe_modules_opts mo = { .sz = sizeof(mo), .pid = child };
+	struct sprobe_modules *other = sprobe_modules__new(&mo);
+
+	assert_non_null(other);
+	/* As the external tier does while the process lives: open each
+	 * module's file (with its symbol table). */
+	for (size_t i = 0; i < sprobe_modules__count(other); i++) {
+		struct sprobe_symbol sym;
+
+		sprobe_modules__symbolize(other, sprobe_modules__get(other, i)->start, &sym);
+	}
+	close(fds[1]);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo), .modules = other };
+	struct sprobe_unwinder *fu = sprobe_unwinder__new(&uo);
+
+	assert_non_null(fu);
+	t->stage = SPROBE_STAGE_RAW;
+	assert_int_equal(sprobe_unwinder__unwind(fu, t, &why_files), (int)nlive);
+	print_stack(other, t, why_files);
+	assert_int_equal(why_files, why_live);
+	for (uint32_t i = 0; i < nlive; i++) {
+		assert_int_equal(t->frames[i].pc, live[i].pc);
+		assert_int_equal(t->frames[i].method, live[i].method);
+	}
+	/* Names from the files too, through the stripped library's CFI. */
+	assert_int_equal(frame_named(other, t, 1, "unw_lib_callback"), 1);
+	assert_true(frame_named(other, t, 2, "park_main") > 2);
+	struct sprobe_unwinder_stats st;
+
+	assert_int_equal(sprobe_unwinder__stats(fu, &st), 0);
+	assert_true(st.frames_by_method[SPROBE_FRAME_DWARF] >= 3);
+	assert_int_equal(st.pins, 0); /* files need no pin */
+	sprobe_unwinder__free(fu);
+	sprobe_modules__free(other);
+	park_stop(&p);
+	dlclose(h);
+	env_close(&e);
+}
+
 /* No CFI in the trampoline: frame pointers take over there, and the frames
  * say so. */
 static void test_fp_fallback_without_cfi(void **state)
@@ -878,15 +970,18 @@ static void test_bad_input(void **state)
 	assert_null(sprobe_unwinder__new(&o));
 	assert_int_equal(errno, EINVAL);
 
-	/* An inventory of another process cannot serve live reads. */
+	/* An inventory of another process is read from its files (the
+	 * external tier: tests/test_external.c). */
 	struct sprobe_modules_opts mo = { .sz = sizeof(mo), .pid = getppid() };
 	struct sprobe_modules *other = sprobe_modules__new(&mo);
 
 	if (other) {
 		struct sprobe_unwinder_opts uo = { .sz = sizeof(uo), .modules = other };
+		struct sprobe_unwinder *ou = sprobe_unwinder__new(&uo);
 
-		assert_null(sprobe_unwinder__new(&uo));
-		assert_int_equal(errno, EINVAL);
+		assert_non_null(ou);
+		assert_ptr_equal(sprobe_unwinder__modules(ou), other);
+		sprobe_unwinder__free(ou);
 		sprobe_modules__free(other);
 	}
 	/* Nor can an offline one (module records from a data file). */
@@ -908,6 +1003,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_in_libc_futex),
 	cmocka_unit_test(test_blocked_in_libc_nanosleep),
 	cmocka_unit_test(test_stack_through_dlopened_library),
+	cmocka_unit_test(test_other_process_from_files),
 	cmocka_unit_test(test_fp_fallback_without_cfi),
 	cmocka_unit_test(test_through_signal_handler),
 	cmocka_unit_test(test_truncated_copy),

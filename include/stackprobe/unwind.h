@@ -40,6 +40,28 @@
  * of the round, by the unwinding thread (its destructors run there). The
  * warm path (cached rows) pins nothing on x86_64.
  *
+ * Other processes: an unwinder made on an inventory of another process
+ * (sprobe_modules_opts.pid > 0: `record`'s external tier, whose samples
+ * are the kernel's copies of registers and user stack) never reads this
+ * process's memory at the sample's addresses. Code and unwind tables come
+ * from the module files: a runtime address in a read-only segment is the
+ * file byte segment.file_offset + (address - segment.start), and the
+ * .eh_frame_hdr index is found through the file's PT_GNU_EH_FRAME (a
+ * static executable has none: the index is built from its .eh_frame; a Go
+ * binary has no .eh_frame: its .debug_frame, in .eh_frame form, unwinds
+ * the interrupted frame, frame pointers the rest, since Go's rules do not
+ * say where the frame pointer was saved). Each
+ * file is the inventory's own (opened through /proc/PID with the symbol
+ * table, on the module's first use, build-id checked against the mapped
+ * object; another process's vDSO is the copy the inventory read from
+ * /proc/PID/mem), so the process may have exited by the time its samples
+ * are unwound, as long as each module was used once while it lived
+ * (sprobe_modules__symbolize() on any of its addresses opens it). A module
+ * whose file is not at hand (unreadable, replaced: another build-id) has
+ * no CFI: frame pointers from there (stats.pin_failures counts it). No
+ * pins: nothing is unmapped under the reader. Writable segments are never
+ * read (their file bytes are not what the process has there).
+ *
  * Async-signal-safety: NONE of these functions is async-signal-safe, and
  * none of them ever runs inside a suspend window. sprobe_capture_and_resolve()
  * (the sampler stage's) captures first (the capture backend's window code is the only
@@ -81,8 +103,11 @@ struct sprobe_unwinder_opts {
 	uint32_t max_frames;	   /* 0: SPROBE_MAX_FRAMES; capped there */
 	bool no_dwarf;		   /* frame pointers only */
 	bool no_fp_fallback;	   /* DWARF only: stop where CFI is missing */
-	struct sprobe_modules *modules; /* borrowed inventory of THIS process;
-					 * NULL: the unwinder makes its own */
+	struct sprobe_modules *modules; /* borrowed inventory of THIS process,
+					 * or of another one (pid > 0: read
+					 * from its files, see "Other
+					 * processes"); NULL: the unwinder
+					 * makes one of this process */
 };
 
 /* Counters since the unwinder was made (for tests, benchmarks, reports). */
@@ -110,11 +135,12 @@ struct sprobe_unwinder_stats {
 struct sprobe_unwinder;
 
 /*
- * Make an unwinder for samples of THIS process. Returns an object the
+ * Make an unwinder for samples of THIS process (or of the process
+ * opts.modules describes). Returns an object the
  * caller frees with sprobe_unwinder__free(), or NULL with errno: EINVAL
- * (bad opts, or opts.modules is not a live inventory of this process: an
- * other-process or offline one would send live reads to addresses this
- * process does not map), ENOMEM.
+ * (bad opts, or opts.modules is an offline inventory, opts.empty: it has
+ * neither live memory nor files to read), ENOMEM. With an inventory of
+ * another process the samples are that process's (see "Other processes").
  */
 SPROBE_API
 struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *opts);

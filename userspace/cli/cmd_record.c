@@ -83,7 +83,7 @@ static void usage(FILE *f)
 	      "      --no-inherit     sample COMMAND's first process only, not the\n"
 	      "                       processes it starts\n"
 	      "      --external       sample through the kernel (perf events), without the\n"
-	      "                       agent: cpu time, frame-pointer call chains (default\n"
+	      "                       agent: cpu time, DWARF-unwound stacks (default\n"
 	      "                       for a command the agent cannot enter: static, set-ID)\n"
 	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
 	      "                       exact, fails if perf events are not allowed), timer\n"
@@ -611,12 +611,12 @@ int cmd_record(int argc, char **argv)
 	}
 	if (unsampled_root && root_kind != SPROBE_ENTER_SETID && !quiet)
 		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
-			ext ? "sampled through the kernel instead (perf events: cpu time, frame-pointer "
-			      "call chains)"
+			ext ? "sampled through the kernel instead (perf events: cpu time, stacks "
+			      "unwound from the kernel's copies)"
 			    : "it runs unsampled (its exit status is passed through)");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
-				"time, frame-pointer call chains), without the agent\n");
+				"time, stacks unwound from the kernel's copies), without the agent\n");
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {

@@ -4,15 +4,18 @@
  * cannot enter (a static binary, a set-ID program, `record --external`) is
  * sampled through the kernel by `record` itself: one perf event on the
  * command's first process, inherited by every thread and child it makes
- * (PERF_COUNT_SW_TASK_CLOCK, user space only, the kernel's user call chain
- * with each sample), read from its ring buffer while the command runs.
- * The target runs no code of ours and sees no signal.
+ * (PERF_COUNT_SW_TASK_CLOCK, user space only; each sample carries the user
+ * registers, a copy of the top of the user stack and the kernel's
+ * frame-pointer call chain: xsample.h), read from its ring buffer while
+ * the command runs. The target runs no code of ours and sees no signal.
  *
  * What it gives: cpu mode only (a task clock counts CPU time; blocked
- * threads have no samples), call chains as the kernel walks them (frame
- * pointers: a program built without them shows the sampled function and
- * what a frame-pointer walk finds above it, as `perf record -g` does).
- * Each process image becomes an ordinary part (DIR/PID.N.part) with its
+ * threads have no samples); each sample unwound when its ring is read, by
+ * the deferred unwinder from the copied registers and stack, reading code
+ * and .eh_frame from the process's module files (DWARF, frame pointers
+ * where there is no CFI, the kernel's chain where the copy ran out), so
+ * a program built without frame pointers has its callers. Each process
+ * image becomes an ordinary part (DIR/PID.N.part) with its
  * header, process, threads, modules (from /proc/PID/maps, read while the
  * process lives), samples and symbols, merged like the agent's parts.
  *

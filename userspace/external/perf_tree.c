@@ -23,16 +23,17 @@
 #include <stackprobe/capture.h>
 #include <stackprobe/datafile.h>
 #include <stackprobe/symbolize.h>
+#include <stackprobe/unwind.h>
 
 #include "userspace/external/external.h"
+#include "userspace/external/xsample.h"
 
-#define RING_PAGES 256 /* 1 MiB of samples between two polls */
-
+/* A sample, unwound when read: its pcs are im->pcs[pc0, pc0 + nframes). */
 struct xsample {
 	uint32_t tid;
 	uint32_t nframes;
 	uint64_t time_ns;
-	uint64_t pcs[SPROBE_MAX_FRAMES];
+	size_t pc0;
 };
 
 struct ximage {
@@ -42,8 +43,12 @@ struct ximage {
 	char comm[16];
 	char exe[256];
 	struct sprobe_modules *mods; /* from /proc/PID/maps, while it lived */
+	struct sprobe_unwinder *unw; /* on mods: reads the module files */
+	uint64_t refresh_ns;	/* sample time of the last re-read of maps */
 	struct xsample *s;
 	size_t n, cap;
+	uint64_t *pcs;		/* every sample's frames, one after another */
+	size_t npcs, cappcs;
 };
 
 struct xthread {
@@ -59,7 +64,10 @@ struct sprobe_ext {
 	int ncpu;
 	int fd[MAX_CPUS];
 	void *ring[MAX_CPUS];
-	size_t ring_len;
+	size_t ring_len, ring_lens[MAX_CPUS];
+	/* The sample layout asked for (xsample.h reads it). */
+	uint64_t sample_type, regs_mask;
+	struct sprobe_thread_sample *scratch; /* one walk's (big) */
 	pid_t root;
 	uint32_t root_exec, root_ppid; /* sprobe_ext__set_root() */
 	double freq;
@@ -113,10 +121,13 @@ struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, 
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
 	a.sample_max_stack = SPROBE_MAX_FRAMES - 1;
+	sprobe_xsample__attr(&a); /* registers and stack, for the unwinder */
+	x->sample_type = a.sample_type;
+	x->regs_mask = a.sample_regs_user;
 	x->ncpu = (int)sysconf(_SC_NPROCESSORS_CONF);
 	if (x->ncpu < 1 || x->ncpu > MAX_CPUS)
 		x->ncpu = x->ncpu < 1 ? 1 : MAX_CPUS;
-	x->ring_len = (size_t)(1 + RING_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+	x->ring_len = sprobe_xsample__ring_bytes(freq_hz, (size_t)sysconf(_SC_PAGESIZE));
 	for (int c = 0; c < x->ncpu; c++) {
 		x->fd[c] = (int)syscall(SYS_perf_event_open, &a, pid, c, -1, PERF_FLAG_FD_CLOEXEC);
 		if (x->fd[c] < 0 && errno == EINVAL && a.sample_max_stack) {
@@ -135,7 +146,11 @@ struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, 
 			errno = e;
 			return NULL;
 		}
-		x->ring[c] = mmap(NULL, x->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd[c], 0);
+		x->ring_lens[c] = x->ring_len;
+		x->ring[c] = sprobe_xsample__map_ring(x->fd[c], &x->ring_lens[c],
+						      (size_t)sysconf(_SC_PAGESIZE));
+		if (x->ring[c] != MAP_FAILED)
+			x->ring_len = x->ring_lens[c]; /* the next CPUs' try */
 		if (x->ring[c] == MAP_FAILED) {
 			e = errno;
 			snprintf(why, len, "perf ring buffer: %s", strerror(e));
@@ -188,7 +203,21 @@ static struct ximage *image_new(struct sprobe_ext *x, uint32_t pid, uint32_t ppi
 	return im;
 }
 
-/* The image's modules, read from /proc once while the process lives. */
+/* Open each module's file now, with its symbol table: the inventory of
+ * another process reads the files through /proc/PID, gone once it exits,
+ * and its samples are unwound (from those files) and the parts written
+ * after that. */
+static void image_files(struct ximage *im)
+{
+	for (size_t i = 0; im->mods && i < sprobe_modules__count(im->mods); i++) {
+		struct sprobe_symbol sym;
+
+		sprobe_modules__symbolize(im->mods, sprobe_modules__get(im->mods, i)->start, &sym);
+	}
+}
+
+/* The image's modules, read from /proc once while the process lives, and
+ * the unwinder of its samples on them. */
 static void image_mods(struct ximage *im)
 {
 	struct sprobe_modules_opts o = { .sz = sizeof(o), .pid = (pid_t)im->pid };
@@ -198,13 +227,12 @@ static void image_mods(struct ximage *im)
 	if (im->mods)
 		return;
 	im->mods = sprobe_modules__new(&o);
-	/* Load each module's symbol table now: the inventory of another
-	 * process reads the files through /proc/PID, gone once it exits,
-	 * and the parts are written after that. */
-	for (size_t i = 0; im->mods && i < sprobe_modules__count(im->mods); i++) {
-		struct sprobe_symbol sym;
+	image_files(im);
+	if (im->mods) {
+		struct sprobe_unwinder_opts uo = { .sz = sizeof(uo), .modules = im->mods };
 
-		sprobe_modules__symbolize(im->mods, sprobe_modules__get(im->mods, i)->start, &sym);
+		/* NULL (out of memory): its samples keep the kernel's chains. */
+		im->unw = sprobe_unwinder__new(&uo);
 	}
 	snprintf(path, sizeof(path), "/proc/%u/exe", im->pid);
 	n = readlink(path, im->exe, sizeof(im->exe) - 1);
@@ -243,23 +271,28 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 
 	switch (h->type) {
 	case PERF_RECORD_SAMPLE: {
-		uint64_t ip, t, nr;
+		struct sprobe_xraw r;
 
-		if (p + 32 > end)
+		if (sprobe_xsample__parse(x->sample_type, x->regs_mask, p, end, &r) != 0)
 			return;
-		memcpy(&ip, p, 8);
-		memcpy(u32, p + 8, 8); /* pid, tid */
-		memcpy(&t, p + 16, 8);
-		memcpy(&nr, p + 24, 8);
-		p += 32;
-		struct ximage *im = image_cur(x, u32[0]);
+		struct ximage *im = image_cur(x, r.pid);
 
 		if (!im) {
-			if (!(im = image_new(x, u32[0], 0, t)))
+			if (!(im = image_new(x, r.pid, 0, r.time)))
 				return;
 			im->implicit = true;
 		}
 		image_mods(im);
+		/* A pc in no module: something was mapped since the maps were
+		 * read (dlopen). Read them again, at most every 250 ms of the
+		 * samples' time (a pc in anonymous memory, JIT code, stays
+		 * in none). */
+		if (im->mods && !sprobe_modules__find(im->mods, r.ip) &&
+		    r.time - im->refresh_ns > 250000000ull) {
+			im->refresh_ns = r.time;
+			if (sprobe_modules__refresh(im->mods) == 1)
+				image_files(im);
+		}
 		if (im->n == im->cap) {
 			size_t cap = im->cap ? im->cap * 2 : 256;
 			struct xsample *v = realloc(im->s, cap * sizeof(*v));
@@ -269,22 +302,27 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 			im->s = v;
 			im->cap = cap;
 		}
+		if (im->cappcs - im->npcs < SPROBE_MAX_FRAMES) {
+			size_t cap = im->cappcs ? im->cappcs * 2 : 8192;
+			uint64_t *v = realloc(im->pcs, cap * sizeof(*v));
+
+			if (!v)
+				return;
+			im->pcs = v;
+			im->cappcs = cap;
+		}
+		if (!x->scratch && !(x->scratch = malloc(sizeof(*x->scratch))))
+			return;
 		struct xsample *s = &im->s[im->n];
 
-		s->tid = u32[1];
-		s->time_ns = t;
-		s->nframes = 0;
-		/* The user call chain, innermost first; context markers
-		 * (PERF_CONTEXT_USER, ...) are not frames. */
-		for (uint64_t i = 0; i < nr && p + 8 <= end; i++, p += 8) {
-			memcpy(&u64, p, 8);
-			if (u64 >= (uint64_t)PERF_CONTEXT_MAX)
-				continue;
-			if (s->nframes < SPROBE_MAX_FRAMES)
-				s->pcs[s->nframes++] = u64;
-		}
-		if (!s->nframes)
-			s->pcs[s->nframes++] = ip;
+		s->tid = r.tid;
+		s->time_ns = r.time;
+		s->pc0 = im->npcs;
+		/* Unwound now, from the copied registers and stack: the copy
+		 * is 16 KiB, the frames a few hundred bytes. */
+		s->nframes = sprobe_xsample__frames(im->unw, x->scratch, &r, im->pcs + im->npcs,
+						    SPROBE_MAX_FRAMES);
+		im->npcs += s->nframes;
 		im->n++;
 		x->samples++;
 		break;
@@ -309,6 +347,8 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 					memcpy(&t, end - 8, 8); /* sample_id: time last */
 				im = image_new(x, u32[0], 0, t);
 			} else if (im->mods) {
+				sprobe_unwinder__free(im->unw);
+				im->unw = NULL;
 				sprobe_modules__free(im->mods);
 				im->mods = NULL;
 			}
@@ -418,9 +458,14 @@ int sprobe_ext__poll(struct sprobe_ext *x)
 				v = nv;
 				vcap = nc;
 			}
-			/* 8-byte aligned copies: records are multiples of 8. */
-			for (size_t i = 0; i < h.size; i++)
-				buf[len + i] = data[(tail + i) % size];
+			/* 8-byte aligned copies: records are multiples of 8;
+			 * one that wraps is copied in two pieces. */
+			size_t at = (size_t)(tail % size), first = h.size;
+
+			if (first > size - at)
+				first = (size_t)(size - at);
+			memcpy(buf + len, data + at, first);
+			memcpy(buf + len + first, data, h.size - first);
 			v[n++] = (struct xrec){ rec_time(buf + len, h.size), (uint32_t)len, h.size };
 			len += h.size;
 			tail += h.size;
@@ -514,7 +559,7 @@ static int write_part(struct sprobe_ext *x, struct ximage *im)
 		rec.type = SPROBE_DF_SAMPLE;
 		rec.sample = (struct sprobe_df_sample){ .time_ns = im->s[i].time_ns, .tid = im->s[i].tid,
 							.method = SPROBE_METHOD_PERF_EVENT,
-							.pcs = im->s[i].pcs,
+							.pcs = im->pcs + im->s[i].pc0,
 							.nframes = im->s[i].nframes, .weight = 1 };
 		err = sprobe_datafile_writer__write(w, &rec);
 	}
@@ -529,7 +574,7 @@ static int write_part(struct sprobe_ext *x, struct ximage *im)
 
 	for (size_t i = 0; i < im->n && !err && set; i++) {
 		for (uint32_t k = 0; k < im->s[i].nframes && !err; k++) {
-			uint64_t pc = im->s[i].pcs[k];
+			uint64_t pc = im->pcs[im->s[i].pc0 + k];
 			size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (setcap - 1);
 			bool seen = false;
 
@@ -630,14 +675,17 @@ void sprobe_ext__free(struct sprobe_ext *x)
 	free(x->tids);
 	for (int c = 0; c < x->ncpu; c++) {
 		if (x->ring[c] && x->ring[c] != MAP_FAILED)
-			munmap(x->ring[c], x->ring_len);
+			munmap(x->ring[c], x->ring_lens[c]);
 		if (x->fd[c] >= 0)
 			close(x->fd[c]);
 	}
 	for (size_t i = 0; i < x->nimg; i++) {
+		sprobe_unwinder__free(x->img[i].unw);
 		sprobe_modules__free(x->img[i].mods);
 		free(x->img[i].s);
+		free(x->img[i].pcs);
 	}
+	free(x->scratch);
 	free(x->img);
 	free(x->thr);
 	free(x->dir);

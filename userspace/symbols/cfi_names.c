@@ -267,6 +267,7 @@ static int cie_fde_encoding(const struct cur *c, size_t off, uint8_t *enc)
 
 struct fde_span {
 	uint64_t start, end;
+	uint64_t fde;		/* ELF vaddr of the FDE (its length field) */
 };
 
 static int cmp_span(const void *a, const void *b)
@@ -323,7 +324,7 @@ static int build(struct fde_index *fi, Elf *elf)
 	c.size = d->d_size;
 	c.addr = sh.sh_addr;
 	while (off + 4 <= c.size && n < FDE_MAX) {
-		size_t id_off, end;
+		size_t id_off, end, entry = off;
 		uint32_t len32, id;
 		uint64_t len;
 
@@ -369,7 +370,7 @@ static int build(struct fde_index *fi, Elf *elf)
 				v = p;
 				cap = nc;
 			}
-			v[n++] = (struct fde_span){ begin, begin + range };
+			v[n++] = (struct fde_span){ begin, begin + range, c.addr + entry };
 		}
 next:
 		off = end;
@@ -391,14 +392,17 @@ next:
 	fi->start = malloc(w * sizeof(*fi->start));
 	fi->end = malloc(w * sizeof(*fi->end));
 	fi->names = calloc(w, sizeof(*fi->names));
-	if (!fi->start || !fi->end || !fi->names) {
+	fi->fde = malloc(w * sizeof(*fi->fde));
+	if (!fi->start || !fi->end || !fi->names || !fi->fde) {
 		free(v);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < w; i++) {
 		fi->start[i] = v[i].start;
 		fi->end[i] = v[i].end;
+		fi->fde[i] = v[i].fde;
 	}
+	fi->eh_frame = sh.sh_addr;
 	fi->n = w;
 	free(v);
 	return 0;
@@ -411,11 +415,12 @@ void sprobe__fde_index_free(struct fde_index *fi)
 	free(fi->names);
 	free(fi->start);
 	free(fi->end);
+	free(fi->fde);
 	memset(fi, 0, sizeof(*fi));
 }
 
-int sprobe__fde_name(struct module *mod, Elf *elf, uint64_t vaddr, uint64_t *start,
-		     uint64_t *end, const char **name)
+/* Build mod's index on first use. 0 or the remembered -errno. */
+static int index_ready(struct module *mod, Elf *elf)
 {
 	struct fde_index *fi = &mod->st.fde;
 
@@ -429,8 +434,30 @@ int sprobe__fde_name(struct module *mod, Elf *elf, uint64_t vaddr, uint64_t *sta
 			fi->state = 1;
 		}
 	}
-	if (fi->state != 1)
-		return fi->state;
+	return fi->state == 1 ? 0 : fi->state;
+}
+
+int sprobe__fde_table(struct module *mod, const struct fde_index **out)
+{
+	int ret;
+
+	if (!mod->st.obj_trusted || !mod->st.nfiles || !mod->st.files[0].elf)
+		return -ENOENT;
+	ret = index_ready(mod, mod->st.files[0].elf);
+	if (ret)
+		return ret;
+	*out = &mod->st.fde;
+	return 0;
+}
+
+int sprobe__fde_name(struct module *mod, Elf *elf, uint64_t vaddr, uint64_t *start,
+		     uint64_t *end, const char **name)
+{
+	struct fde_index *fi = &mod->st.fde;
+	int ret = index_ready(mod, elf);
+
+	if (ret)
+		return ret;
 	size_t lo = 0, hi = fi->n;
 
 	while (lo < hi) {

@@ -31,6 +31,8 @@ static void module_free(struct module *mod)
 	free(mod->unw.blobs);
 	free(mod->unw.no_cfi);
 	free(mod->unw.sig);
+	free(mod->unw.synth);
+	free(mod->unw.synth_eh);
 	free(mod->path);
 	free(mod->open_path);
 	free(mod);

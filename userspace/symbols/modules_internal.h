@@ -37,6 +37,8 @@ struct elf_file {
 struct fde_index {
 	int state;		/* 0 not built, 1 built, -errno none */
 	uint64_t *start, *end;	/* [start[i], end[i]) */
+	uint64_t *fde;		/* ELF vaddr of each one's FDE record */
+	uint64_t eh_frame;	/* ELF vaddr of .eh_frame */
 	char **names;
 	size_t n;
 };
@@ -91,7 +93,32 @@ struct unw_cache {
 	 * (go_preempt.c), go_state 0 not looked up, 1 found, -1 none. */
 	int go_state;
 	uint64_t go_preempt;
+	/* Another process's module (unwind.h, "other process"): its bytes
+	 * from the object's file image, checked once (file_state 0 not
+	 * tried, 1 usable, -errno not). */
+	int file_state;
+	const uint8_t *file;	/* the object's file image (the symbol table's) */
+	size_t file_len;
+	uint64_t eh_hdr, eh_hdr_len; /* runtime address of PT_GNU_EH_FRAME, or 0 */
+	/* No PT_GNU_EH_FRAME: a search table built from .eh_frame (int32
+	 * pairs {start, fde} relative to synth_base, the runtime .eh_frame),
+	 * served to libunwind at UNW_SYNTH_ADDR (access.c). */
+	int32_t *synth;
+	uint64_t synth_count, synth_base;
+	/* ... or from .debug_frame (Go): its .eh_frame-form copy, which
+	 * libunwind reads at synth_base (a page-aligned address past the
+	 * module's end, so the table's int32 offsets reach the code). Go's
+	 * rules do not restore the frame pointer: only the interrupted
+	 * frame is unwound by them (cfi_first_only), frame pointers above. */
+	uint8_t *synth_eh;
+	size_t synth_eh_len;
+	bool cfi_first_only;
 };
+
+/* Where a synthetic search table appears to libunwind: in the kernel's
+ * half of the address space, which no user address (so no module, no
+ * stack copy) can be. */
+#define UNW_SYNTH_ADDR 0xffff900000000000ull
 
 struct unw_sig {
 	uint64_t ip;		/* 0: empty */
@@ -175,6 +202,16 @@ void sprobe__perfmap_release(struct perfmap *pm);
 struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
 char *sprobe__demangle(struct sprobe_modules *m, const char *name);
 
+/* symbolize.c: the bytes of the object mod was mapped from, for reading
+ * another process's code and unwind tables without its memory: *base (the
+ * whole file, or the copied vDSO image) and *len, valid as long as mod;
+ * *eh_hdr / *eh_hdr_len the runtime address and size of its
+ * PT_GNU_EH_FRAME (0 when it has none). Opens the object with its symbol
+ * table (once) if not yet. 0, -ENOENT (no module image: not opened, or its
+ * build-id differs from the mapped object's: not the bytes that run). */
+int sprobe__module_image(struct sprobe_modules *m, struct module *mod, const uint8_t **base,
+			 size_t *len, uint64_t *eh_hdr, uint64_t *eh_hdr_len);
+
 /* Inline-frame names kept for the inventory's life, and a module's index
  * of function DIEs (inline.c). */
 void sprobe__inline_release(struct sprobe_modules *m);
@@ -188,6 +225,21 @@ void sprobe__inline_cache_free(struct inl_cache *c);
 int sprobe__fde_name(struct module *mod, Elf *elf, uint64_t vaddr, uint64_t *start,
 		     uint64_t *end, const char **name);
 void sprobe__fde_index_free(struct fde_index *fi);
+
+/* cfi_names.c: mod's FDE index (built on first use from its object, when
+ * that is the mapped one: obj_trusted), for an unwinder that has no
+ * .eh_frame_hdr to search (static executables: ld writes none without a
+ * dynamic link). 0 and *out (owned by mod), -ENOENT, -ENOMEM. */
+int sprobe__fde_table(struct module *mod, const struct fde_index **out);
+
+/* debug_frame.c: mod's .debug_frame (decompressed) in .eh_frame form, for
+ * an object with no .eh_frame (Go), as if it lay at runtime address base:
+ * *eh (*eh_len bytes, caller frees) and a binary-search table of *count
+ * {start - base, FDE offset} int32 pairs sorted by start (*table, caller
+ * frees). 0, -ENOENT (no usable .debug_frame, or mod's object is not the
+ * mapped one), -ENOMEM. */
+int sprobe__debug_frame_eh(struct module *mod, uint64_t base, uint8_t **eh, size_t *eh_len,
+			   int32_t **table, uint64_t *count);
 
 /* Symbol-table and demangler teardown, in symbolize.c. */
 void sprobe__symtab_release(struct symtab *st);

@@ -615,6 +615,36 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	return 0;
 }
 
+int sprobe__module_image(struct sprobe_modules *m, struct module *mod, const uint8_t **base,
+			 size_t *len, uint64_t *eh_hdr, uint64_t *eh_hdr_len)
+{
+	struct sprobe_symbol tmp;
+	size_t phnum = 0;
+	Elf *elf;
+
+	*eh_hdr = *eh_hdr_len = 0;
+	/* The symbol table's loader opens the object (and checks its
+	 * build-id against the mapped one's: obj_trusted). */
+	if (sprobe_modules__symbolize(m, mod->pub.start, &tmp) != 0 || mod->st.state != 1 ||
+	    !mod->st.obj_trusted || !mod->st.nfiles || !(elf = mod->st.files[0].elf))
+		return -ENOENT;
+	*base = (const uint8_t *)elf_rawfile(elf, len);
+	if (!*base || !*len)
+		return -ENOENT;
+	if (elf_getphdrnum(elf, &phnum) != 0)
+		return 0;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME) {
+			*eh_hdr = mod->pub.bias + ph.p_vaddr;
+			*eh_hdr_len = ph.p_memsz;
+			break;
+		}
+	}
+	return 0;
+}
+
 /* Load the symbol table first: it opens the object and its debug file. */
 static struct module *loaded_module(struct sprobe_modules *m, uint64_t pc)
 {

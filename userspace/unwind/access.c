@@ -74,6 +74,8 @@ bool sprobe_unw__mod_readable(struct sprobe_unwinder *u, struct module *mod)
 {
 	struct unw_cache *uc = &mod->unw;
 
+	if (u->foreign)
+		return sprobe_unw__file_readable(u, mod); /* files need no pin */
 	if (mod->permanent)
 		return true;
 	if (uc->pin_owner != u || uc->pin_round != u->round) {
@@ -107,32 +109,63 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 {
 	struct walk *w = arg;
 	struct module *mod = sprobe__modules_find(w->u->mods, ip);
+	bool foreign = w->u->foreign;
+	uint64_t hdr, hdr_len, lo, hi;
 	int ret;
 
 	w->u->st.table_lookups++;
-	if (!mod || !mod->pub.eh_frame_hdr)
+	if (!mod || (!foreign && !mod->pub.eh_frame_hdr))
 		goto noinfo;
 	if (!sprobe_unw__mod_readable(w->u, mod)) {
-		/* Unloaded since the refresh: nothing of it can be read, and
-		 * nothing is concluded about its CFI. */
+		/* Unloaded since the refresh (or, another process's, no
+		 * file): nothing of it can be read, and nothing is concluded
+		 * about its CFI. */
 		w->unpinned = true;
 		goto noinfo;
 	}
+	/* Another process's index comes from its file's program headers,
+	 * or was built from its .eh_frame (access_file.c). */
+	hdr = foreign ? mod->unw.eh_hdr : mod->pub.eh_frame_hdr;
+	hdr_len = foreign ? mod->unw.eh_hdr_len : mod->pub.eh_frame_hdr_len;
+	if (foreign && !hdr && mod->unw.synth) {
+		unw_dyn_info_t di;
+
+		memset(&di, 0, sizeof(di));
+		di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+		di.start_ip = mod->pub.start;
+		di.end_ip = mod->pub.end;
+		di.u.rti.segbase = mod->unw.synth_base;
+		di.u.rti.table_data = UNW_SYNTH_ADDR;
+		di.u.rti.table_len = mod->unw.synth_count * 8 / sizeof(unw_word_t);
+		mod->unw.lookups++;
+		const struct module *outer = w->synth;
+
+		w->synth = mod;
+		ret = SEARCH_UNWIND_TABLE(as, ip, &di, pi, need_unwind_info, arg);
+		w->synth = outer;
+		if (ret == -UNW_ENOINFO) {
+			mod->unw.failures++;
+			goto noinfo;
+		}
+		return ret;
+	}
+	if (!hdr)
+		goto noinfo;
 	if (mod->unw.state == 0) {
 		/* Check the .eh_frame_hdr once per module: version 1,
 		 * eh_frame_ptr pcrel|sdata4, fde_count udata4, table
 		 * datarel|sdata4 — the only layout libunwind's remote table
 		 * search understands. */
-		const uint8_t *h = (const uint8_t *)(uintptr_t)mod->pub.eh_frame_hdr;
+		const uint8_t *h = foreign ? sprobe_unw__file_at(mod, hdr, 12, &lo, &hi)
+					   : (const uint8_t *)(uintptr_t)hdr;
 		uint32_t count;
 
 		mod->unw.state = -ENOTSUP;
-		if (mod->pub.eh_frame_hdr_len >= 12 && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 &&
-		    h[3] == 0x3b) {
+		if (h && hdr_len >= 12 && h[0] == 1 && h[1] == 0x1b && h[2] == 0x03 && h[3] == 0x3b) {
 			memcpy(&count, h + 8, 4);
-			if (12 + (uint64_t)count * 8 <= mod->pub.eh_frame_hdr_len) {
+			if (12 + (uint64_t)count * 8 <= hdr_len) {
 				mod->unw.fde_count = count;
-				mod->unw.table = mod->pub.eh_frame_hdr + 12;
+				mod->unw.table = hdr + 12;
 				mod->unw.state = 1;
 			}
 		}
@@ -146,7 +179,7 @@ static int acc_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_
 	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
 	di.start_ip = mod->pub.start;
 	di.end_ip = mod->pub.end;
-	di.u.rti.segbase = mod->pub.eh_frame_hdr;
+	di.u.rti.segbase = hdr;
 	di.u.rti.table_data = mod->unw.table;
 	/* In unw_word_t units; a table entry is two int32 (8 bytes). */
 	di.u.rti.table_len = mod->unw.fde_count * 8 / sizeof(unw_word_t);
@@ -184,18 +217,57 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 
 	if (write)
 		return -UNW_EINVAL;
+	/* The synthetic search table and .eh_frame of the module whose CFI
+	 * is being read (access_file.c): our memory, not the target's. A
+	 * word straddling the end is zero-filled (libunwind reads aligned
+	 * words). */
+	if (w->synth) {
+		const struct unw_cache *uc = &w->synth->unw;
+		const uint8_t *src = NULL;
+		uint64_t off = 0, len = 0;
+
+		if (addr >= UNW_SYNTH_ADDR && addr - UNW_SYNTH_ADDR < uc->synth_count * 8) {
+			src = (const uint8_t *)uc->synth;
+			off = addr - UNW_SYNTH_ADDR;
+			len = uc->synth_count * 8;
+		} else if (uc->synth_eh && addr >= uc->synth_base &&
+			   addr - uc->synth_base < uc->synth_eh_len) {
+			src = uc->synth_eh;
+			off = addr - uc->synth_base;
+			len = uc->synth_eh_len;
+		}
+		if (src) {
+			*val = 0;
+			memcpy(val, src + off, len - off < sizeof(*val) ? len - off : sizeof(*val));
+			return 0;
+		}
+	}
 	if (addr >= w->lo && w->hi - w->lo >= sizeof(*val) && addr - w->lo <= w->hi - w->lo - sizeof(*val)) {
 		memcpy(val, w->s->stack + (addr - w->lo), sizeof(*val));
 		return 0;
 	}
 	if (addr >= w->seg_lo && addr < w->seg_hi && w->seg_hi - addr >= sizeof(*val)) {
-		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
+		memcpy(val, w->seg_base + (addr - w->seg_lo), sizeof(*val));
 		return 0;
 	}
 	mod = sprobe__modules_find(w->u->mods, addr);
 	if (mod && !sprobe_unw__mod_readable(w->u, mod)) {
 		w->unpinned = true;
 		return -UNW_EINVAL;
+	}
+	if (mod && w->u->foreign) {
+		/* Another process: the file's bytes of a read-only segment. */
+		uint64_t lo, hi;
+		const uint8_t *p = sprobe_unw__file_at(mod, addr, sizeof(*val), &lo, &hi);
+
+		if (p) {
+			w->seg_lo = lo;
+			w->seg_hi = hi;
+			w->seg_base = p - (addr - lo);
+			memcpy(val, p, sizeof(*val));
+			return 0;
+		}
+		mod = NULL;
 	}
 	for (uint32_t i = 0; mod && i < mod->pub.nsegs; i++) {
 		const struct sprobe_segment *sg = &mod->pub.segs[i];
@@ -210,6 +282,7 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 			continue;
 		w->seg_lo = sg->start;
 		w->seg_hi = sg->end;
+		w->seg_base = (const uint8_t *)(uintptr_t)sg->start;
 		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
 		return 0;
 	}

@@ -47,9 +47,9 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		return NULL;
 	}
 	/* Live reads go to the inventory's segments: they must be this
-	 * process's, not another's or a data file's. */
-	if (opts && opts->sz >= sizeof(*opts) && opts->modules &&
-	    (opts->modules->pid != 0 || opts->modules->empty_mode)) {
+	 * process's; another process's are read from its files; a data
+	 * file's inventory (empty mode) has neither. */
+	if (opts && opts->sz >= sizeof(*opts) && opts->modules && opts->modules->empty_mode) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -67,6 +67,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		if (opts->sz >= sizeof(*opts))
 			u->mods = opts->modules;
 	}
+	u->foreign = u->mods && u->mods->pid != 0;
 	if (!u->mods) {
 		u->mods = sprobe_modules__new(NULL);
 		if (!u->mods) {
@@ -128,6 +129,8 @@ int sprobe_unwinder__flush(struct sprobe_unwinder *u)
 		free(uc->blobs);
 		free(uc->no_cfi);
 		free(uc->sig);
+		free(uc->synth);
+		free(uc->synth_eh);
 		memset(uc, 0, sizeof(*uc)); /* the pin stamp too: held pins stay
 					     * in u->pins until the round ends */
 	}
@@ -324,6 +327,10 @@ static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w
 
 	w2.regs[REG_IP] = ip;
 	w2.no_cfi = false;
+	/* Another process's CFI may be ours (access_file.c): readable for
+	 * the whole fill, the CFI program's run included. */
+	if (u->foreign)
+		w2.synth = mod;
 	if (unw_init_remote(&c2, u->as, &w2) < 0)
 		return NULL;
 	unw_reg_states_iterate(&c2, row_cb, &f);
@@ -380,6 +387,7 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 	uint64_t prev_sp = 0, prev_ip = 0;
 	unsigned same_sp = 0;
 	bool exact = true; /* frame 0's ip is exact; callers' are return addresses */
+	bool first_only = false; /* the last step used Go's CFI (cfi_first_only) */
 
 	if (sprobe_modules__generation(u->mods) != u->mods_gen) {
 		/* Modules were replaced: their row caches went with them. */
@@ -428,6 +436,10 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 		}
 		/* Warm path: the row is cached with the module; no lookup, no
 		 * lock, no system call. */
+		/* Go's CFI (cfi_first_only) unwinds the interrupted frame
+		 * only: frame pointers from its caller on. */
+		if (mod && mod->unw.cfi_first_only && s->nframes > 1)
+			mod = NULL;
 		if (mod) {
 			row = rows_find(&mod->unw, look);
 			if (!row && !no_cfi_has(&mod->unw, look)) {
@@ -446,6 +458,12 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 			unw_word_t fp = 0;
 
 			unw_get_reg(&c, REG_FP, &fp);
+			/* After a frame whose rules leave the frame pointer
+			 * as it was (Go's), a frame pointer below the
+			 * caller's sp is that frame's own record: the
+			 * caller's is the one saved there. */
+			if (first_only && fp < prev_sp && fp >= w.lo && w.hi - fp >= 8)
+				memcpy(&fp, s->stack + (fp - w.lo), 8);
 			u->st.table_failures += mod ? 0 : 1;
 			if (u->no_fp)
 				stop = SPROBE_UNWIND_BAD;
@@ -455,6 +473,7 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 				stop = fp_tail(u, s, prev_ip, prev_sp, fp, false);
 			break;
 		}
+		first_only = mod->unw.cfi_first_only;
 		/* A sigreturn trampoline's caller was interrupted, not
 		 * calling: its ip is exact. */
 		sig = signal_frame(u, &c, prev_ip);

@@ -42,6 +42,7 @@ struct sprobe_unwinder {
 	unw_addr_space_t as;
 	struct sprobe_modules *mods;
 	bool own_mods;
+	bool foreign;		/* mods is another process's: read its files */
 	bool no_dwarf, no_fp;
 	uint32_t max_frames;
 	uint64_t mods_gen;	/* inventory generation last seen */
@@ -62,11 +63,13 @@ struct walk {
 	struct sprobe_unwinder *u;
 	const struct sprobe_thread_sample *s;
 	uint64_t lo, hi;	/* the copy: [lo, hi) */
-	uint64_t seg_lo, seg_hi; /* last live segment read, [seg_lo, seg_hi) */
+	uint64_t seg_lo, seg_hi; /* last segment read, [seg_lo, seg_hi), */
+	const uint8_t *seg_base; /* where its byte seg_lo is (live or file) */
 	uint64_t regs[SPROBE_NREGS];
 	bool no_cfi;		/* find_proc_info found no CFI during this step */
 	bool unpinned;		/* a module could not be pinned: nothing learned */
 	bool past_copy;		/* a read fell between the copy's end and stack_top */
+	const struct module *synth; /* module whose synthetic table a search reads */
 };
 
 /* ---- access.c ----------------------------------------------------------- */
@@ -90,5 +93,14 @@ void sprobe_unw__round_end(struct sprobe_unwinder *u);
  * the answer with the module. Always false on aarch64 (the preempted pc is
  * in LR there). Not async-signal-safe. */
 bool sprobe_unw__go_preempt_entry(struct module *mod, uint64_t ip);
+/* ---- access_file.c: another process's modules, from their files ---- */
+
+/* Is mod's file image at hand (opened once, on first ask)? */
+bool sprobe_unw__file_readable(struct sprobe_unwinder *u, struct module *mod);
+
+/* The file bytes of [addr, addr + len) in a read-only segment of mod, or
+ * NULL; [*lo, *hi) is the part of that segment the same translation serves. */
+const uint8_t *sprobe_unw__file_at(const struct module *mod, uint64_t addr, size_t len,
+				   uint64_t *lo, uint64_t *hi);
 
 #endif
