@@ -102,7 +102,7 @@ MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
 	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
-	userspace/unwind/unwind.c userspace/unwind/access.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c \
+	userspace/unwind/unwind.c userspace/unwind/access.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
 	userspace/datafile/merge.c userspace/external/perf_tree.c table/table_win.c \
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))

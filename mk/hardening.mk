@@ -179,6 +179,10 @@ $(BUILD)/maskedworkers: tests/workloads/maskedworkers.c | $(BUILD)
 
 all: $(BUILD)/maskedworkers
 $(BUILD)/tests/test_threads: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers
+# Threads that block every signal once running: the perf-event fallback,
+# and its refusal under a seccomp filter (test_blocked_perf).
+$(BUILD)/tests/test_blocked_perf: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers \
+	$(BUILD)/noperf
 
 # A workload periodic at F, for the wall-mode aliasing test (test_aliasing).
 $(BUILD)/phased: tests/workloads/phased.c | $(BUILD)

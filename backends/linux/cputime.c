@@ -610,7 +610,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		out[n++] = c->cpu_gone[--c->ncpu_gone];
 	for (uint32_t i = 0; i < c->max_threads; i++) {
 		pid_t tid = c->cpu_tid[i];
-		uint64_t now, used;
+		uint64_t now, used, prev;
 		uint32_t flags;
 
 		if (!tid)
@@ -631,8 +631,13 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 			}
 			continue;
 		}
-		used = c->cpu_ns[i] && now > c->cpu_ns[i] ? now - c->cpu_ns[i] : 0;
-		if (c->cpu_ns[i])
+		/* The first check counts from the source's creation: a thread
+		 * that blocks the signal as it starts is found at the first
+		 * call, not the second (its perf-event fallback starts ~100 ms
+		 * sooner: userspace/sampler/blocked_perf.h). */
+		prev = c->cpu_ns[i] ? c->cpu_ns[i] : c->cpu_open[i];
+		used = prev && now > prev ? now - prev : 0;
+		if (prev)
 			cpu_check_blocked(c, i, used);
 		c->cpu_ns[i] = now;
 		c->cpu_hits[i] = 0;
