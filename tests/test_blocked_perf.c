@@ -75,6 +75,7 @@ struct tstats {
 	unsigned long all;   /* the thread's samples (weights) */
 	unsigned long spin;  /* of which with masked_spin on the stack */
 	unsigned long start; /* of which reaching worker() and start_thread */
+	unsigned long open;  /* samples in unblocked_spin (signals open again) */
 };
 
 /* Per-thread counts from the folded report (lines "name-TID;f1;...;fn N"). */
@@ -92,6 +93,8 @@ static struct tstats thread_stats(const char *folded, long tid)
 			continue;
 		n = strtoul(sp + 1, NULL, 10);
 		st.all += n;
+		if (strstr(line, ";unblocked_spin"))
+			st.open += n;
 		if (strstr(line, ";masked_spin")) {
 			st.spin += n;
 			if (strstr(line, ";start_thread;") && strstr(line, ";worker;"))
@@ -238,9 +241,86 @@ static void test_blocked_refused_wall(void **state)
 	refused("wall");
 }
 
+/* "unblocked TID NS" lines: each worker's CPU time when it opened its
+ * signals again. */
+static int unblock_cpu(const char *out, long tid[2], double cpu_s[2])
+{
+	int n = 0;
+
+	for (const char *p = out; (p = strstr(p, "unblocked ")) && n < 2; p++) {
+		double ns;
+
+		if (p != out && p[-1] != '\n')
+			continue;
+		if (sscanf(p, "unblocked %ld %lf", &tid[n], &ns) == 2)
+			cpu_s[n++] = ns / 1e9;
+	}
+	return n;
+}
+
+/* Blocked, then open again (maskedworkers "unblock"), in cpu mode: the
+ * fallback samples the first half, the signal path takes the thread
+ * back for the second (its event closed: no double count), and the
+ * perf-event overflow signals it had queued while blocked, delivered
+ * when it unblocks, are swallowed (before, the capture handler passed
+ * them to the program's SIG_DFL: the process died of its own signal). */
+static void test_blocked_then_unblocked_cpu(void **state)
+{
+	char *out, *folded, *rep;
+	long tid[2], utid[2];
+	double cpu[2], ucpu[2];
+	char how[2][32];
+
+	NEED_PERF();
+	assert_int_equal(sprobe_test_run("mkdir -p " OUT " && " CLI " record -q --no-bpf -F 499 --mode "
+					 "cpu -o " OUT "/blocked-unblock.data -- build/maskedworkers "
+					 "2000 unblock 2>&1",
+					 &out),
+			 0);
+	print_message("%s", out);
+	assert_int_equal(worker_cpu(out, tid, cpu, how), 2);
+	assert_int_equal(unblock_cpu(out, utid, ucpu), 2);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/blocked-unblock.data --format folded",
+					 &folded),
+			 0);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/blocked-unblock.data", &rep), 0);
+	/* Both paths took samples. */
+	assert_non_null(strstr(rep, "perf-event "));
+	assert_non_null(strstr(rep, "signal "));
+	for (int k = 0; k < 2; k++) {
+		double before_cpu = 0, after_cpu;
+		unsigned long after, all;
+
+		for (int j = 0; j < 2; j++)
+			if (utid[j] == tid[k])
+				before_cpu = ucpu[j];
+		assert_true(before_cpu > 0);
+		after_cpu = cpu[k] - before_cpu;
+		struct tstats st = thread_stats(folded, tid[k]);
+
+		all = st.all;
+		after = st.open;
+		print_message("tid %ld: blocked %.3f s of CPU, %lu samples = %.3f s; open %.3f s, %lu "
+			      "samples = %.3f s\n",
+			      tid[k], before_cpu, all - after, (double)(all - after) / HZ, after_cpu, after,
+			      (double)after / HZ);
+		/* Each half about its CPU: the blocked one less what went
+		 * before the engine found it blocking (~100 ms of wall), the
+		 * open one all of it. */
+		assert_true((double)(all - after) / HZ >= 0.5 * before_cpu);
+		assert_true((double)(all - after) / HZ <= 1.1 * before_cpu + 3.0 / HZ);
+		assert_true((double)after / HZ >= 0.7 * after_cpu);
+		assert_true((double)after / HZ <= 1.1 * after_cpu + 3.0 / HZ);
+	}
+	free(rep);
+	free(folded);
+	free(out);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_sampled_cpu),
 	cmocka_unit_test(test_blocked_sampled_wall),
+	cmocka_unit_test(test_blocked_then_unblocked_cpu),
 	cmocka_unit_test(test_blocked_refused_cpu),
 	cmocka_unit_test(test_blocked_refused_wall),
 };

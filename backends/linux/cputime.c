@@ -565,8 +565,8 @@ uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
 
 /*
  * Blocked check of slot i (see sprobe_capturer__cpu_usage()): used ns of
- * CPU since the previous call. A thread that used three periods and
- * delivered none blocks the signal (SigBlk says); one flagged before is
+ * CPU since the previous call. A thread that used three periods more than
+ * it delivered may block the signal (SigBlk says); one flagged before is
  * asked again, and its event restarted once it takes the signal.
  */
 static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t used)
@@ -574,7 +574,9 @@ static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t us
 	pid_t tid = c->cpu_tid[i];
 
 	if (!(c->cpu_blocked[i] & 1)) {
-		if (used < 3 * c->cpu_interval_ns || c->cpu_hits[i])
+		/* Three periods more than it delivered: a thread that took
+		 * a signal before blocking it is found at this call too. */
+		if (used < (3 + (uint64_t)c->cpu_hits[i]) * c->cpu_interval_ns)
 			return;
 		if (sprobe_lx_thread_sigcheck(c, tid, false) != SPROBE_DROP_BLOCKED)
 			return;

@@ -14,6 +14,9 @@
  *       "latemix": as late, but worker 0 blocks them with sigfillset +
  *       pthread_sigmask (the agent's wrapper lets a full set through)
  *       and worker 1 with the raw system call (tests/test_blocked_perf.c).
+ *       "unblock": as late, but after MS/2 ms each worker opens every
+ *       signal again (raw rt_sigprocmask), prints "unblocked TID NS" (its
+ *       CPU time then) and spins MS/2 ms more in unblocked_spin().
  */
 #include <pthread.h>
 #include <signal.h>
@@ -25,7 +28,7 @@
 #include <unistd.h>
 
 static unsigned long ms;
-static int late, by_attr, mix;
+static int late, by_attr, mix, unblock;
 static volatile unsigned long sink;
 
 static unsigned long long ns(clockid_t c)
@@ -44,6 +47,13 @@ __attribute__((noinline)) void masked_spin(unsigned long long end)
 		for (int i = 0; i < 1000; i++)
 			x = x * 6364136223846793005ul + 1;
 	sink = x;
+}
+
+/* "unblock": the second half, once the signals are open again. */
+__attribute__((noinline)) void unblocked_spin(unsigned long long end)
+{
+	masked_spin(end);
+	__asm__ volatile("" ::: "memory"); /* not a tail call: keep this frame */
 }
 
 static void *worker(void *arg)
@@ -72,7 +82,19 @@ static void *worker(void *arg)
 		}
 		printf("mask %s (%d real-time signals open)\n", open_other == 0 && open_rt <= 1 ? "ok" : "CHANGED", open_rt);
 	}
-	masked_spin(ns(CLOCK_MONOTONIC) + ms * 1000000ull);
+	if (unblock) {
+		/* Half the time blocked, then every signal open again: the
+		 * capture signal reaches it, the normal path takes it back. */
+		sigset_t all;
+
+		masked_spin(ns(CLOCK_MONOTONIC) + ms * 500000ull);
+		sigfillset(&all);
+		syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &all, NULL, 8);
+		printf("unblocked %ld %llu\n", (long)syscall(SYS_gettid), ns(CLOCK_THREAD_CPUTIME_ID));
+		unblocked_spin(ns(CLOCK_MONOTONIC) + ms * 500000ull);
+	} else {
+		masked_spin(ns(CLOCK_MONOTONIC) + ms * 1000000ull);
+	}
 	if (late)
 		printf("cpu %ld %llu %s\n", (long)syscall(SYS_gettid), ns(CLOCK_THREAD_CPUTIME_ID),
 		       mix && arg == NULL ? "pthread_sigmask" : "rt_sigprocmask");
@@ -88,7 +110,8 @@ int main(int argc, char **argv)
 		return 2;
 	ms = strtoul(argv[1], NULL, 10);
 	mix = argc > 2 && strcmp(argv[2], "latemix") == 0;
-	late = mix || (argc > 2 && strcmp(argv[2], "late") == 0);
+	unblock = argc > 2 && strcmp(argv[2], "unblock") == 0;
+	late = mix || unblock || (argc > 2 && strcmp(argv[2], "late") == 0);
 	by_attr = argc > 2 && strcmp(argv[2], "attr") == 0;
 	sigfillset(&all);
 	pthread_attr_t at;
