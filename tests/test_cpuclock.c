@@ -415,7 +415,8 @@ static void blocked_late(const char *engine, bool noperf)
 		 * blocking (within ~100 ms): if what went before is more than
 		 * half its CPU on a loaded machine, it is still named, with
 		 * the reason. */
-		assert_non_null(strstr(rep, "perf-event "));
+		assert_non_null(strstr(rep, "capture methods:"));
+		assert_non_null(strstr(strstr(rep, "capture methods:"), " perf-event "));
 		for (int k = 0; k < 2; k++) {
 			char key[64];
 			const char *p, *eol, *why;
