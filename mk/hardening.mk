@@ -179,6 +179,13 @@ $(BUILD)/maskedworkers: tests/workloads/maskedworkers.c | $(BUILD)
 
 all: $(BUILD)/maskedworkers
 $(BUILD)/tests/test_threads: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers
+# A small real program whose zlib workers block every signal once running
+# (docs/PERFORMANCE.md "Threads that block the capture signal").
+$(BUILD)/blockzip: tests/workloads/blockzip.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $< -lz
+
+all: $(BUILD)/blockzip
 # Threads that block every signal once running: the perf-event fallback,
 # and its refusal under a seccomp filter (test_blocked_perf).
 $(BUILD)/tests/test_blocked_perf: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers \

@@ -63,8 +63,11 @@ enum sprobe_method {
 	SPROBE_METHOD_VM_READV,	   /* seed strategy: handler parks, probe copies */
 	SPROBE_METHOD_ZERO_PAUSE,  /* blocked thread read without any signal */
 	SPROBE_METHOD_SUSPEND,	   /* Windows / macOS thread suspension */
-	SPROBE_METHOD_PERF_EVENT,  /* sampled by the kernel (external tier):
-				    * no code of ours in the target */
+	SPROBE_METHOD_PERF_EVENT,  /* sampled by the kernel, no signal: the
+				    * external tier (no code of ours in the
+				    * target), or the sampler's per-thread
+				    * event for a thread that blocks the
+				    * capture signal (sampler/blocked_perf.h) */
 };
 
 /* Why a thread was not captured. total = captured + sum(dropped[reason]). */
