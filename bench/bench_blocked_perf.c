@@ -11,8 +11,10 @@
  * every 1 ms it drains (fallback) or collects (signal path) and unwinds
  * each sample with the same unwinder. Phases alternate (none, fallback,
  * signal, ...) ROUNDS times; medians are printed:
- *   - probe CPU per sample: drain/collect, and the unwind (CPU clock of
- *     the probe around each);
+ *   - probe CPU per sample (samples are CPU periods: the signal path folds
+ *     the periods that expire before a collect into one stack's weight,
+ *     the fallback keeps a stack per period): drain/collect, and the
+ *     unwind (CPU clock of the probe around each);
  *   - target cost per sample: the target's loop runs fewer iterations per
  *     second of its own CPU time when sampled; the difference, times the
  *     iterations, divided by the samples (the kernel's copy in the
@@ -102,7 +104,7 @@ static void *target(void *arg)
 
 struct res {
 	double ns_per_iter;   /* target CPU per iteration */
-	uint64_t samples, iters;
+	uint64_t samples, stacks, iters; /* samples: weighted (CPU periods) */
 	uint64_t probe_ns, unwind_ns;
 };
 
@@ -116,7 +118,8 @@ static void unwind_cb(void *ctx, struct sprobe_thread_sample *ts, uint64_t t)
 	(void)t;
 	sprobe_unwinder__unwind(uw, ts, NULL);
 	unwind_ns_acc += clk(CLOCK_THREAD_CPUTIME_ID) - a;
-	(*(uint64_t *)ctx)++;
+	((uint64_t *)ctx)[0] += ts->weight ? ts->weight : 1;
+	((uint64_t *)ctx)[1]++;
 }
 
 static void set_block(int on)
@@ -160,7 +163,11 @@ static struct res run_phase(int mode, double hz, unsigned ms, struct sprobe_capt
 		if (mode == 1) {
 			uint64_t before = unwind_ns_acc;
 
-			sprobe_blocked_perf__drain(bp, clk(CLOCK_MONOTONIC), unwind_cb, &r.samples);
+			uint64_t cnt[2] = { 0, 0 };
+
+			sprobe_blocked_perf__drain(bp, clk(CLOCK_MONOTONIC), unwind_cb, cnt);
+			r.samples += cnt[0];
+			r.stacks += cnt[1];
 			probe += clk(CLOCK_THREAD_CPUTIME_ID) - a - (unwind_ns_acc - before);
 		} else if (mode == 2) {
 			sprobe_capturer__cpu_collect(c, snap, period);
@@ -174,6 +181,7 @@ static struct res run_phase(int mode, double hz, unsigned ms, struct sprobe_capt
 				sprobe_unwinder__unwind(uw, t, NULL);
 				unwind_ns_acc += clk(CLOCK_THREAD_CPUTIME_ID) - b;
 				r.samples += t->weight ? t->weight : 1;
+				r.stacks++;
 			}
 		}
 	}
@@ -210,7 +218,7 @@ int main(int argc, char **argv)
 	unsigned ms = argc > 3 ? (unsigned)atoi(argv[3]) : 400;
 	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
 	struct sprobe_capture_opts co = { .sz = sizeof(co) };
-	double tcost[2][MAXR], pcost[2][MAXR], ucost[2][MAXR], nsamp[2][MAXR];
+	double tcost[2][MAXR], pcost[2][MAXR], ucost[2][MAXR], nsamp[2][MAXR], nstk[2][MAXR];
 	pthread_t th;
 	char why[512];
 
@@ -246,21 +254,25 @@ int main(int argc, char **argv)
 			pcost[m - 1][k] = (double)r.probe_ns / n / 1e3;
 			ucost[m - 1][k] = (double)r.unwind_ns / n / 1e3;
 			nsamp[m - 1][k] = (double)r.samples;
-			printf("round %d %-9s: %5lu samples, target +%.2f us/sample, probe %.2f us, "
+			nstk[m - 1][k] = (double)r.stacks;
+			printf("round %d %-9s: %5lu samples (%lu stacks), target +%.2f us/sample, probe %.2f us, "
 			       "unwind %.2f us\n",
 			       k + 1, m == 1 ? "fallback" : "signal", (unsigned long)r.samples,
+			       (unsigned long)r.stacks,
 			       tcost[m - 1][k], pcost[m - 1][k], ucost[m - 1][k]);
 		}
 	}
 	printf("\n%.0f Hz, %d rounds of %u ms, a %d-deep call chain (medians, us per sample)\n", hz, rounds,
 	       ms, DEPTH + 1);
-	printf("| path | samples per phase | target thread | probe: drain / collect | probe: unwind |\n");
-	printf("| --- | ---: | ---: | ---: | ---: |\n");
+	printf("| path | samples per phase | stacks unwound | target thread | probe: drain / collect "
+	       "| probe: unwind |\n");
+	printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
 	for (int m = 0; m < 2; m++)
-		printf("| %s | %.0f | %.2f | %.2f | %.2f |\n",
+		printf("| %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n",
 		       m == 0 ? "perf-event fallback (thread blocks the signal)"
 			      : "signal path (perf-event engine, handler copies)",
-		       median(nsamp[m], rounds), median(tcost[m], rounds), median(pcost[m], rounds),
+		       median(nsamp[m], rounds), median(nstk[m], rounds), median(tcost[m], rounds),
+		       median(pcost[m], rounds),
 		       median(ucost[m], rounds));
 	atomic_store(&phase, 2);
 	pthread_join(th, NULL);

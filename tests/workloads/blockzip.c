@@ -11,6 +11,8 @@
  *
  *   blockzip [THREADS [ROUNDS]]   (defaults 2 8)
  * Prints "worker TID CPU_NS" per worker (its CLOCK_THREAD_CPUTIME_ID).
+ * BLOCKZIP_OPEN=1: the workers leave their signals open (the same work
+ * through the signal path, for bench/blocked_perf.py).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +28,7 @@
 #define LEN (4u << 20)
 
 static unsigned rounds = 8;
+static int open_signals;
 static unsigned char *input;
 
 static void fill(unsigned char *p, size_t n)
@@ -65,7 +68,8 @@ static void *worker(void *arg)
 	/* Only main handles signals: every worker blocks them all once it
 	 * runs (the agent's pthread_create wrapper cannot see this). */
 	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	if (!open_signals)
+		pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (unsigned r = 0; r < rounds; r++)
 		sum += compress_once(out, cap);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -80,6 +84,7 @@ int main(int argc, char **argv)
 	unsigned n = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
 	pthread_t th[64];
 
+	open_signals = getenv("BLOCKZIP_OPEN") && strcmp(getenv("BLOCKZIP_OPEN"), "1") == 0;
 	if (argc > 2)
 		rounds = (unsigned)atoi(argv[2]);
 	if (n < 1 || n > 64 || rounds < 1)
