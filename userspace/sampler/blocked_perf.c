@@ -146,6 +146,15 @@ struct sprobe_blocked_perf *sprobe_blocked_perf__new(const struct sprobe_blocked
 
 static void ev_close(struct sprobe_blocked_perf *bp, struct ev *e)
 {
+	int fd = sprobe_fd__get(e->h);
+
+	/* Stopped first: a child the program forked holds the same open
+	 * file until its atfork reset closes it, and the event would go on
+	 * copying stacks into a ring nobody reads. */
+	if (fd >= 0) {
+		ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+		sprobe_fd__put(e->h);
+	}
 	if (e->pg)
 		munmap(e->pg, bp->map_bytes);
 	sprobe_fd__close(e->h);

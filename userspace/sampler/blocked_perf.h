@@ -50,7 +50,9 @@
  * drains every round (1/F of wall time) and a thread makes at most one
  * sample per 1/F of its CPU, so this is that many late rounds of slack.
  * What still overflows is counted (PERF_RECORD_LOST) and added to the
- * weight of the thread's next sample. */
+ * weight of the thread's next sample. The kernel writes that count only
+ * with its next record: periods lost right before the event closes (the
+ * thread exits while the probe is late) are not counted. */
 #define SPROBE_BLOCKED_PERF_RING_SAMPLES 6u
 /* An event that produced nothing for this long is closed (the thread is
  * blocked off-CPU); the sampler watches it again when it runs again. */
