@@ -36,7 +36,7 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 # handler, would leave the window's copy unchecked in every build. Every
 # other test is fully checked.
 ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_failure_modes \
-			test_outputs test_record
+			test_outputs test_record test_blocked_perf
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
@@ -179,6 +179,17 @@ $(BUILD)/maskedworkers: tests/workloads/maskedworkers.c | $(BUILD)
 
 all: $(BUILD)/maskedworkers
 $(BUILD)/tests/test_threads: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers
+# A small real program whose zlib workers block every signal once running
+# (docs/PERFORMANCE.md "Threads that block the capture signal").
+$(BUILD)/blockzip: tests/workloads/blockzip.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $< -lz
+
+all: $(BUILD)/blockzip
+# Threads that block every signal once running: the perf-event fallback,
+# and its refusal under a seccomp filter (test_blocked_perf).
+$(BUILD)/tests/test_blocked_perf: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/maskedworkers \
+	$(BUILD)/noperf
 
 # A workload periodic at F, for the wall-mode aliasing test (test_aliasing).
 $(BUILD)/phased: tests/workloads/phased.c | $(BUILD)

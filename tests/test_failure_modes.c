@@ -328,8 +328,10 @@ static void test_results_unchanged_and_eintr_documented(void **state)
 	run_free(&rec);
 }
 
-/* Threads that block the signal are dropped as "blocked" (never sampled),
- * in every capture between the first and the last one that saw them. */
+/* Threads that block the signal are dropped as "blocked", in every capture
+ * between the first and the last one that saw them; these wait in read()
+ * and use no CPU, so the perf-event fallback (which samples CPU only:
+ * tests/test_blocked_perf.c) never has a sample of them either. */
 struct other_tid {
 	uint32_t tid, n;
 };

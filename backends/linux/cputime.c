@@ -565,8 +565,8 @@ uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
 
 /*
  * Blocked check of slot i (see sprobe_capturer__cpu_usage()): used ns of
- * CPU since the previous call. A thread that used three periods and
- * delivered none blocks the signal (SigBlk says); one flagged before is
+ * CPU since the previous call. A thread that used three periods more than
+ * it delivered may block the signal (SigBlk says); one flagged before is
  * asked again, and its event restarted once it takes the signal.
  */
 static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t used)
@@ -574,7 +574,9 @@ static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t us
 	pid_t tid = c->cpu_tid[i];
 
 	if (!(c->cpu_blocked[i] & 1)) {
-		if (used < 3 * c->cpu_interval_ns || c->cpu_hits[i])
+		/* Three periods more than it delivered: a thread that took
+		 * a signal before blocking it is found at this call too. */
+		if (used < (3 + (uint64_t)c->cpu_hits[i]) * c->cpu_interval_ns)
 			return;
 		if (sprobe_lx_thread_sigcheck(c, tid, false) != SPROBE_DROP_BLOCKED)
 			return;
@@ -610,7 +612,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		out[n++] = c->cpu_gone[--c->ncpu_gone];
 	for (uint32_t i = 0; i < c->max_threads; i++) {
 		pid_t tid = c->cpu_tid[i];
-		uint64_t now, used;
+		uint64_t now, used, prev;
 		uint32_t flags;
 
 		if (!tid)
@@ -631,8 +633,13 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 			}
 			continue;
 		}
-		used = c->cpu_ns[i] && now > c->cpu_ns[i] ? now - c->cpu_ns[i] : 0;
-		if (c->cpu_ns[i])
+		/* The first check counts from the source's creation: a thread
+		 * that blocks the signal as it starts is found at the first
+		 * call, not the second (its perf-event fallback starts ~100 ms
+		 * sooner: userspace/sampler/blocked_perf.h). */
+		prev = c->cpu_ns[i] ? c->cpu_ns[i] : c->cpu_open[i];
+		used = prev && now > prev ? now - prev : 0;
+		if (prev)
 			cpu_check_blocked(c, i, used);
 		c->cpu_ns[i] = now;
 		c->cpu_hits[i] = 0;

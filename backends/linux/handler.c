@@ -312,21 +312,28 @@ out:
 /*
  * ASYNC-SIGNAL-SAFE: atomics, one raw syscall (gettid).
  * A perf-event delivery (perfclock.c): si_code POLL_IN, si_fd the event's
- * number. *v gets its gen << 16 | slot from perf_map, and true only if
- * the event belongs to this very thread.
+ * number. Returns 1 when the event is live and belongs to this very
+ * thread (*v gets its gen << 16 | slot from perf_map), -1 when the number
+ * was ours but the delivery is stale (the event stopped or closed, or the
+ * number now another thread's: swallow it), 0 when it never was ours.
  */
-static bool perf_delivery(const siginfo_t *si, uint64_t *v)
+static int perf_delivery(const siginfo_t *si, uint64_t *v)
 {
 	uint32_t fd = (uint32_t)si->si_fd;
 	/* Acquire; pairs with the release store in cpu_engine_locked(). */
 	_Atomic uint64_t *map = atomic_load_explicit(&sprobe_lx_g.perf_map, memory_order_acquire);
 
 	if (si->si_code != POLL_IN || !map || fd >= sprobe_lx_g.perf_nmap)
-		return false;
-	/* Acquire; pairs with the release store in sprobe_lx_perf_open(). */
+		return 0;
+	/* Acquire; pairs with the release stores in perfclock.c. */
 	*v = atomic_load_explicit(&map[fd], memory_order_acquire);
-	return *v && atomic_load_explicit(&sprobe_lx_g.perf_tid[fd], memory_order_relaxed) ==
-			     (pid_t)syscall(SYS_gettid);
+	if (!*v)
+		return 0;
+	if (*v == SPROBE_LX_PERF_STALE ||
+	    atomic_load_explicit(&sprobe_lx_g.perf_tid[fd], memory_order_relaxed) !=
+		    (pid_t)syscall(SYS_gettid))
+		return -1;
+	return 1;
 }
 
 /*
@@ -345,10 +352,14 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 	struct slot *sl;
 	uint32_t idx, n, overrun = 0;
 	bool timer, perf;
+	int pd;
 
 	/* A perf-event overflow of this thread's own event (cpu engine
 	 * PERF), else a capture by its key; anything else is the program's. */
-	perf = perf_delivery(si, &v);
+	pd = perf_delivery(si, &v);
+	if (pd < 0)
+		return; /* a stale overflow of ours: errno untouched */
+	perf = pd > 0;
 	if (!perf && !is_capture(si)) {
 		forward(sig, si, ucv);
 		return;

@@ -172,12 +172,16 @@ struct sprobe_lx_state {
 	/* Perf-event engine (perfclock.c): a delivery carries si_code
 	 * POLL_IN and the event's descriptor in si_fd (no si_value), so the
 	 * handler finds its slot here: perf_map[fd] = gen << 16 | slot (0:
-	 * none) and perf_tid[fd] = the thread the event belongs to. The
-	 * probe stores perf_tid then perf_map (release) when it opens an
-	 * event, perf_map = 0 before it closes one; the handler loads
-	 * perf_map (acquire) then perf_tid, and takes the slot only on its
-	 * own thread (a stale signal of a closed event whose number was
-	 * reused names another thread). The arrays live as long as the
+	 * never one of ours; SPROBE_LX_PERF_STALE: ours, stopped or closed)
+	 * and perf_tid[fd] = the thread the event belongs to. The probe
+	 * stores perf_tid then perf_map (release) when it opens an event,
+	 * perf_map = STALE before it stops or closes one; the handler loads
+	 * perf_map (acquire) then perf_tid, takes the slot only on its own
+	 * thread, and swallows every other delivery on a number that was
+	 * ours (a signal queued before the stop, delivered once its thread
+	 * unblocks, or after the number went to another thread's event):
+	 * the program's disposition of the shared signal (SIG_DFL: the
+	 * process would end) never sees one. The arrays live as long as the
 	 * capturer (perf_nmap entries; NULL: engine never used); the
 	 * pointer is published with a release store after perf_nmap and
 	 * the zeroed arrays, read with an acquire load, and cleared only
@@ -188,6 +192,10 @@ struct sprobe_lx_state {
 };
 
 extern struct sprobe_lx_state sprobe_lx_g;
+
+/* perf_map value of a number whose event was stopped or closed: never a
+ * gen << 16 | slot (those fit in 48 bits). */
+#define SPROBE_LX_PERF_STALE (1ull << 63)
 
 /*
  * THE CAPTURE SIGNAL IS SHARED (chain.c, and forward() in handler.c).

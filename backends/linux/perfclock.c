@@ -166,7 +166,7 @@ int sprobe_lx_perf_open(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64
 	atomic_store_explicit(&map[num], gen << 16 | i, memory_order_release);
 	if (ioctl(num, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
-		atomic_store(&map[num], 0);
+		atomic_store(&map[num], SPROBE_LX_PERF_STALE);
 		goto fail;
 	}
 	sprobe_fd__put(h);
@@ -180,8 +180,8 @@ fail:
 	return err;
 }
 
-/* Close slot i's event (signals still queued find perf_map 0 or another
- * thread's entry and are ignored). A child the program forked without
+/* Close slot i's event (signals still queued find perf_map STALE or
+ * another thread's entry, and the handler swallows them: linux.h). A child the program forked without
  * exec holds the same open file, which keeps the event alive after our
  * close: so first stop it and take O_ASYNC off that shared file, or it
  * would go on signalling the thread after the capture handler is gone
@@ -200,7 +200,7 @@ void sprobe_lx_perf_close(struct sprobe_capturer *c, uint32_t i)
 		sprobe_fd__put(c->perf_h[i]);
 	}
 	if (map && num >= 0 && (uint32_t)num < sprobe_lx_g.perf_nmap)
-		atomic_store(&map[num], 0);
+		atomic_store(&map[num], SPROBE_LX_PERF_STALE);
 	sprobe_fd__close(c->perf_h[i]);
 	c->perf_h[i] = -1;
 	c->perf_fd[i] = -1;
@@ -221,9 +221,10 @@ int sprobe_lx_perf_period(struct sprobe_capturer *c, uint32_t i, uint64_t interv
 
 /* Stop (on false) or restart slot i's event. The handler takes the slot
  * from perf_map at delivery, so a stop unmaps it first: the signals a
- * blocked thread has queued, delivered once it unblocks, find 0 and are
- * ignored instead of all crediting the stack of that moment. A restart
- * maps gen again. */
+ * blocked thread has queued, delivered once it unblocks, find STALE and
+ * are swallowed, instead of all crediting the stack of that moment or,
+ * taken for the program's, ending it by the signal's default action. A
+ * restart maps gen again. */
 int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64_t gen)
 {
 	int fd = sprobe_fd__get(c->perf_h[i]), err = 0;
@@ -233,7 +234,8 @@ int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64
 	_Atomic uint64_t *map = atomic_load(&sprobe_lx_g.perf_map);
 
 	if (map && c->perf_fd[i] >= 0)
-		atomic_store_explicit(&map[c->perf_fd[i]], on ? gen << 16 | i : 0, memory_order_release);
+		atomic_store_explicit(&map[c->perf_fd[i]], on ? gen << 16 | i : SPROBE_LX_PERF_STALE,
+				      memory_order_release);
 	if (ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
 		err = -errno;
 	sprobe_fd__put(c->perf_h[i]);

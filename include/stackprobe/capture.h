@@ -63,8 +63,11 @@ enum sprobe_method {
 	SPROBE_METHOD_VM_READV,	   /* seed strategy: handler parks, probe copies */
 	SPROBE_METHOD_ZERO_PAUSE,  /* blocked thread read without any signal */
 	SPROBE_METHOD_SUSPEND,	   /* Windows / macOS thread suspension */
-	SPROBE_METHOD_PERF_EVENT,  /* sampled by the kernel (external tier):
-				    * no code of ours in the target */
+	SPROBE_METHOD_PERF_EVENT,  /* sampled by the kernel, no signal: the
+				    * external tier (no code of ours in the
+				    * target), or the sampler's per-thread
+				    * event for a thread that blocks the
+				    * capture signal (sampler/blocked_perf.h) */
 };
 
 /* Why a thread was not captured. total = captured + sum(dropped[reason]). */
@@ -547,9 +550,10 @@ struct sprobe_cpu_usage {
  * engine tracks and writes into out[0..max) one entry per thread whose
  * CPU time or flags changed since the previous call, exited threads
  * (last value read) included, and returns how many (a thread that did not
- * fit is reported at the next call). A thread that used more than two
- * periods of CPU since the previous call without delivering a single
- * capture is checked for blocking the capture signal (SigBlk): if so it
+ * fit is reported at the next call). A thread that used three periods of
+ * CPU more than it delivered captures since the previous call (since its
+ * signal source was made, at the first call) is checked for blocking the
+ * capture signal (SigBlk): if so it
  * is flagged BLOCKED, its perf event is disabled (the kernel would queue
  * one signal per period until it falls back on SIGIO), and the capture
  * made at the next sprobe_capturer__cpu_collect() lists it as dropped

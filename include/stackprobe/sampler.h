@@ -37,6 +37,14 @@
  *         can name threads whose CPU went unsampled (a thread that blocks
  *         the capture signal is also listed as dropped BLOCKED).
  *
+ * Threads that block the capture signal (both modes): while such a thread
+ * runs, the probe samples it without a signal by a per-thread perf event
+ * (task-clock, one sample per 1/F of its CPU time, registers and user
+ * stack copied by the kernel: userspace/sampler/blocked_perf.h), unwound
+ * like any other copy; samples have method SPROBE_METHOD_PERF_EVENT. In
+ * wall mode they stand for the time the thread ran, not the time it was
+ * runnable and waiting (docs/AGENT.md).
+ *
  * stackprobe's own threads (the data stream's writer) are excluded from the
  * captures in both modes.
  *
@@ -136,6 +144,15 @@ struct sprobe_sampler_opts {
 	 * sampler's own threads are (the agent's control thread,
 	 * userspace/agent/control.c); 0: none. */
 	pid_t exclude_tid;
+	/* Called (from the probe thread, at most once per sampler) with one
+	 * line, no newline, when a thread that blocks the capture signal
+	 * was found and the perf-event fallback that samples such threads
+	 * without a signal is refused (perf_event_paranoid, a seccomp
+	 * profile): the line says why. NULL: nothing is said (the report
+	 * still lists the thread's CPU as unsampled). The agent prints it
+	 * as "stackprobe: ...". */
+	void (*notice)(void *ctx, const char *line);
+	void *notice_ctx;
 };
 
 struct sprobe_sampler_stats {

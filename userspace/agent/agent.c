@@ -167,6 +167,15 @@ static void agent_msg(const char *fmt, const char *a, const char *b)
 	agent_say("stackprobe agent: ", text);
 }
 
+/* The sampler's notices (sprobe_sampler_opts.notice): facts about what
+ * it cannot sample, one line each, from the probe thread. */
+static void agent_notice(void *ctx, const char *line)
+{
+	(void)ctx;
+	if (!agent_quiet)
+		fprintf(stderr, "stackprobe: %s\n", line);
+}
+
 static int parse_double(const char *name, double lo, double hi, double *out)
 {
 	const char *v = sprobe_agent__getenv(name);
@@ -299,7 +308,7 @@ static void agent_begin(unsigned exec_count, bool forked)
 		sprobe_agent__setenv("STACKPROBE_AGENT_PID", buf);
 	}
 
-	struct sprobe_sampler_opts o = { .sz = sizeof(o) };
+	struct sprobe_sampler_opts o = { .sz = sizeof(o), .notice = agent_notice };
 	double freq = 0, sig = 0, maxstack = 0;
 	if (parse_double("STACKPROBE_FREQ", 1, 10000, &freq) ||
 	    parse_double("STACKPROBE_SIGNAL", 1, 64, &sig) ||

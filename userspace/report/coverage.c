@@ -79,7 +79,10 @@ void sprobe_rep__write_cpu_coverage(const struct sprobe_report *r, FILE *o)
 			t->tid, t->name && *t->name ? t->name : "?", (double)t->cpu_ns / 1e9, t->samples,
 			100.0 * (double)t->samples / periods,
 			t->cpu_flags & SPROBE_CPU_USAGE_BLOCKED
-				? "it blocks the capture signal (dropped 'blocked' while it did)"
+				? "it blocks the capture signal (dropped 'blocked' while it did; the "
+				  "perf-event fallback samples such a thread from when it is found, "
+				  "and not where perf events are refused: see the recording's "
+				  "'stackprobe:' line)"
 				: "no capture reached it (it started or ran before its signal source "
 				  "was set up, or the kernel refused one)");
 	}

@@ -112,6 +112,11 @@ static void text_drops(FILE *o, const struct sprobe_report *r)
 		for (int k = 1; k < SPROBE_DROP__COUNT; k++)
 			if (t->dropped[k])
 				fprintf(o, " %s=%" PRIu64, sprobe_rep__drop_names[k], t->dropped[k]);
+		/* A thread that blocks the signal but was sampled anyway, by
+		 * its perf event (docs/AGENT.md): its CPU is not missing. */
+		if (t->dropped[SPROBE_DROP_BLOCKED] && t->methods[SPROBE_METHOD_PERF_EVENT])
+			fprintf(o, " (sampled without a signal: %" PRIu64 " perf-event samples)",
+				t->methods[SPROBE_METHOD_PERF_EVENT]);
 		fputc('\n', o);
 	}
 }

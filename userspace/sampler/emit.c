@@ -121,7 +121,7 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	sprobe_stream__push(s->stream, &pr);
 }
 
-void sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now)
+int sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now)
 {
 	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
 
@@ -138,6 +138,7 @@ void sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now)
 		rec.thread_cpu.cpu_ns = s->usage[k].cpu_ns;
 		sprobe_stream__push(s->stream, &rec);
 	}
+	return n > 0 ? n : 0;
 }
 
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)

@@ -44,6 +44,7 @@
 #include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
+#include "userspace/sampler/blocked_perf.h"
 #include "userspace/sampler/sampler_internal.h"
 
 #define DEFAULT_FREQ 99.0
@@ -125,6 +126,10 @@ static void threads_sweep(struct sprobe_sampler *s)
 			continue;
 		if (e->node && s->table)
 			sprobe_table__remove(s->table, e->node);
+		/* Its ring was drained this round; what came since is lost
+		 * (no callback here: it would insert into this table). */
+		if (s->bperf)
+			sprobe_blocked_perf__unwatch(s->bperf, e->tid, NULL, NULL);
 		if (poll_engine(s))
 			poll_emit_one(s, e, sprobe_mono_ns(), SPROBE_CPU_USAGE_EXITED);
 		/* backward shift */
@@ -307,6 +312,102 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
+/* ---- threads that block the capture signal (blocked_perf.h) ----------- */
+
+/* One sample of a blocked thread, drained from its perf event: unwound by
+ * the same unwinder as the signal path's copies, then published and
+ * streamed like them (weight: one CPU period, plus any the ring lost). */
+static void bperf_sample(void *ctx, struct sprobe_thread_sample *ts, uint64_t time_ns)
+{
+	struct sprobe_sampler *s = ctx;
+	bool fresh;
+	struct thread_ent *e = ts->tid > 0 ? thread_get(s, ts->tid, &fresh) : NULL;
+	uint32_t w = ts->weight ? ts->weight : 1;
+
+	if (!e)
+		return;
+	sprobe_unwinder__unwind(s->unwinder, ts, NULL);
+	if (!e->named) {
+		sprobe_sampler_emit__thread_name(s, ts->tid);
+		e->named = true;
+	}
+	if (s->table)
+		publish(s, e, ts, time_ns);
+	if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
+		ts->weight = w = SPROBE_DF_SAMPLE_WEIGHT_MAX;
+	sprobe_stream__push_thread_sample(s->stream, ts, time_ns);
+	atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
+	sprobe_sampler_emit__symbols(s, ts);
+}
+
+/*
+ * A capture dropped e's thread as 'blocked': watch it with a perf event if
+ * it runs. cpu mode (perf or timer engine): the engine drops a thread
+ * only after it used CPU with the signal blocked. Wall mode and cpu-poll:
+ * a blocked thread waiting in the kernel is read by zero-pause; without
+ * it, its CPU clock says whether it ran since its previous 'blocked' drop.
+ */
+static void bperf_blocked(struct sprobe_sampler *s, struct thread_ent *e)
+{
+	char why[256], line[400];
+	uint64_t now;
+	int err;
+
+	if (!s->bperf || sprobe_blocked_perf__watching(s->bperf, e->tid))
+		return;
+	if (!sprobe_blocked_perf__available(s->bperf, NULL, 0))
+		goto refused;
+	if (s->opts.mode != SPROBE_MODE_CPU || poll_engine(s)) {
+		bool ran;
+
+		if (!thread_cpu(e->tid, &now))
+			return;
+		/* With zero-pause, a thread waiting in the kernel is read, not
+		 * dropped: a 'blocked' drop is a thread that ran or was
+		 * runnable, so the first one is enough. */
+		ran = (e->blk_known && now > e->blk_cpu) || (!e->blk_known && s->zero_pause);
+		e->blk_cpu = now;
+		e->blk_known = true;
+		if (!ran)
+			return;
+	}
+	err = sprobe_blocked_perf__watch(s->bperf, e->tid);
+	if (err == 0 || sprobe_blocked_perf__available(s->bperf, NULL, 0))
+		return; /* watched, or not now (descriptor budget): tried again */
+refused:
+	if (s->bperf_noticed)
+		return;
+	sprobe_blocked_perf__available(s->bperf, why, sizeof(why));
+	s->bperf_noticed = true;
+	if (s->opts.notice) {
+		snprintf(line, sizeof(line),
+			 "thread %d blocks the capture signal; no perf-event fallback: %s; "
+			 "threads that do are reported unsampled",
+			 (int)e->tid, why);
+		s->opts.notice(s->opts.notice_ctx, line);
+	}
+}
+
+/* The thread takes the capture signal again, or is no longer flagged as
+ * blocking it: the signal path has it, close its event (drained first). */
+static void bperf_release(struct sprobe_sampler *s, pid_t tid)
+{
+	if (s->bperf && sprobe_blocked_perf__watching(s->bperf, tid))
+		sprobe_blocked_perf__unwatch(s->bperf, tid, bperf_sample, s);
+}
+
+/* cpu mode: THREAD_CPU records, then release the threads no longer flagged
+ * BLOCKED (or gone). */
+static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
+{
+	int n = sprobe_sampler_emit__cpu_usage(s, now);
+
+	for (int k = 0; k < n; k++)
+		if ((s->usage[k].flags & SPROBE_CPU_USAGE_EXITED) ||
+		    !(s->usage[k].flags & SPROBE_CPU_USAGE_BLOCKED))
+			bperf_release(s, s->usage[k].tid);
+}
+
 /* Unwind, publish and stream the capture in s->snap (err: how it ended),
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
@@ -354,6 +455,8 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			/* An exited thread is forgotten by the sweep. */
 			if (e && ts->drop_reason != SPROBE_DROP_EXITED)
 				mark_seen(s, e);
+			if (e && ts->drop_reason == SPROBE_DROP_BLOCKED)
+				bperf_blocked(s, e);
 			if (e && poll_engine(s)) {
 				/* Its CPU since the last capture goes unsampled. */
 				(void)poll_weight(s, e, false);
@@ -366,6 +469,9 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		if (!e)
 			continue;
 		mark_seen(s, e);
+		/* Its signal reached it: it no longer blocks it. */
+		if (ts->method == SPROBE_METHOD_SIGNAL)
+			bperf_release(s, ts->tid);
 		if (poll_engine(s)) {
 			ts->weight = poll_weight(s, e, ts->method != SPROBE_METHOD_ZERO_PAUSE);
 			if (!ts->weight)
@@ -391,6 +497,9 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}
+	/* The blocked threads' perf-event samples since the last round. */
+	if (s->bperf)
+		sprobe_blocked_perf__drain(s->bperf, sprobe_mono_ns(), bperf_sample, s);
 	sprobe_sampler_emit__pending_lines(s);
 	/* Symbols after the round's samples: naming a new pc can take long
 	 * (the first libdw lookup in a module reads its debug file), and a
@@ -424,7 +533,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	} else if (t0 - s->last_sweep_ns >= KEEP_ALIVE_NS) {
 		/* Each thread's CPU time, for the coverage (and the check
 		 * for threads that block the signal): same cadence. */
-		sprobe_sampler_emit__cpu_usage(s, t0);
+		cpu_usage_round(s, t0);
 		/* cpu mode samples only threads that used CPU: the others
 		 * are asked whether they live (one tgkill(0) each), so not
 		 * every round. An exited thread's node stays in the table
@@ -602,7 +711,7 @@ static void *probe_main(void *arg)
 	if (poll_engine(s))
 		poll_emit_usage(s, sprobe_mono_ns());
 	else if (s->opts.mode == SPROBE_MODE_CPU)
-		sprobe_sampler_emit__cpu_usage(s, sprobe_mono_ns()); /* the final CPU times */
+		cpu_usage_round(s, sprobe_mono_ns()); /* the final CPU times */
 	return NULL;
 }
 
@@ -614,6 +723,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	sprobe_datafile_writer__free(s->writer);
 	sprobe_fd__close(s->fd);
 	sprobe_table__close(s->table);
+	sprobe_blocked_perf__free(s->bperf);
 	sprobe_unwinder__free(s->unwinder);
 	sprobe_snapshot__free(s->snap);
 	sprobe_capturer__free(s->capturer);
@@ -737,6 +847,18 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		err = errno;
 		goto fail;
 	}
+	/* Events are opened only for threads found blocking the signal; a
+	 * failure to make the (empty) set leaves such threads unsampled, as
+	 * without it. */
+	struct sprobe_blocked_perf_opts bopts = {
+		.sz = sizeof(bopts),
+		.period_ns = (uint64_t)(1e9 / s->opts.freq_hz),
+		.stack_bytes = s->opts.max_stack_bytes && s->opts.max_stack_bytes <
+							  SPROBE_BLOCKED_PERF_STACK_DEFAULT
+				       ? s->opts.max_stack_bytes
+				       : 0,
+	};
+	s->bperf = sprobe_blocked_perf__new(&bopts);
 	struct sprobe_unwinder_opts uopts = { .sz = sizeof(uopts) };
 	s->unwinder = sprobe_unwinder__new(&uopts);
 	if (!s->unwinder) {

@@ -32,6 +32,11 @@ struct thread_ent {
 	 * whether a capture found it blocking the signal. */
 	uint64_t cpu_first, cpu_last, cpu_carry, cpu_emitted;
 	bool cpu_known, cpu_blocked;
+	/* Wall mode and cpu-poll: the thread's CPU clock at its last
+	 * 'blocked' drop, to tell a blocked thread that runs (sampled by a
+	 * perf event, blocked_perf.h) from one that waits. */
+	uint64_t blk_cpu;
+	bool blk_known;
 };
 
 struct pc_set {
@@ -69,6 +74,11 @@ struct sprobe_sampler {
 	uint32_t cpu_engine;	/* cpu mode: enum sprobe_cpu_engine that runs */
 	char cpu_engine_why[512]; /* and the line that says why */
 	struct sprobe_cpu_usage *usage; /* scratch: max_threads entries */
+	/* Threads that block the capture signal, sampled by per-thread perf
+	 * events (blocked_perf.h); NULL if it could not be made. noticed:
+	 * the line saying it is refused was given to opts.notice. */
+	struct sprobe_blocked_perf *bperf;
+	bool bperf_noticed;
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;
@@ -101,8 +111,9 @@ struct sprobe_sampler {
 
 /* The HEADER record: the process, the clocks, the options. */
 void sprobe_sampler_emit__header(struct sprobe_sampler *s);
-/* THREAD_CPU records: the CPU time the capturer read (cpu mode). */
-void sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now);
+/* THREAD_CPU records: the CPU time the capturer read (cpu mode). Returns
+ * how many entries of s->usage it filled (>= 0). */
+int sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now);
 /* A THREAD record for tid unless one was pushed (sampler.c). */
 void sprobe_sampler_emit__name_once(struct sprobe_sampler *s, pid_t tid);
 /* A THREAD record with tid's name. */
