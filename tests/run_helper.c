@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "sprobe_test.h"
 #include "run_helper.h"
@@ -64,4 +67,31 @@ unsigned long sprobe_test_folded_count(const char *folded, const char *fn, int *
 	if (roots)
 		*roots = nseen;
 	return total;
+}
+
+int sprobe_test_perf_allowed(bool regs_stack)
+{
+	struct perf_event_attr a;
+	long fd;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = 1000000;
+	a.disabled = 1;
+	if (regs_stack) {
+		a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		a.sample_regs_user = 1;
+		a.sample_stack_user = 4096;
+	}
+	fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		a.exclude_kernel = a.exclude_hv = 1;
+		fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	close((int)fd);
+	return 0;
 }

@@ -45,31 +45,6 @@
 #define HZ 499
 #define SPIN_MS "1500"
 
-/* Can this process open a task-clock event with user registers and stack
- * on itself (what the fallback needs)? 0 or -errno. */
-static int perf_allowed(void)
-{
-	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
-				     .config = PERF_COUNT_SW_TASK_CLOCK, .sample_period = 1000000,
-				     .sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
-				     .sample_regs_user = 1, .sample_stack_user = 4096,
-				     .disabled = 1, .exclude_kernel = 1, .exclude_hv = 1 };
-	long fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-
-	if (fd < 0)
-		return -errno;
-	close((int)fd);
-	return 0;
-}
-
-#define NEED_PERF()                                                                         \
-	do {                                                                                \
-		int e_ = perf_allowed();                                                    \
-		if (e_ == -EACCES || e_ == -EPERM || e_ == -ENOENT || e_ == -ENOSYS)        \
-			SPROBE_SKIP("perf events not allowed here (%s)\n", strerror(-e_)); \
-		assert_int_equal(e_, 0);                                                    \
-	} while (0)
-
 /* "cpu TID NS HOW" lines: the CPU each worker measured itself, and the
  * call that blocked its signals (how[k], up to 31 characters). */
 static int worker_cpu(const char *out, long tid[2], double cpu_s[2], char how[2][32])
@@ -201,13 +176,13 @@ static void sampled(const char *mode)
 
 static void test_blocked_sampled_cpu(void **state)
 {
-	NEED_PERF();
+	NEED_PERF(true);
 	sampled("cpu");
 }
 
 static void test_blocked_sampled_wall(void **state)
 {
-	NEED_PERF();
+	NEED_PERF(true);
 	sampled("wall");
 }
 
@@ -308,7 +283,7 @@ static void test_blocked_then_unblocked_cpu(void **state)
 	double cpu[2], ucpu[2];
 	char how[2][32];
 
-	NEED_PERF();
+	NEED_PERF(true);
 	assert_int_equal(sprobe_test_run("mkdir -p " OUT " && " CLI " record -q --no-bpf -F 499 --mode "
 					 "cpu -o " OUT "/blocked-unblock.data -- build/maskedworkers "
 					 "2000 unblock 2>&1",
@@ -447,7 +422,7 @@ static void test_blocked_perf_unit(void **state)
 	struct timespec ts0, ts1;
 	uint64_t t_end;
 
-	NEED_PERF();
+	NEED_PERF(true);
 	bp = sprobe_blocked_perf__new(&o);
 	assert_non_null(bp);
 	c.u = sprobe_unwinder__new(&uo);
@@ -572,7 +547,7 @@ static void test_blocked_perf_sampler(void **state)
 	struct timespec c0, c0b = { 0, 0 }, c1;
 	int rc;
 
-	NEED_PERF();
+	NEED_PERF(true);
 	assert_int_equal(system("mkdir -p " OUT), 0);
 	atomic_store(&spin_stop, 0);
 	atomic_store(&spin_blocked, 0);

@@ -39,36 +39,6 @@
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"
 
-/* 0 if this process may open a task-clock event on itself, else -errno. */
-static int perf_allowed(void)
-{
-	struct perf_event_attr a;
-	long fd;
-
-	memset(&a, 0, sizeof(a));
-	a.size = sizeof(a);
-	a.type = PERF_TYPE_SOFTWARE;
-	a.config = PERF_COUNT_SW_TASK_CLOCK;
-	a.disabled = 1;
-	fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0) {
-		a.exclude_kernel = a.exclude_hv = 1;
-		fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-	}
-	if (fd < 0)
-		return -errno;
-	close((int)fd);
-	return 0;
-}
-
-#define NEED_PERF()                                                                         \
-	do {                                                                                \
-		int e_ = perf_allowed();                                                    \
-		if (e_ == -EACCES || e_ == -EPERM || e_ == -ENOENT || e_ == -ENOSYS)        \
-			SPROBE_SKIP("perf events not allowed here (%s)\n", strerror(-e_)); \
-		assert_int_equal(e_, 0);                                                    \
-	} while (0)
-
 /* Sum of the folded counts of lines whose stack holds fn (as a frame). */
 static unsigned long folded_count(const char *folded, const char *fn)
 {
@@ -187,7 +157,7 @@ static void phases_engine(const char *engine, int a_us, int b_us)
 
 static void phases(int a_us, int b_us)
 {
-	NEED_PERF();
+	NEED_PERF(false);
 	phases_engine("perf", a_us, b_us);
 }
 
@@ -234,7 +204,7 @@ static void test_four_threads_split(void **state)
 	double truth[4], tsum = 0;
 	unsigned long n[4], nsum = 0;
 
-	NEED_PERF();
+	NEED_PERF(false);
 	out = record("perf", "threads", "threads 3000", &folded);
 	for (int k = 0; k < 4; k++) {
 		char name[16];
@@ -297,7 +267,7 @@ static void test_engine_forced_and_recorded(void **state)
 	free(rep);
 	free(out);
 	free(folded);
-	if (perf_allowed() != 0)
+	if (sprobe_test_perf_allowed(false) != 0)
 		SPROBE_SKIP("perf events not allowed here: the perf-event half is not run\n");
 	out = record("auto", "auto", "phases 1000 1000 1000", &folded);
 	assert_non_null(strstr(out, "cpu engine: perf-event"));
@@ -460,7 +430,7 @@ static void blocked_late(const char *engine, bool noperf)
 
 static void test_blocked_late_perf(void **state)
 {
-	NEED_PERF();
+	NEED_PERF(false);
 	blocked_late("perf", false);
 }
 
