@@ -20,7 +20,8 @@ and the ratios stackprobe rec / perf rec (target <= 0.7) and stackprobe
 
 Memory: tests/workloads/idlethreads.c with 10 and 200 threads blocked in a
 condition variable, alone and under `stackprobe record` (wall and cpu
-mode, 99 Hz); /proc/PID/smaps_rollup read SETTLE seconds after the program
+mode, 99 Hz; and wall mode with STACKPROBE_LINES=0, which shows what
+the source lines computed in the target cost); /proc/PID/smaps_rollup read SETTLE seconds after the program
 says it is ready. Deltas against the run alone of the same round: RSS,
 anonymous memory, and the target of <= 1 MiB + 2 KiB per thread.
 --smaps prints the mappings that grew most, for the breakdown.
@@ -182,11 +183,15 @@ def mappings(pid):
 
 def mem_run(b, n, cfg):
     prog = [b.idle, str(n), str(int(b.settle) + 2)]
+    env = dict(os.environ)
     if cfg != "alone":
         data = os.path.join(b.dir, "mem.data")
-        prog = [b.sp, "record", "-q", "--no-bpf", "--no-report", "--mode", cfg, "-o", data,
-                "--"] + prog
-    p = subprocess.Popen(prog, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        prog = [b.sp, "record", "-q", "--no-bpf", "--no-report", "--mode", cfg.split("-")[0],
+                "-o", data, "--"] + prog
+        if cfg.endswith("-nolines"):
+            env["STACKPROBE_LINES"] = "0"  # what source lines in the target cost
+    p = subprocess.Popen(prog, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
     line = p.stdout.readline()
     m = re.match(r"ready (\d+)", line)
     if not m:
@@ -204,14 +209,14 @@ def mem_run(b, n, cfg):
 
 def mem_bench(b):
     counts = [10, 200]
-    cfgs = ["alone", "wall", "cpu"]
+    cfgs = ["alone", "wall", "cpu", "wall-nolines"]
     res = {}
     for rnd in range(b.rounds):
         for n in counts:
             order = cfgs[rnd % len(cfgs):] + cfgs[:rnd % len(cfgs)]
             got = {cfg: mem_run(b, n, cfg) for cfg in order}
             a = got["alone"][0]
-            for cfg in ("wall", "cpu"):
+            for cfg in cfgs[1:]:
                 r = got[cfg][0]
                 d = (r["Rss"] - a["Rss"], r["Anonymous"] - a["Anonymous"], r["Pss"] - a["Pss"])
                 res.setdefault((n, cfg), []).append(d)
@@ -231,7 +236,7 @@ def mem_bench(b):
           "| target (1 MiB + 2 KiB/thread) kB |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for n in counts:
-        for cfg in ("wall", "cpu"):
+        for cfg in cfgs[1:]:
             v = res[(n, cfg)]
             rss = [x[0] for x in v]
             print("| %d | %s | %d (%d-%d) | %d | %d | %d |" % (
