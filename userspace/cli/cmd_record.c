@@ -521,6 +521,10 @@ int cmd_record(int argc, char **argv)
 	sigaction(SIGTERM, &sa, &old_term);
 	sigaction(SIGQUIT, &sa, &old_quit);
 
+	/* Source lines: added after the merge, out of the program's memory
+	 * (record_lines.c), unless the user chose with STACKPROBE_LINES. */
+	const char *lines_env = getenv("STACKPROBE_LINES");
+	bool lines_here = !use_ext && !(lines_env && *lines_env);
 	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -540,6 +544,8 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
+		if (lines_here)
+			setenv("STACKPROBE_LINES", "record", 1);
 		if (engine)
 			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
@@ -755,6 +761,14 @@ int cmd_record(int argc, char **argv)
 			code = CLI_EXIT_ERROR;
 	} else {
 		remove_dir(dir);
+		if (lines_here) {
+			char lwhy[256];
+			long nl = cli_record_lines(output, lwhy, sizeof(lwhy));
+
+			if (nl < 0)
+				fprintf(stderr, "stackprobe record: %s keeps no source lines: %s\n", output,
+					lwhy[0] ? lwhy : strerror((int)-nl));
+		}
 		if (!quiet) {
 			fprintf(stderr, "stackprobe record: wrote %s (%.2f s, %u process%s", output,
 				(double)(sprobe_mono_ns() - t0) / 1e9, mr.processes,
