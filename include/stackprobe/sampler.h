@@ -136,6 +136,13 @@ struct sprobe_sampler_opts {
 	 * sampler's own threads are (the agent's control thread,
 	 * userspace/agent/control.c); 0: none. */
 	pid_t exclude_tid;
+	/* Leave the names of pcs in a module file with a build-id to the
+	 * data file's reader: their symbol records carry the module and the
+	 * offset from its load bias and no name (`stackprobe record` names
+	 * them after the merge, userspace/cli/record_lines.c), so no symbol
+	 * table is read into the program. Implies no_lines. pcs in no file
+	 * (JIT maps, the vDSO) are still named here. */
+	bool names_by_reader;
 };
 
 struct sprobe_sampler_stats {

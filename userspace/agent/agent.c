@@ -334,6 +334,16 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_lines = strcmp(lines, "1") != 0;
 	}
+	/* STACKPROBE_NAMES=record (set by `stackprobe record`): pcs of module
+	 * files are named after the merge, no symbol table in the program. */
+	const char *names = sprobe_agent__getenv("STACKPROBE_NAMES");
+	if (names && *names) {
+		if (strcmp(names, "record") != 0 && strcmp(names, "1") != 0) {
+			agent_msg("STACKPROBE_NAMES=%s: expected 1 or record%s", names, "");
+			return;
+		}
+		o.names_by_reader = strcmp(names, "record") == 0;
+	}
 	/* STACKPROBE_CPU_ENGINE=perf|timer|auto: cpu mode's engine (default
 	 * auto: perf events where allowed, else CPU timers). */
 	const char *eng = sprobe_agent__getenv("STACKPROBE_CPU_ENGINE");

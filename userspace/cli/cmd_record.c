@@ -524,7 +524,9 @@ int cmd_record(int argc, char **argv)
 	/* Source lines: added after the merge, out of the program's memory
 	 * (record_lines.c), unless the user chose with STACKPROBE_LINES. */
 	const char *lines_env = getenv("STACKPROBE_LINES");
+	const char *names_env = getenv("STACKPROBE_NAMES");
 	bool lines_here = !use_ext && !(lines_env && *lines_env);
+	bool names_here = lines_here && !(names_env && *names_env);
 	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -546,6 +548,8 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
 		if (lines_here)
 			setenv("STACKPROBE_LINES", "record", 1);
+		if (names_here)
+			setenv("STACKPROBE_NAMES", "record", 1);
 		if (engine)
 			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
@@ -766,7 +770,8 @@ int cmd_record(int argc, char **argv)
 			long nl = cli_record_lines(output, lwhy, sizeof(lwhy));
 
 			if (nl < 0)
-				fprintf(stderr, "stackprobe record: %s keeps no source lines: %s\n", output,
+				fprintf(stderr, "stackprobe record: %s keeps no source lines%s: %s\n", output,
+					names_here ? " and no names of module files" : "",
 					lwhy[0] ? lwhy : strerror((int)-nl));
 		}
 		if (!quiet) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Source lines added by `stackprobe record` after the merge (contract in
- * cli.h, cli_record_lines()).
+ * Names and source lines added by `stackprobe record` after the merge
+ * (contract in cli.h, cli_record_lines()).
  *
  * Why here and not in the agent: the source view of a pc (its inline chain
  * and lines, record type 12) comes from DWARF, and libdw decompresses and
@@ -10,6 +10,9 @@
  * CPU (docs/PERFORMANCE.md "What the agent costs"). Under `record` the
  * agent writes no srcline records (STACKPROBE_LINES=record) and this pass
  * writes them from the files the module records name, checked by build-id,
+ * and, with STACKPROBE_NAMES=record, names the pcs of those files too (the
+ * agent then reads no symbol table either: ~0.9 MiB of the program's
+ * memory for libc's and its own),
  * once per distinct module for the whole process tree (a build's hundred
  * processes share libc's DWARF here, where each of their agents would have
  * read it again).
@@ -212,6 +215,27 @@ static int module_note(struct lines_state *s, const struct sprobe_df_module *m)
 	return 0;
 }
 
+/* A symbol record the agent left unnamed (STACKPROBE_NAMES=record: module
+ * and offset from its bias): named from the module's file, as the agent
+ * would have (same lookup, same offset = pc - symbol start). The name is
+ * owned by the inventory. Left as it is when the file has no symbol. */
+static void name_symbol(struct lines_state *s, struct sprobe_df_symbol *sym)
+{
+	struct sprobe_symbol out;
+
+	if (sym->name_len || sym->module >= s->nmods || s->mods[sym->module].file < 0)
+		return;
+	const struct mod_file *f = &s->files[s->mods[sym->module].file];
+	uint64_t shift = f->bias - s->mods[sym->module].bias;
+
+	if (!f->inv || sprobe_modules__symbolize(f->inv, lookup_pc(s, sym->pc) + shift, &out) != 0 ||
+	    !out.name)
+		return;
+	sym->name = out.name;
+	sym->name_len = (uint32_t)strlen(out.name);
+	sym->offset = sym->pc + shift - out.sym_start;
+}
+
 /* Write the srcline record of symbol record sym, when its module's DWARF
  * has lines for it. Returns 1 written, 0 none, -errno. Same text layout
  * and truncation as the agent's (userspace/sampler/emit.c). */
@@ -333,6 +357,8 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 		default:
 			break;
 		}
+		if (!err && rec.type == SPROBE_DF_SYMBOL)
+			name_symbol(&s, &rec.symbol);
 		if (!err)
 			err = sprobe_datafile_writer__write(w, &rec);
 		if (!err && rec.type == SPROBE_DF_SYMBOL) {
