@@ -20,8 +20,9 @@ and the ratios stackprobe rec / perf rec (target <= 0.7) and stackprobe
 
 Memory: tests/workloads/idlethreads.c with 10 and 200 threads blocked in a
 condition variable, alone and under `stackprobe record` (wall and cpu
-mode, 99 Hz; and wall mode with STACKPROBE_LINES=0, which shows what
-the source lines computed in the target cost); /proc/PID/smaps_rollup read SETTLE seconds after the program
+mode, 99 Hz; and wall mode with STACKPROBE_LINES=0: the agent then names
+pcs in the program as it did before `record` took names and lines over,
+without lines); /proc/PID/smaps_rollup read SETTLE seconds after the program
 says it is ready. Deltas against the run alone of the same round: RSS,
 anonymous memory, and the target of <= 1 MiB + 2 KiB per thread.
 --smaps prints the mappings that grew most, for the breakdown.
@@ -104,6 +105,8 @@ def cpu_bench(b):
     freqs = [99, 999]
     work = [b.benchload, "4", str(b.work), "35"]
     cfgs = [("perf", f) for f in freqs] + [("sp", f) for f in freqs]
+    if b.compare:
+        cfgs += [("cmp", f) for f in freqs]
     per = {}
     for rnd in range(b.rounds):
         _, base = run(work)
@@ -118,9 +121,10 @@ def cpu_bench(b):
                 n = sum(1 for line in tids.splitlines() if line.strip())
                 own = None
             else:
-                own, rec = own_threads([b.sp, "record", "-q", "--no-bpf", "--no-report", "-F",
+                sp = b.sp if tool == "sp" else b.compare_sp
+                own, rec = own_threads([sp, "record", "-q", "--no-bpf", "--no-report", "-F",
                                         str(f), "--mode", "cpu", "-o", data, "--"] + work)
-                text, post = run([b.sp, "report", "-i", data], out=subprocess.PIPE)
+                text, post = run([sp, "report", "-i", data], out=subprocess.PIPE)
                 m = re.search(r"samples:\s+(\d+) in (\d+) captures", text)
                 n = int(m.group(1)) if m else 0
             if n == 0:
@@ -151,6 +155,16 @@ def cpu_bench(b):
         print("%d Hz, per round: rec ratio %s (median %.2f); rec+post ratio %s (median %.2f)" % (
             f, " ".join("%.2f" % x for x in rr), statistics.median(rr) if rr else float("nan"),
             " ".join("%.2f" % x for x in tr), statistics.median(tr)))
+    if b.compare:
+        print("\n| Hz | build | samples | rec us/sample | probe+writer us/sample | post us/sample "
+              "| rec ratio to perf (median of rounds) |")
+        print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+        for f in freqs:
+            for tool, label in (("cmp", b.compare), ("sp", b.build)):
+                c = med[(tool, f)]
+                rr = [s[0] / p[0] for s, p in zip(per[(tool, f)], per[("perf", f)]) if p[0] > 0]
+                print("| %d | %s | %d | %.1f | %.1f | %.1f | %.2f |" % (
+                    f, label, c[2], c[0], c[3], c[1], statistics.median(rr)))
 
 
 def rollup(pid):
@@ -186,10 +200,12 @@ def mem_run(b, n, cfg):
     env = dict(os.environ)
     if cfg != "alone":
         data = os.path.join(b.dir, "mem.data")
-        prog = [b.sp, "record", "-q", "--no-bpf", "--no-report", "--mode", cfg.split("-")[0],
+        sp = b.compare_sp if cfg.startswith("before:") else b.sp
+        cfg = cfg.split(":")[-1]
+        prog = [sp, "record", "-q", "--no-bpf", "--no-report", "--mode", cfg.split("-")[0],
                 "-o", data, "--"] + prog
         if cfg.endswith("-nolines"):
-            env["STACKPROBE_LINES"] = "0"  # what source lines in the target cost
+            env["STACKPROBE_LINES"] = "0"  # names in the target, no lines (as before record named them)
     p = subprocess.Popen(prog, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env)
     line = p.stdout.readline()
@@ -210,6 +226,8 @@ def mem_run(b, n, cfg):
 def mem_bench(b):
     counts = [10, 200]
     cfgs = ["alone", "wall", "cpu", "wall-nolines"]
+    if b.compare:
+        cfgs += ["before:wall", "before:cpu"]
     res = {}
     for rnd in range(b.rounds):
         for n in counts:
@@ -232,6 +250,8 @@ def mem_bench(b):
                             grew.append((rss - brss, anon, k))
                     for g in sorted(grew, reverse=True)[:12]:
                         print("    +%6d kB (anon %6d) %s" % g)
+    if b.compare:
+        print("(before: %s; the others: %s)" % (b.compare, b.build))
     print("\n| threads | mode | RSS added (median, min-max) kB | anonymous added kB | PSS added kB "
           "| target (1 MiB + 2 KiB/thread) kB |")
     print("| ---: | --- | ---: | ---: | ---: | ---: |")
@@ -255,11 +275,14 @@ def main():
     ap.add_argument("--skip-cpu", action="store_true")
     ap.add_argument("--skip-mem", action="store_true")
     ap.add_argument("--smaps", action="store_true", help="mappings that grew, first round")
+    ap.add_argument("--compare", metavar="DIR",
+                    help="another build's stackprobe in the same rounds (before/after)")
     b = ap.parse_args()
     if b.quick:
         b.rounds, b.work, b.settle = 2, 30000, 2.0
     b.sp = os.path.join(b.build, "stackprobe")
     b.benchload = os.path.join(b.build, "benchload")
+    b.compare_sp = os.path.join(b.compare, "stackprobe") if b.compare else None
     b.idle = os.path.join(b.build, "idlethreads")
     for p in (b.sp, b.benchload, b.idle):
         if not os.access(p, os.X_OK):
