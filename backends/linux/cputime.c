@@ -39,6 +39,10 @@
 
 static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len);
 
+/* How often a collect follows the thread set (step 3 of
+ * sprobe_capturer__cpu_collect()): the scheduler tick here (HZ=250). */
+#define CPU_ENUM_NS 4000000ull
+
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
 static void cpu_quiesce(struct sprobe_capturer *c)
@@ -369,7 +373,17 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	s->stats.capture_ns = sprobe_now_ns() - t0;
 
 	/* 3. Follow the thread set: delete timers of threads gone, create
-	 * timers for new threads. */
+	 * timers for new threads; at most once per CPU_ENUM_NS (a collect
+	 * every 1/F would read /proc/self/task 1000 times a second at
+	 * 999 Hz: a fifth of the probe's CPU). A new thread waits that much
+	 * longer for its event (its CPU until then counts as unsampled in
+	 * the coverage), an exited one keeps its slot that long. */
+	uint64_t now = sprobe_now_ns();
+
+	if (c->cpu_primed && interval_ns == c->cpu_interval_ns && !c->maps_stale &&
+	    now - c->cpu_enum_ns < CPU_ENUM_NS)
+		goto rearm;
+	c->cpu_enum_ns = now;
 	self = sprobe_lx_gettid();
 	err = sprobe_lx_enumerate_threads(c, self);
 	if (err)

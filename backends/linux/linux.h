@@ -385,6 +385,7 @@ struct sprobe_capturer {
 	 * agent's miss, and shows as unsampled). */
 	uint64_t *cpu_base;
 	bool cpu_primed;		  /* the first collect has tracked the threads */
+	uint64_t cpu_enum_ns;		  /* when a collect last followed the thread set */
 	uint32_t *cpu_hits;
 	uint8_t *cpu_blocked, *cpu_blk_drop;
 	/* Threads gone since the last usage call, with their last CPU time. */
