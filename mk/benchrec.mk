@@ -48,3 +48,20 @@ bench-cpuclock: $(BUILD)/benchload $(BUILD)/cpusplit $(BUILD)/stackprobe $(BUILD
 	$(Q)python3 bench/cpuclock.py --build $(BUILD) $(BENCH_CPUCLOCK_ARGS)
 
 BENCH_LANES += bench-cpuclock
+
+# What the agent costs the program it is in (issue #27 items 4-5): cpu
+# mode's CPU per sample against perf record --call-graph dwarf (recording
+# alone, and record + report) at 99 and 999 Hz, and the RSS the agent adds
+# to a program whose 10 or 200 threads wait in a condition variable.
+# Interleaved rounds, medians; docs/PERFORMANCE.md "What the agent costs".
+BENCH_AGENT_COST_ARGS ?=
+
+$(BUILD)/idlethreads: tests/workloads/idlethreads.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -pthread -o $@ $<
+
+.PHONY: bench-agent-cost
+bench-agent-cost: $(BUILD)/benchload $(BUILD)/idlethreads $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+	$(Q)python3 bench/agent_cost.py --build $(BUILD) $(BENCH_AGENT_COST_ARGS)
+
+BENCH_LANES += bench-agent-cost

@@ -1465,6 +1465,71 @@ static void test_cpu_timer_blocked_not_signalled(void **state)
 	untrack(c);
 }
 
+/* Collect (cpu mode, 2 ms) until every tid in want[0..n) had a sample;
+ * false at the deadline. */
+static bool cpu_sampled_all(struct sprobe_capturer *c, struct sprobe_snapshot *s,
+			    const pid_t *want, int n)
+{
+	bool seen[4] = { false };
+	int left = n;
+	uint64_t end = fx_now_ns() + fx_timeout_ns();
+
+	while (left > 0 && fx_now_ns() < end) {
+		struct timespec ts = { 0, 5000000 };
+
+		nanosleep(&ts, NULL); /* pacing the collector, not sync */
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s, 2000000), 0);
+		for (int k = 0; k < n; k++) {
+			struct sprobe_thread_sample *t = fx_find(s, want[k]);
+
+			if (!seen[k] && t && t->stage == SPROBE_STAGE_RAW) {
+				seen[k] = true;
+				left--;
+			}
+		}
+	}
+	return left == 0;
+}
+
+/* cpu mode keeps tracked threads' slots packed low and walks them only up
+ * to the highest in use (backends/linux/cputime.c, cpu_hi): threads that
+ * start after others exited reuse the freed slots, and a thread left in
+ * a low slot after the higher ones exited is still sampled. Each wave's
+ * threads must get samples (timer engine: any kernel has it). */
+static void test_cpu_slots_reused_after_exits(void **state)
+{
+	struct worker a, b, d;
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	pid_t w[2];
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_int_equal(sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_TIMER, NULL, 0),
+			 SPROBE_CPU_ENGINE_TIMER);
+	assert_int_equal(fx_worker_start(&a, PARK_SPIN, 0), 0);
+	assert_int_equal(fx_worker_start(&b, PARK_SPIN, 0), 0);
+	w[0] = atomic_load(&a.tid);
+	w[1] = atomic_load(&b.tid);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 2000000), 0); /* timers start */
+	assert_true(cpu_sampled_all(c, s, w, 2));
+	/* a exits (its slot is freed at the next collect), d starts: d takes
+	 * the lowest free slot. */
+	fx_worker_stop(&a);
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, 2000000), 0);
+	assert_int_equal(fx_worker_start(&d, PARK_SPIN, 0), 0);
+	w[0] = atomic_load(&d.tid);
+	assert_true(cpu_sampled_all(c, s, w, 2));
+	/* b exits: the highest slots empty out; d is still sampled. */
+	fx_worker_stop(&b);
+	assert_true(cpu_sampled_all(c, s, w, 1));
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	fx_worker_stop(&d);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 /* ns of CPU thread tid has used (first field of its schedstat). */
 static uint64_t cpu_ns(pid_t tid)
 {
@@ -1972,6 +2037,7 @@ static void test_cpu_timer_thread_churn(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_timer_blocked_not_signalled, teardown),
+	cmocka_unit_test_teardown(test_cpu_slots_reused_after_exits, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_thread_churn, teardown),
 	cmocka_unit_test_teardown(test_cpu_timer_overruns_weighted, teardown),
 	cmocka_unit_test_teardown(test_cpu_perf_weights_and_descriptors, teardown),

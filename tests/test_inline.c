@@ -25,6 +25,7 @@
 #include "run_helper.h"
 #include "prog_helper.h"
 #include "sprobe_test.h"
+#include "userspace/cli/cli.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out/inline"
@@ -401,6 +402,154 @@ static void test_recording_shows_inlined(void **state)
 	free(out);
 }
 
+/* Copy src to dst without its srcline records (each part's trailer
+ * counting the records left) and with the names of module files' pcs
+ * taken out, as an agent run with STACKPROBE_NAMES=record writes them
+ * (module and offset from its bias); returns the srcline records removed. */
+static long strip_lines_and_names(const char *src, const char *dst)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(src);
+	int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct sprobe_datafile_writer *w = fd >= 0 ? sprobe_datafile_writer__new(fd, NULL) : NULL;
+	struct sprobe_df_record rec;
+	long removed = 0, in_part = 0, unnamed = 0;
+	uint64_t bias[256];
+	bool file[256];
+
+	assert_non_null(rd);
+	assert_non_null(w);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
+		if (rec.type == SPROBE_DF_HEADER)
+			in_part = 0;
+		if (rec.type == SPROBE_DF_SRCLINE) {
+			removed++;
+			in_part++;
+			continue;
+		}
+		if (rec.type == SPROBE_DF_MODULE && rec.module.index < 256) {
+			bias[rec.module.index] = rec.module.load_bias;
+			file[rec.module.index] = rec.module.path_len && rec.module.path[0] == '/' &&
+						 rec.module.build_id_len;
+		}
+		if (rec.type == SPROBE_DF_SYMBOL && rec.symbol.module < 256 && file[rec.symbol.module] &&
+		    rec.symbol.name_len) {
+			rec.symbol.name = NULL;
+			rec.symbol.name_len = 0;
+			rec.symbol.offset = rec.symbol.pc - bias[rec.symbol.module];
+			unnamed++;
+		}
+		if (rec.type == SPROBE_DF_TRAILER)
+			rec.trailer.records -= (uint64_t)in_part;
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	assert_true(unnamed > 0);
+	assert_int_equal(sprobe_datafile_reader__status(rd), SPROBE_DF_COMPLETE);
+	assert_int_equal(sprobe_datafile_writer__flush(w), 0);
+	sprobe_datafile_writer__free(w);
+	sprobe_datafile_reader__free(rd);
+	close(fd);
+	return removed;
+}
+
+/* "pc module offset name" of every symbol record of path, one per line. */
+static char *symbols_of(const char *path)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(rd);
+	assert_non_null(f);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1)
+		if (rec.type == SPROBE_DF_SYMBOL)
+			fprintf(f, "%llx %u %llx %.*s\n", (unsigned long long)rec.symbol.pc,
+				rec.symbol.module, (unsigned long long)rec.symbol.offset,
+				(int)rec.symbol.name_len, rec.symbol.name ? rec.symbol.name : "");
+	sprobe_datafile_reader__free(rd);
+	fclose(f);
+	return buf;
+}
+
+/* "pc text lines" of every srcline record of path, one per line, and the
+ * reader's final status in *status. */
+static char *srclines_of(const char *path, int *status)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(rd);
+	assert_non_null(f);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
+		if (rec.type != SPROBE_DF_SRCLINE)
+			continue;
+		fprintf(f, "%llx", (unsigned long long)rec.srcline.pc);
+		for (uint32_t i = 0; i < rec.srcline.text_len; i++)
+			fputc(rec.srcline.text[i] ? rec.srcline.text[i] : '|', f);
+		for (uint32_t i = 0; i < rec.srcline.n; i++)
+			fprintf(f, " %u", rec.srcline.lines[i]);
+		fputc('\n', f);
+	}
+	*status = sprobe_datafile_reader__status(rd);
+	sprobe_datafile_reader__free(rd);
+	fclose(f);
+	return buf;
+}
+
+/* Under `record` the agent writes no srcline records and names no pc of a
+ * module file, and record adds them after the merge
+ * (userspace/cli/record_lines.c): the records it makes from the files are
+ * the ones the agent makes in the process. A recording whose agent wrote
+ * its own (STACKPROBE_LINES=1 STACKPROBE_NAMES=1), stripped of them and
+ * given to the pass, comes back with the same symbol and srcline records,
+ * and reads complete (each part's trailer counts what was added). */
+static void test_record_adds_the_agents_lines(void **state)
+{
+	int st_agent, st_pass;
+	(void)state;
+
+	assert_int_equal(sprobe_test_run("STACKPROBE_LINES=1 STACKPROBE_NAMES=1 " CLI " record -q -F 499 -o " OUT
+					 "/agent.data -- " PROG " 600000000 >/dev/null", NULL), 0);
+	char *agent = srclines_of(OUT "/agent.data", &st_agent);
+	char *agent_syms = symbols_of(OUT "/agent.data");
+	long removed = strip_lines_and_names(OUT "/agent.data", OUT "/stripped.data");
+	char *none = srclines_of(OUT "/stripped.data", &st_pass);
+
+	assert_int_equal(st_agent, SPROBE_DF_COMPLETE);
+	assert_true(removed > 0);
+	assert_string_equal(none, "");
+	free(none);
+	char msg[256];
+	long added = cli_record_lines(OUT "/stripped.data", msg, sizeof(msg));
+
+	print_message("  agent wrote %ld srcline records, record's pass %ld\n", removed, added);
+	assert_int_equal(added, removed);
+	char *pass = srclines_of(OUT "/stripped.data", &st_pass);
+
+	assert_int_equal(st_pass, SPROBE_DF_COMPLETE);
+	assert_string_equal(pass, agent);
+	free(pass);
+	free(agent);
+	char *pass_syms = symbols_of(OUT "/stripped.data");
+
+	assert_string_equal(pass_syms, agent_syms);
+	free(pass_syms);
+	free(agent_syms);
+
+	/* A file that is not a recording is left as it was. */
+	assert_int_equal(sprobe_test_run("echo not-a-recording > " OUT "/junk.data", NULL), 0);
+	assert_true(cli_record_lines(OUT "/junk.data", msg, sizeof(msg)) < 0);
+	char *junk = NULL;
+
+	assert_int_equal(sprobe_test_run("cat " OUT "/junk.data", &junk), 0);
+	assert_string_equal(junk, "not-a-recording\n");
+	free(junk);
+}
+
 /* The real pprof reads the lines and the inline frames. */
 static void test_pprof_lines(void **state)
 {
@@ -461,6 +610,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_libc_chains_match_addr2line, sprobe_test_prog_teardown),
 	cmocka_unit_test_teardown(test_damaged_dwarf, sprobe_test_prog_teardown),
 	cmocka_unit_test(test_recording_shows_inlined),
+	cmocka_unit_test(test_record_adds_the_agents_lines),
 	cmocka_unit_test(test_pprof_lines),
 	cmocka_unit_test(test_bad_srcline_refused),
 };

@@ -19,6 +19,7 @@
 
 #include "sprobe_test.h"
 #include "datafile_fixture.h"
+#include "userspace/datafile/stream_internal.h"
 
 /* A sink that records what it gets and can be held stalled. */
 struct rec_copy {
@@ -298,6 +299,60 @@ static void test_wraparound_with_mixed_sizes(void **state)
 	free(accepted);
 }
 
+/* A ring large enough to give consumed pages back (stream.c
+ * release_behind()): records still arrive whole and in order across many
+ * wraps, and once the writer has drained, only the working set of the
+ * ring is resident, not the whole of it. */
+static void test_ring_gives_consumed_pages_back(void **state)
+{
+	const size_t cap = 1u << 20;
+	struct sprobe_stream_opts opts = { .sz = sizeof(opts), .capacity_bytes = cap };
+	struct test_sink ts;
+	uint64_t pcs[SPROBE_MAX_FRAMES];
+	const uint32_t total = 40000; /* ~20 MiB of samples: ~20 wraps */
+	uint32_t *accepted = calloc(total, sizeof(uint32_t));
+	size_t nacc = 0, k = 0;
+
+	(void)state;
+	assert_non_null(accepted);
+	ts_init(&ts);
+	struct sprobe_stream_sink sink = ts_sink(&ts);
+	struct sprobe_stream *s = sprobe_stream__new(&sink, &opts);
+
+	assert_non_null(s);
+	for (uint32_t i = 0; i < total; i++) {
+		struct sprobe_df_record rec = seq_sample(i, (i * 37) % (SPROBE_MAX_FRAMES + 1), pcs);
+		int rc = sprobe_stream__push(s, &rec);
+
+		assert_true(rc == 0 || rc == -ENOBUFS);
+		if (rc == 0)
+			accepted[nacc++] = i;
+	}
+	assert_int_equal(sprobe_stream__close(s), 0);
+	assert_true(nacc > cap / 1024); /* more than one ring's worth went through */
+	for (size_t i = 0; i < ts.n; i++) {
+		if (ts.recs[i].type == SPROBE_DF_LOST)
+			continue;
+		assert_true(k < nacc);
+		struct sprobe_df_record rec =
+			seq_sample(accepted[k], (accepted[k] * 37) % (SPROBE_MAX_FRAMES + 1), pcs);
+
+		assert_payload(&ts.recs[i], &rec);
+		k++;
+	}
+	assert_int_equal(k, nacc);
+	/* Drained: what is left resident is what the writer populated ahead
+	 * of head plus the last chunk it kept (stream.c: 128 + 32 KiB), far
+	 * below the 1 MiB a ring that kept its pages would hold. */
+	size_t resident = sprobe_stream__resident_bytes(s);
+
+	assert_true(resident > 0);
+	assert_true(resident <= cap / 4);
+	sprobe_stream__free(s);
+	ts_fini(&ts);
+	free(accepted);
+}
+
 static void test_invalid_and_oversized_records(void **state)
 {
 	struct sprobe_stream_opts opts = { .sz = sizeof(opts), .capacity_bytes = 4096 };
@@ -516,6 +571,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_all_records_arrive_in_order),
 	cmocka_unit_test(test_stalled_sink_drops_and_counts_never_blocks),
 	cmocka_unit_test(test_wraparound_with_mixed_sizes),
+	cmocka_unit_test(test_ring_gives_consumed_pages_back),
 	cmocka_unit_test(test_invalid_and_oversized_records),
 	cmocka_unit_test(test_sink_errors_are_counted),
 	cmocka_unit_test(test_thread_sample_to_datafile),

@@ -39,11 +39,15 @@
 
 static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len);
 
+/* How often a collect follows the thread set (step 3 of
+ * sprobe_capturer__cpu_collect()): the scheduler tick here (HZ=250). */
+#define CPU_ENUM_NS 4000000ull
+
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
 static void cpu_quiesce(struct sprobe_capturer *c)
 {
-	for (uint32_t i = 0; i < c->max_threads; i++) {
+	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		struct slot *sl = &c->slots[i];
 		uint64_t st = atomic_load(&sl->state);
 
@@ -358,7 +362,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	/* 1. Nobody writes a CPU slot from here until it is re-armed. */
 	cpu_quiesce(c);
 	/* 2. Take what the timers produced since the last collect. */
-	for (uint32_t i = 0; i < c->max_threads; i++) {
+	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		if (!c->cpu_tid[i])
 			continue;
 		if (sprobe_lx_slot_phase(&c->slots[i]) == SLOT_DONE)
@@ -369,13 +373,23 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	s->stats.capture_ns = sprobe_now_ns() - t0;
 
 	/* 3. Follow the thread set: delete timers of threads gone, create
-	 * timers for new threads. */
+	 * timers for new threads; at most once per CPU_ENUM_NS (a collect
+	 * every 1/F would read /proc/self/task 1000 times a second at
+	 * 999 Hz: a fifth of the probe's CPU). A new thread waits that much
+	 * longer for its event (its CPU until then counts as unsampled in
+	 * the coverage), an exited one keeps its slot that long. */
+	uint64_t now = sprobe_now_ns();
+
+	if (c->cpu_primed && interval_ns == c->cpu_interval_ns && !c->maps_stale &&
+	    now - c->cpu_enum_ns < CPU_ENUM_NS)
+		goto rearm;
+	c->cpu_enum_ns = now;
 	self = sprobe_lx_gettid();
 	err = sprobe_lx_enumerate_threads(c, self);
 	if (err)
 		goto rearm;
 	fresh = sprobe_lx_new_threads(c); /* prev_tids: the current set, sorted */
-	for (uint32_t i = 0; i < c->max_threads; i++) {
+	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		pid_t tid = c->cpu_tid[i];
 
 		if (!tid)
@@ -384,14 +398,18 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 			slot_gone(c, i); /* reads its perf event: before the close */
 			source_delete(c, i);
 			c->cpu_tid[i] = 0;
+			if (i < c->cpu_free)
+				c->cpu_free = i;
 			continue;
 		}
 		c->cpu_sorted[ntracked++] = tid;
 	}
+	while (c->cpu_hi && !c->cpu_tid[c->cpu_hi - 1])
+		c->cpu_hi--;
 	sprobe_lx_sort_tids(c->cpu_sorted, ntracked);
 	if (interval_ns != c->cpu_interval_ns) {
 		c->cpu_interval_ns = interval_ns;
-		for (uint32_t i = 0; i < c->max_threads; i++)
+		for (uint32_t i = 0; i < c->cpu_hi; i++)
 			if (c->cpu_tid[i] && c->perf_h[i] >= 0)
 				sprobe_lx_perf_period(c, i, interval_ns);
 			else if (c->cpu_tid[i])
@@ -421,6 +439,8 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		c->cpu_tid[i] = tid;
 		c->cpu_gen[i] = gen;
 		c->cpu_free = i + 1;
+		if (i + 1 > c->cpu_hi)
+			c->cpu_hi = i + 1;
 		atomic_store_explicit(&c->slots[i].extra, 0, memory_order_relaxed);
 	}
 	c->cpu_primed = true; /* threads born from now on count from their start */
@@ -436,7 +456,7 @@ rearm:
 	sprobe_lx_g.nranges = c->nranges;
 	sprobe_lx_g.cap = c->max_stack_bytes < c->cpu_snap->max_stack_bytes ? c->max_stack_bytes
 								   : c->cpu_snap->max_stack_bytes;
-	for (uint32_t i = 0; i < c->max_threads; i++) {
+	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		if (!c->cpu_tid[i])
 			continue;
 		sprobe_snapshot__sample_init(c->cpu_snap, i, c->cpu_tid[i]);
@@ -467,6 +487,7 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 				atomic_store(&c->slots[i].state, c->cpu_gen[i] << 2 | SLOT_IDLE);
 			c->cpu_tid[i] = 0;
 		}
+		c->cpu_free = c->cpu_hi = 0;
 		c->ncpu_gone = 0;
 		c->cpu_primed = false;
 		c->cpu_on = false;
@@ -610,7 +631,7 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 	}
 	while (c->ncpu_gone && n < max)
 		out[n++] = c->cpu_gone[--c->ncpu_gone];
-	for (uint32_t i = 0; i < c->max_threads; i++) {
+	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		pid_t tid = c->cpu_tid[i];
 		uint64_t now, used, prev;
 		uint32_t flags;

@@ -364,7 +364,13 @@ struct sprobe_capturer {
 	timer_t *cpu_timer;
 	uint64_t *cpu_gen;
 	pid_t *cpu_sorted;		  /* scratch: tracked tids, sorted */
-	uint32_t cpu_free;		  /* next slot to try for a new thread */
+	/* Slots of tracked threads are packed low: every slot below cpu_free
+	 * is in use (a new thread takes the lowest free one) and none from
+	 * cpu_hi on, so the per-collect walks stop at cpu_hi, not at
+	 * max_threads (1024 cache lines a collect, ~1/8 of the probe's CPU
+	 * at 999 Hz: docs/PERFORMANCE.md "What the agent costs"). */
+	uint32_t cpu_free;		  /* lowest slot that may be free */
+	uint32_t cpu_hi;		  /* 1 + highest slot in use, 0 when none */
 	/* The engine (enum sprobe_cpu_engine, never AUTO once chosen) and,
 	 * for PERF, per slot: the registry handle of its event (-1: the slot
 	 * has a timer in cpu_timer[i] instead) and the number it was
@@ -387,6 +393,7 @@ struct sprobe_capturer {
 	 * agent's miss, and shows as unsampled). */
 	uint64_t *cpu_base;
 	bool cpu_primed;		  /* the first collect has tracked the threads */
+	uint64_t cpu_enum_ns;		  /* when a collect last followed the thread set */
 	uint32_t *cpu_hits;
 	uint8_t *cpu_blocked, *cpu_blk_drop;
 	/* Threads gone since the last usage call, with their last CPU time. */

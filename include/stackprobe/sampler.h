@@ -153,6 +153,13 @@ struct sprobe_sampler_opts {
 	 * as "stackprobe: ...". */
 	void (*notice)(void *ctx, const char *line);
 	void *notice_ctx;
+	/* Leave the names of pcs in a module file with a build-id to the
+	 * data file's reader: their symbol records carry the module and the
+	 * offset from its load bias and no name (`stackprobe record` names
+	 * them after the merge, userspace/cli/record_lines.c), so no symbol
+	 * table is read into the program. Implies no_lines. pcs in no file
+	 * (JIT maps, the vDSO) are still named here. */
+	bool names_by_reader;
 };
 
 struct sprobe_sampler_stats {

@@ -12,10 +12,12 @@
  * and every report shows them. A sink that stalls (slow disk, full pipe)
  * costs records, never probe latency.
  *
- * Memory: one byte ring of capacity_bytes, allocated in __new(); a push does
- * no allocation, takes no lock and makes a system call only to wake a
- * sleeping writer thread once capacity/8 bytes have queued up (futex
- * wake); otherwise the writer wakes on its own every flush_interval_ns.
+ * Memory: one byte ring of capacity_bytes, reserved in __new(), of which
+ * only the working set is resident (the queued bytes and ~128 KiB ahead:
+ * the writer gives consumed pages back in rings of 256 KiB or more); a
+ * push does no allocation, takes no lock and makes a system call only to
+ * wake a sleeping writer thread once min(capacity/8, 64 KiB) bytes have
+ * queued up (futex wake); otherwise the writer wakes on its own every flush_interval_ns.
  * So records reach the sink within flush_interval_ns, and the queue should
  * hold well over flush_interval_ns worth of records.
  *

@@ -22,7 +22,8 @@
  *                          process image, DIR/PID.EXEC.part, notes in DIR/events
  *   STACKPROBE_INHERIT=0   the first process only (default: every process it
  *                          starts: process_wrappers.c)
- *   STACKPROBE_LINES=0     no source lines / inlined frames
+ *   STACKPROBE_LINES=0     no source lines / inlined frames (record: added by
+ *                          stackprobe record after the merge)
  *   STACKPROBE_CPU_ENGINE  perf | poll | timer | auto (cpu mode)
  *   STACKPROBE_QUIET=1     no messages on stderr
  *   STACKPROBE_STATUS_FD   (set by `stackprobe record`) memfd for live counters
@@ -355,14 +356,28 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_zero_pause = zp[0] == '0';
 	}
-	/* STACKPROBE_LINES=0: no inlined frames or source lines (default 1). */
+	/* STACKPROBE_LINES=0: no inlined frames or source lines (default 1);
+	 * =record: none from the agent, `stackprobe record` adds them after
+	 * the merge (userspace/cli/record_lines.c: the DWARF stays out of the
+	 * program's memory). */
 	const char *lines = sprobe_agent__getenv("STACKPROBE_LINES");
 	if (lines && *lines) {
-		if (strcmp(lines, "0") != 0 && strcmp(lines, "1") != 0) {
-			agent_msg("STACKPROBE_LINES=%s: expected 0 or 1%s", lines, "");
+		if (strcmp(lines, "0") != 0 && strcmp(lines, "1") != 0 &&
+		    strcmp(lines, "record") != 0) {
+			agent_msg("STACKPROBE_LINES=%s: expected 0, 1 or record%s", lines, "");
 			return;
 		}
-		o.no_lines = lines[0] == '0';
+		o.no_lines = strcmp(lines, "1") != 0;
+	}
+	/* STACKPROBE_NAMES=record (set by `stackprobe record`): pcs of module
+	 * files are named after the merge, no symbol table in the program. */
+	const char *names = sprobe_agent__getenv("STACKPROBE_NAMES");
+	if (names && *names) {
+		if (strcmp(names, "record") != 0 && strcmp(names, "1") != 0) {
+			agent_msg("STACKPROBE_NAMES=%s: expected 1 or record%s", names, "");
+			return;
+		}
+		o.names_by_reader = strcmp(names, "record") == 0;
 	}
 	/* STACKPROBE_CPU_ENGINE=perf|timer|auto: cpu mode's engine (default
 	 * auto: perf events where allowed, else CPU timers). */

@@ -84,6 +84,19 @@ void cli_remove_dir(const char *dir);
 void cli_report_text(const char *output);
 /* The external tier's half (cmd_record_ext.c); tier says why it is used. */
 int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tier);
+
+/*
+ * Name the pcs the agents left unnamed (symbol records with a module and
+ * no name: STACKPROBE_NAMES=record) and add the source view of each named
+ * pc (srcline records, docs/FORMAT.md type 12) to the merged recording at
+ * path, from the files its module records name (build-id checked):
+ * `record` runs it when its agents wrote neither (STACKPROBE_LINES=record,
+ * record_lines.c says why). Rewrites the file through a temporary one
+ * beside it, renamed over it only when the whole pass succeeded. Returns
+ * the number of srcline records added, or -errno with the file unchanged
+ * (msg, when not empty, says why). Not thread-safe.
+ */
+long cli_record_lines(const char *path, char *msg, size_t msg_len);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

@@ -551,6 +551,12 @@ int cmd_record(int argc, char **argv)
 	 * agent asks, the kernel samples them (ext_children.c). */
 	struct cli_xkids *xkids = inherit ? cli_xkids__new(dir, freq, quiet) : NULL;
 
+	/* Source lines: added after the merge, out of the program's memory
+	 * (record_lines.c), unless the user chose with STACKPROBE_LINES. */
+	const char *lines_env = getenv("STACKPROBE_LINES");
+	const char *names_env = getenv("STACKPROBE_NAMES");
+	bool lines_here = !use_ext && !(lines_env && *lines_env);
+	bool names_here = lines_here && !(names_env && *names_env);
 	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -571,6 +577,10 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_MODE", mode, 1);
 		setenv("STACKPROBE_SIGNAL", sigbuf, 1);
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
+		if (lines_here)
+			setenv("STACKPROBE_LINES", "record", 1);
+		if (names_here)
+			setenv("STACKPROBE_NAMES", "record", 1);
 		if (engine)
 			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
@@ -827,6 +837,15 @@ int cmd_record(int argc, char **argv)
 			code = CLI_EXIT_ERROR;
 	} else {
 		remove_dir(dir);
+		if (lines_here) {
+			char lwhy[256];
+			long nl = cli_record_lines(output, lwhy, sizeof(lwhy));
+
+			if (nl < 0)
+				fprintf(stderr, "stackprobe record: %s keeps no source lines%s: %s\n", output,
+					names_here ? " and no names of module files" : "",
+					lwhy[0] ? lwhy : strerror((int)-nl));
+		}
 		if (!quiet) {
 			fprintf(stderr, "stackprobe record: wrote %s (%.2f s, %u process%s", output,
 				(double)(sprobe_mono_ns() - t0) / 1e9, mr.processes,

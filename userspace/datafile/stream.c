@@ -11,10 +11,17 @@
  * tail: bytes ever consumed by the writer thread (only it writes).
  * Free space = capacity - (head - tail). Both grow forever (u64).
  *
+ * Memory: only the ring's working set is resident (populate_ahead() and
+ * release_behind()): the writer faults pages in a little ahead of head and,
+ * in a ring of RELEASE_MIN_CAP or more, gives consumed RELEASE_CHUNKs back
+ * (MADV_DONTNEED) before it publishes the tail that frees them, so the
+ * producer never writes into a page being given back. The published tail
+ * then lags the consumed bytes by less than one chunk.
+ *
  * Sleeping: the writer sleeps on a futex word (wake_seq), with a timeout
  * of flush_interval_ns, only after announcing it (sleeping = 1) and
  * re-checking the queue. The producer wakes it only when it announced so
- * and at least capacity/8 bytes were queued since the producer last
+ * and at least wake_bytes (min(capacity/8, WAKE_MAX)) were queued since the producer last
  * looked, so a steady trickle of samples costs no system call at all. Both sides put a seq_cst fence between
  * their store and their load (Dekker), so at least one of them sees the
  * other: either the writer sees the new head, or the producer sees
@@ -38,6 +45,8 @@
 #endif
 
 #include <stackprobe/stream.h>
+
+#include "userspace/datafile/stream_internal.h"
 
 #define ENTRY_HDR 8u
 #define PAD_TYPE 0u
@@ -65,7 +74,9 @@ struct sprobe_stream {
 
 	uint8_t *ring;
 	size_t cap;			/* power of two */
-	size_t populated;		/* writer-owned: bytes of ring faulted in */
+	uint64_t populated;		/* writer-owned: position up to which pages are faulted in */
+	uint64_t released;		/* writer-owned: position below which pages were given back */
+	bool release;			/* writer gives consumed chunks back (cap >= RELEASE_MIN_CAP) */
 	size_t wake_bytes;		/* queued bytes that justify a futex wake */
 	uint64_t flush_interval_ns;
 	struct sprobe_stream_sink sink;
@@ -74,8 +85,15 @@ struct sprobe_stream {
 	int close_rc;
 };
 
-#define POPULATE_STEP (256u << 10)
-#define POPULATE_AHEAD (1u << 20)
+/* Working set of the ring (docs/PERFORMANCE.md "What the agent costs"):
+ * faulted in POPULATE_AHEAD beyond head in POPULATE_STEPs; the writer is
+ * woken after WAKE_MAX queued bytes at most, so it populates again before
+ * the producer runs past the populated pages. */
+#define POPULATE_STEP (32u << 10)
+#define POPULATE_AHEAD (128u << 10)
+#define WAKE_MAX (64u << 10)
+#define RELEASE_CHUNK (32u << 10)
+#define RELEASE_MIN_CAP (256u << 10)
 
 static inline uint32_t align8(uint32_t n)
 {
@@ -306,17 +324,47 @@ static void emit_lost(struct sprobe_stream *s, uint64_t *last_total)
 	}
 }
 
-/* Keep the ring faulted in POPULATE_AHEAD bytes past the producer (see
- * sprobe_stream__new()); once all of it is, nothing more to do. Writer
- * thread only; the producer may be writing other pages meanwhile. */
-static void populate_ahead(struct sprobe_stream *s, uint64_t head)
+/* Keep the pages from head to POPULATE_AHEAD past it faulted in (see
+ * sprobe_stream__new()), never beyond tail + cap (pages of unconsumed
+ * entries are resident already). Writer thread only; the producer may be
+ * writing these pages meanwhile: MADV_POPULATE_WRITE faults pages in
+ * without changing their contents. */
+static void populate_ahead(struct sprobe_stream *s, uint64_t head, uint64_t tail)
 {
-	while (s->populated < s->cap && head + POPULATE_AHEAD > s->populated) {
-		size_t n = s->cap - s->populated < POPULATE_STEP ? s->cap - s->populated : POPULATE_STEP;
+	uint64_t want = head + POPULATE_AHEAD;
 
-		madvise(s->ring + s->populated, n, MADV_POPULATE_WRITE);
+	if (want > tail + s->cap)
+		want = tail + s->cap;
+	if (s->populated < head)
+		s->populated = head & ~(uint64_t)4095;
+	while (s->populated < want) {
+		size_t off = (size_t)(s->populated & (s->cap - 1));
+		size_t n = POPULATE_STEP - (off & (POPULATE_STEP - 1));
+
+		if (n > s->cap - off)
+			n = s->cap - off;
+		madvise(s->ring + off, n, MADV_POPULATE_WRITE);
 		s->populated += n;
 	}
+}
+
+/* Give the whole chunks below tail back (MADV_DONTNEED: they read as zero
+ * and fault in again when reused) and return the tail to publish: the
+ * first byte not given back. Called before the release store of tail, so
+ * the producer cannot be writing a chunk while it is given back: it writes
+ * a consumed byte again only once the published tail passed it (reserve()).
+ * A ring below RELEASE_MIN_CAP keeps its pages and publishes tail as is. */
+static uint64_t release_behind(struct sprobe_stream *s, uint64_t tail)
+{
+	uint64_t upto = tail & ~(uint64_t)(RELEASE_CHUNK - 1);
+
+	if (!s->release)
+		return tail;
+	while (s->released < upto) {
+		madvise(s->ring + (s->released & (s->cap - 1)), RELEASE_CHUNK, MADV_DONTNEED);
+		s->released += RELEASE_CHUNK;
+	}
+	return upto;
 }
 
 static void *writer_main(void *arg)
@@ -335,7 +383,7 @@ static void *writer_main(void *arg)
 		/* Acquire: pairs with the release store of head in commit(). */
 		uint64_t head = atomic_load_explicit(&s->head, memory_order_acquire);
 
-		populate_ahead(s, head);
+		populate_ahead(s, head, tail);
 		while (tail != head) {
 			const uint8_t *e = s->ring + (tail & (s->cap - 1));
 			uint32_t type, len;
@@ -352,8 +400,10 @@ static void *writer_main(void *arg)
 			}
 			tail += ENTRY_HDR + align8(len);
 			/* Release: pairs with the acquire load of tail in
-			 * reserve(); we are done reading these bytes. */
-			atomic_store_explicit(&s->tail, tail, memory_order_release);
+			 * reserve(); we are done reading these bytes (and
+			 * gave back the chunks below the published tail). */
+			atomic_store_explicit(&s->tail, release_behind(s, tail),
+					      memory_order_release);
 		}
 		emit_lost(s, &last_lost);
 		if (closing)
@@ -411,20 +461,19 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 	s->ring = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s->ring == MAP_FAILED)
 		s->ring = NULL;
-	/* Faulted in ahead of the producer, not up front: the probe writes
-	 * every byte of the ring in turn, and a first-touch page fault in the
-	 * probe costs more than the record it interrupts (~5 % of the probe's
-	 * CPU in a short `record` on a virtual machine, where faults are
-	 * dear); but populating all of it at start cost every process of a
-	 * recorded process tree milliseconds and megabytes it mostly never
-	 * used (a compiler's `as` writes a few KiB). So the first POPULATE_STEP
-	 * now, then the writer thread keeps POPULATE_AHEAD bytes beyond the
-	 * producer populated (populate_ahead()). Best effort:
+	/* Faulted in ahead of the producer, not up front: a first-touch page
+	 * fault in the probe costs more than the record it interrupts (~5 %
+	 * of the probe's CPU on a virtual machine, where faults are dear),
+	 * but a resident ring is memory taken from the program: 4 MiB, or
+	 * 1.25 MiB at start when the writer kept 1 MiB populated ahead. So
+	 * the first POPULATE_STEP now, then the writer keeps POPULATE_AHEAD
+	 * bytes beyond the producer populated and gives consumed chunks back
+	 * (populate_ahead(), release_behind()). Best effort:
 	 * MADV_POPULATE_WRITE is Linux 5.14+; without it pages fault in as
 	 * the probe touches them. */
 	if (s->ring) {
 		s->populated = cap < POPULATE_STEP ? cap : POPULATE_STEP;
-		madvise(s->ring, s->populated, MADV_POPULATE_WRITE);
+		madvise(s->ring, (size_t)s->populated, MADV_POPULATE_WRITE);
 	}
 	if (!s->ring) {
 		free(s);
@@ -432,7 +481,8 @@ struct sprobe_stream *sprobe_stream__new(const struct sprobe_stream_sink *sink,
 		return NULL;
 	}
 	s->cap = cap;
-	s->wake_bytes = cap / 8;
+	s->wake_bytes = cap / 8 < WAKE_MAX ? cap / 8 : WAKE_MAX;
+	s->release = cap >= RELEASE_MIN_CAP;
 	s->flush_interval_ns = flush_ns;
 	s->sink = *sink;
 	/* The writer inherits a mask with every asynchronous signal blocked,
@@ -507,6 +557,24 @@ void sprobe_stream__stats(const struct sprobe_stream *s, struct sprobe_stream_st
 	st->last_sink_error = atomic_load_explicit(&m->last_sink_error, memory_order_relaxed);
 	st->lost_records_written = atomic_load_explicit(&m->lost_written, memory_order_relaxed);
 	st->capacity_bytes = s->cap;
+}
+
+size_t sprobe_stream__resident_bytes(const struct sprobe_stream *s)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n, resident = 0;
+	unsigned char *vec;
+
+	if (!s || !s->ring || page == 0)
+		return 0;
+	n = (s->cap + page - 1) / page;
+	vec = malloc(n);
+	if (!vec)
+		return 0;
+	if (mincore(s->ring, s->cap, vec) == 0)
+		for (size_t i = 0; i < n; i++)
+			resident += (vec[i] & 1) ? page : 0;
+	free(vec);
+	return resident;
 }
 
 void sprobe_stream__free(struct sprobe_stream *s)

@@ -265,6 +265,20 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 		struct sprobe_df_record rec = { .type = SPROBE_DF_SYMBOL };
 		rec.symbol.pc = f->pc;
 		rec.symbol.module = SPROBE_DF_NO_MODULE;
+		if (s->opts.names_by_reader) {
+			/* Named by the reader from the module's file (the
+			 * option): the module and the offset from its bias. */
+			const struct sprobe_module *m =
+				sprobe_modules__find(mods, sprobe_frame_lookup_pc(f));
+			int mi = m && m->path[0] == '/' && m->build_id_len ? module_index(s, m) : -1;
+
+			if (mi >= 0) {
+				rec.symbol.module = (uint32_t)mi;
+				rec.symbol.offset = f->pc - m->bias;
+				sprobe_stream__push(s->stream, &rec);
+				continue;
+			}
+		}
 		if (sprobe_modules__symbolize(mods, sprobe_frame_lookup_pc(f), &sym) == 0) {
 			/* a JIT frame (named by the perf map) has no module */
 			int mi = sym.module ? module_index(s, sym.module) : -1;
@@ -279,7 +293,7 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			}
 		}
 		sprobe_stream__push(s->stream, &rec);
-		if (!rec.symbol.name || !sym.module || s->opts.no_lines)
+		if (!rec.symbol.name || !sym.module || s->opts.no_lines || s->opts.names_by_reader)
 			continue;
 		if (s->opts.lines_after_ns && sprobe_mono_ns() - s->t_start_ns < s->opts.lines_after_ns) {
 			/* Deferred (see the option): kept for later. */

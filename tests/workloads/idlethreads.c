@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The memory benchmark's workload (bench/agent_cost.py, issue #27 item 5):
+ * N threads blocked in one condition variable for S seconds, so the RSS
+ * of the process is the program's own plus what an agent adds to it.
+ *
+ * Usage: idlethreads N S
+ * Prints "ready PID" on stdout once every thread waits (the bench reads
+ * /proc/PID/smaps_rollup from then on), wakes them after S seconds, joins
+ * them and exits 0; exit 2 on a bad argument.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int go, waiting;
+
+static void *waiter(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&lock);
+	waiting++;
+	pthread_cond_broadcast(&cond);
+	while (!go)
+		pthread_cond_wait(&cond, &lock);
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	char *end;
+	long n = argc == 3 ? strtol(argv[1], &end, 10) : -1;
+	long secs = argc == 3 ? strtol(argv[2], &end, 10) : -1;
+	pthread_t *t;
+
+	if (n < 1 || n > 10000 || secs < 0 || *end) {
+		fprintf(stderr, "usage: idlethreads N SECONDS\n");
+		return 2;
+	}
+	t = calloc((size_t)n, sizeof(*t));
+	if (!t)
+		return 1;
+	for (long i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, waiter, NULL) != 0)
+			return 1;
+	pthread_mutex_lock(&lock);
+	while (waiting < n)
+		pthread_cond_wait(&cond, &lock); /* woken by each waiter */
+	pthread_mutex_unlock(&lock);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	sleep((unsigned)secs);
+	pthread_mutex_lock(&lock);
+	go = 1;
+	pthread_cond_broadcast(&cond);
+	pthread_mutex_unlock(&lock);
+	for (long i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+	return 0;
+}
