@@ -311,7 +311,7 @@ static void test_ring_gives_consumed_pages_back(void **state)
 	uint64_t pcs[SPROBE_MAX_FRAMES];
 	const uint32_t total = 40000; /* ~20 MiB of samples: ~20 wraps */
 	uint32_t *accepted = calloc(total, sizeof(uint32_t));
-	size_t nacc = 0, k = 0;
+	size_t nacc = 0, k = 0, peak = 0;
 
 	(void)state;
 	assert_non_null(accepted);
@@ -327,6 +327,11 @@ static void test_ring_gives_consumed_pages_back(void **state)
 		assert_true(rc == 0 || rc == -ENOBUFS);
 		if (rc == 0)
 			accepted[nacc++] = i;
+		if (i % 1000 == 999) {
+			size_t r = sprobe_stream__resident_bytes(s);
+
+			peak = r > peak ? r : peak;
+		}
 	}
 	assert_int_equal(sprobe_stream__close(s), 0);
 	assert_true(nacc > cap / 1024); /* more than one ring's worth went through */
@@ -341,12 +346,14 @@ static void test_ring_gives_consumed_pages_back(void **state)
 		k++;
 	}
 	assert_int_equal(k, nacc);
-	/* Drained: what is left resident is what the writer populated ahead
-	 * of head plus the last chunk it kept (stream.c: 128 + 32 KiB), far
-	 * below the 1 MiB a ring that kept its pages would hold. */
+	/* While records flowed, ring pages were resident (the count works);
+	 * drained, what is left is at most what the writer populated ahead
+	 * of head plus the last chunk it kept (stream.c: 128 + 32 KiB; it may
+	 * have given those back too), far below the 1 MiB a ring that kept
+	 * its pages would hold. */
 	size_t resident = sprobe_stream__resident_bytes(s);
 
-	assert_true(resident > 0);
+	assert_true(peak > 0);
 	assert_true(resident <= cap / 4);
 	sprobe_stream__free(s);
 	ts_fini(&ts);
