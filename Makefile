@@ -105,7 +105,7 @@ DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.
 	userspace/symbols/debug_frame.c \
 	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
 	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/xsample.c userspace/common/enterable.c \
-	userspace/unwind/access_file.c table/table_win.c \
+	userspace/unwind/access_file.c userspace/external/perm.c userspace/common/ctl_line.c table/table_win.c \
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
 DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
