@@ -74,6 +74,7 @@ struct cli_xkids;
 struct cli_xkids *cli_xkids__new(const char *dir, double freq, bool quiet);
 const char *cli_xkids__name(const struct cli_xkids *k);
 size_t cli_xkids__count(struct cli_xkids *k); /* pids taken so far */
+unsigned long long cli_xkids__samples(struct cli_xkids *k); /* read so far */
 void cli_xkids__poll(struct cli_xkids *k);
 size_t cli_xkids__finish(struct cli_xkids *k, unsigned long long *lost);
 void cli_xkids__free(struct cli_xkids *k);

@@ -328,13 +328,15 @@ static void exits_add(struct exits *e, pid_t pid, int wst)
 	};
 }
 
+/* kernel: samples the kernel tier has read so far (it has no status
+ * page: record reads its rings itself). */
 static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed_ns,
-			unsigned procs)
+			unsigned procs, unsigned long long kernel)
 {
 	uint64_t med = atomic_load_explicit(&st->window_median_ns, memory_order_relaxed);
 	fprintf(stderr, "\r\033[Kstackprobe: %6.1fs  processes %-4u samples %-8llu threads %-4u drops %-6llu window p50 %.1f us",
 		(double)elapsed_ns / 1e9, procs,
-		(unsigned long long)atomic_load_explicit(&st->samples, memory_order_relaxed),
+		(unsigned long long)atomic_load_explicit(&st->samples, memory_order_relaxed) + kernel,
 		atomic_load_explicit(&st->threads, memory_order_relaxed),
 		(unsigned long long)(atomic_load_explicit(&st->threads_dropped, memory_order_relaxed) +
 				     atomic_load_explicit(&st->stream_dropped, memory_order_relaxed)),
@@ -726,8 +728,18 @@ int cmd_record(int argc, char **argv)
 			kill(pid, forward_sig);
 			forward_sig = 0;
 		}
-		if (tty)
-			status_line(st, sprobe_mono_ns() - t0, count_processes(dir));
+		if (tty) {
+			unsigned long long ks = 0, kl;
+
+			if (ext)
+				sprobe_ext__counts(ext, &ks, &kl);
+			/* Kernel-tier processes write their parts at the end:
+			 * counted by the events that sample them. */
+			status_line(st, sprobe_mono_ns() - t0,
+				    count_processes(dir) + (ext ? 1 : 0) +
+					    (unsigned)(xkids ? cli_xkids__count(xkids) : 0),
+				    ks + (xkids ? cli_xkids__samples(xkids) : 0));
+		}
 		if (ext)
 			sprobe_ext__poll(ext);
 		if (xkids)

@@ -317,6 +317,19 @@ size_t cli_xkids__count(struct cli_xkids *k)
 	return n;
 }
 
+unsigned long long cli_xkids__samples(struct cli_xkids *k)
+{
+	unsigned long long n = 0, s, l;
+
+	pthread_mutex_lock(&k->mu);
+	for (size_t i = 0; i < k->n; i++) {
+		sprobe_ext__counts(k->v[i], &s, &l);
+		n += s;
+	}
+	pthread_mutex_unlock(&k->mu);
+	return n;
+}
+
 void cli_xkids__poll(struct cli_xkids *k)
 {
 	pthread_mutex_lock(&k->mu);
