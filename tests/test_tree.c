@@ -464,8 +464,8 @@ static void test_external_request_for_another_pid(void **state)
 	snprintf(cmd, sizeof(cmd),
 		 "python3 -c \"import os,socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); "
 		 "s.connect('\\\\0'+os.environ['STACKPROBE_EXTERNAL_SOCK']); "
-		 "s.send(b'external %d 0 1 /bin/true\\\\tforged'); print(s.recv(300).decode())\"",
-		 (int)getpid());
+		 "s.send(b'external %d %d 0 1 /bin/true\\\\tforged'); print(s.recv(300).decode())\"",
+		 (int)getpid(), (int)getpid());
 	record("forged", "--no-report", cmd, 0, &out);
 	assert_non_null(strstr(out, "no the request is not from pid"));
 	assert_null(strstr(out, "sampled through the kernel"));

@@ -173,8 +173,7 @@ static void agent_msg(const char *fmt, const char *a, const char *b)
 static void agent_notice(void *ctx, const char *line)
 {
 	(void)ctx;
-	if (!agent_quiet)
-		fprintf(stderr, "stackprobe: %s\n", line);
+	agent_say("stackprobe: ", line);
 }
 
 static int parse_double(const char *name, double lo, double hi, double *out)

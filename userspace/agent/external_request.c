@@ -19,7 +19,16 @@
  * write end stays here: the exec closes it, and that end of file is
  * `record`'s signal to attach (what runs before the attach is not
  * sampled). An exec that fails closes it too (sprobe_agent__exec_failed),
- * and `record` finds no new image to attach to.
+ * after writing one byte into it: data before the end of file tells
+ * `record` there was no exec, and it attaches to nothing.
+ *
+ * Descriptors here are raw (not in the registry of
+ * userspace/common/fds.h): this runs in vfork children too, which share
+ * the parent's memory but not its descriptor table, so a registration
+ * would mark the parent's number of the same value as ours. They live
+ * only inside the exec call (the socket is closed before returning; the
+ * pipe's write end is close-on-exec, and closed if the exec fails), when
+ * no code of the program runs in this thread.
  *
  * A child made by posix_spawn runs no code of ours before its exec: the
  * parent asks once posix_spawn has returned (the child has exec'd by
@@ -34,44 +43,44 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "userspace/agent/agent.h"
-#include "userspace/common/fds.h"
 
 #define ANSWER_WAIT_MS 3000
 
 /* The write end of the exec pipe of a set-ID request
- * (sprobe_agent__ask_attach_at_exec): close-on-exec, so its end of file
- * tells record the exec happened. -1: none. */
-static int exec_pipe_h = -1;
+ * (sprobe_agent__ask_attach_at_exec) and the process that made it: in a
+ * vfork child these variables are the parent's memory too, and the
+ * parent must not close its own descriptor of that number. */
+static int exec_pipe_fd = -1;
+static pid_t exec_pipe_pid;
 
-/* Send "VERB PID EXEC PPID PATH\tWHY" (and pass_fd, if >= 0) to record,
- * wait for its answer. */
-static bool ask(const char *verb, pid_t pid, int pass_fd, unsigned next_exec, const char *path,
-		const char *why, char *answer, size_t alen)
+/* Send "VERB PID TID EXEC PPID PATH\tWHY" (and pass_fd, if >= 0) to
+ * record, wait for its answer. tid: the thread that will exec (the
+ * kernel's events must be on it: an exec from a thread other than the
+ * leader frees the leader and its events). */
+static bool ask(const char *verb, pid_t pid, pid_t tid, int pass_fd, unsigned next_exec,
+		const char *path, const char *why, char *answer, size_t alen)
 {
 	const char *name = sprobe_agent__getenv("STACKPROBE_EXTERNAL_SOCK");
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	char msg[1024];
 	size_t nl = name ? strlen(name) : 0;
-	int h, fd, n;
+	int fd, n;
 	bool ok = false;
 
 	answer[0] = '\0';
 	if (!nl || nl + 1 > sizeof(a.sun_path))
 		return false;
 	memcpy(a.sun_path + 1, name, nl); /* abstract: a leading NUL */
-	n = snprintf(msg, sizeof(msg), "%s %d %u %d %s\t%s", verb, (int)pid, next_exec,
-		     (int)(pid == getpid() ? getppid() : getpid()), path, why);
+	n = snprintf(msg, sizeof(msg), "%s %d %d %u %d %s\t%s", verb, (int)pid, (int)tid,
+		     next_exec, (int)(pid == getpid() ? getppid() : getpid()), path, why);
 	if (n <= 0 || (size_t)n >= sizeof(msg))
 		return false;
-	sprobe_fd__alloc_begin();
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	h = fd < 0 ? -errno : sprobe_fd__adopt(fd, SPROBE_FD_TRANSIENT);
-	sprobe_fd__alloc_end();
-	fd = sprobe_fd__get(h);
 	socklen_t al = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl);
 	union {
 		struct cmsghdr h;
@@ -106,16 +115,20 @@ static bool ask(const char *verb, pid_t pid, int pass_fd, unsigned next_exec, co
 		}
 	}
 	if (fd >= 0)
-		sprobe_fd__put(h);
-	sprobe_fd__close(h);
+		close(fd);
 	return ok;
+}
+
+static pid_t self_tid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
 }
 
 bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char *why,
 				char *answer, size_t alen)
 {
 	int saved = errno;
-	bool ok = ask("external", getpid(), -1, next_exec, path, why, answer, alen);
+	bool ok = ask("external", getpid(), self_tid(), -1, next_exec, path, why, answer, alen);
 
 	errno = saved;
 	return ok;
@@ -124,28 +137,19 @@ bool sprobe_agent__ask_external(unsigned next_exec, const char *path, const char
 bool sprobe_agent__ask_attach_at_exec(unsigned next_exec, const char *path, const char *why,
 				      char *answer, size_t alen)
 {
-	int saved = errno, p[2], rh, rfd;
+	int saved = errno, p[2];
 	bool ok = false;
 
 	answer[0] = '\0';
 	sprobe_agent__exec_failed(); /* an earlier exec's, if it failed */
-	sprobe_fd__alloc_begin();
 	if (pipe2(p, O_CLOEXEC) == 0) {
-		rh = sprobe_fd__adopt(p[0], SPROBE_FD_TRANSIENT);
-		exec_pipe_h = sprobe_fd__adopt(p[1], SPROBE_FD_TRANSIENT);
-	} else {
-		rh = exec_pipe_h = -errno;
+		exec_pipe_fd = p[1];
+		exec_pipe_pid = getpid();
+		ok = ask("attach", getpid(), self_tid(), p[0], next_exec, path, why, answer, alen);
+		close(p[0]); /* record holds its own copy now */
+		if (!ok)
+			sprobe_agent__exec_failed();
 	}
-	sprobe_fd__alloc_end();
-	rfd = sprobe_fd__get(rh);
-	if (rfd >= 0) {
-		ok = ask("attach", getpid(), rfd, next_exec, path, why, answer, alen);
-		sprobe_fd__put(rh);
-	}
-	/* record holds its own copy of the read end now. */
-	sprobe_fd__close(rh);
-	if (!ok)
-		sprobe_agent__exec_failed();
 	errno = saved;
 	return ok;
 }
@@ -154,7 +158,7 @@ bool sprobe_agent__ask_attach_spawned(pid_t child, const char *path, const char 
 				      char *answer, size_t alen)
 {
 	int saved = errno;
-	bool ok = ask("spawned", child, -1, 0, path, why, answer, alen);
+	bool ok = ask("spawned", child, child, -1, 0, path, why, answer, alen);
 
 	errno = saved;
 	return ok;
@@ -164,8 +168,12 @@ void sprobe_agent__exec_failed(void)
 {
 	int saved = errno;
 
-	if (exec_pipe_h >= 0)
-		sprobe_fd__close(exec_pipe_h);
-	exec_pipe_h = -1;
+	/* Only the process that made the pipe owns that number. */
+	if (exec_pipe_fd >= 0 && exec_pipe_pid == getpid()) {
+		/* A byte before the end of file: no exec happened. */
+		(void)!write(exec_pipe_fd, "x", 1);
+		close(exec_pipe_fd);
+	}
+	exec_pipe_fd = -1;
 	errno = saved;
 }

@@ -62,16 +62,16 @@ int cli_record_pid(const struct cli_record_pid_opts *o);
  * (ext_children.c): a thread answers the agent's requests
  * (userspace/agent/external_request.c) on an abstract socket whose name
  * goes to the children as STACKPROBE_EXTERNAL_SOCK; each accepted pid
- * gets its own external-tier events, its parts written into dir at the
- * end. NULL with errno when the socket or the thread cannot be made.
- * _poll() reads the rings (the main loop, often); _finish() stops the
- * thread and writes every part (returns how many, *lost the samples the
- * kernel dropped); _free() releases everything. The thread sends record
- * a SIGCHLD when it takes a pid, so a main loop blocked in waitpid()
- * (with a SIGCHLD handler without SA_RESTART) starts polling.
+ * gets its own external-tier events, its parts written into dir when its
+ * processes have ended (or at the end). NULL with errno when the socket
+ * or the thread cannot be made. A byte is written to wake_fd (a pipe the
+ * main loop polls) whenever a new ring needs reading. _poll() reads the
+ * rings and retires what has ended (the main loop, often); _finish()
+ * stops the thread and writes every part left (returns how many parts in
+ * all, *lost the samples the kernel dropped); _free() releases everything.
  */
 struct cli_xkids;
-struct cli_xkids *cli_xkids__new(const char *dir, double freq, bool quiet);
+struct cli_xkids *cli_xkids__new(const char *dir, double freq, bool quiet, int wake_fd);
 const char *cli_xkids__name(const struct cli_xkids *k);
 size_t cli_xkids__count(struct cli_xkids *k); /* pids taken so far */
 unsigned long long cli_xkids__samples(struct cli_xkids *k); /* read so far */

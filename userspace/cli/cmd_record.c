@@ -149,18 +149,27 @@ static int find_agent(char *out, size_t len)
 }
 
 static volatile sig_atomic_t forward_sig;
+/* The main loop sleeps on this pipe when it has no ring to read: a child
+ * that changes state (SIGCHLD) and a new kernel-tier ring
+ * (ext_children.c) write a byte, so neither is missed between the check
+ * and the sleep. */
+static int wake_pipe[2] = { -1, -1 };
+
+static void on_child(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	if (wake_pipe[1] >= 0)
+		(void)!write(wake_pipe[1], "c", 1);
+	errno = saved;
+}
+
 /* A terminal's Ctrl-C (SIGINT, SIGQUIT) reaches the command's process
  * group, the command included, by itself: passing it on would deliver it
  * twice (a program that stops cleanly on the first would take the second
  * as "force quit"). The kernel sends those with SI_KERNEL; what someone
  * sent record alone with kill() is passed on. */
-/* SIGCHLD only interrupts the wait (ext_children.c sends one when a new
- * ring needs reading); waitpid() then says what happened. */
-static void on_child(int sig)
-{
-	(void)sig;
-}
-
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
@@ -551,14 +560,18 @@ int cmd_record(int argc, char **argv)
 
 	/* Programs deeper in the tree that the agent cannot enter: the
 	 * agent asks, the kernel samples them (ext_children.c). */
-	struct cli_xkids *xkids = inherit ? cli_xkids__new(dir, freq, quiet) : NULL;
+	if (wake_pipe[0] < 0 && pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		wake_pipe[0] = wake_pipe[1] = -1;
+	struct cli_xkids *xkids = inherit ? cli_xkids__new(dir, freq, quiet, wake_pipe[1]) : NULL;
 
 	/* Source lines: added after the merge, out of the program's memory
 	 * (record_lines.c), unless the user chose with STACKPROBE_LINES. */
 	const char *lines_env = getenv("STACKPROBE_LINES");
 	const char *names_env = getenv("STACKPROBE_NAMES");
-	bool lines_here = !use_ext && !(lines_env && *lines_env);
-	bool names_here = lines_here && !(names_env && *names_env);
+	/* "record" is what an outer record set (record -- record -- CMD):
+	 * not the user's choice, and this record does the pass itself. */
+	bool lines_here = !use_ext && !(lines_env && *lines_env && strcmp(lines_env, "record") != 0);
+	bool names_here = lines_here && !(names_env && *names_env && strcmp(names_env, "record") != 0);
 	uint64_t t0 = sprobe_mono_ns();
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -581,8 +594,12 @@ int cmd_record(int argc, char **argv)
 		setenv("STACKPROBE_ZERO_PAUSE", zero_pause ? "1" : "0", 1);
 		if (lines_here)
 			setenv("STACKPROBE_LINES", "record", 1);
+		else if (lines_env && strcmp(lines_env, "record") == 0)
+			unsetenv("STACKPROBE_LINES");
 		if (names_here)
 			setenv("STACKPROBE_NAMES", "record", 1);
+		else if (names_env && strcmp(names_env, "record") == 0)
+			unsetenv("STACKPROBE_NAMES");
 		if (engine)
 			setenv("STACKPROBE_CPU_ENGINE", engine, 1);
 		unsetenv("STACKPROBE_AGENT_PID");
@@ -711,7 +728,7 @@ int cmd_record(int argc, char **argv)
 		int ws;
 		/* Any child: the command, or an orphan of its tree. */
 		bool rings = ext || (xkids && cli_xkids__count(xkids));
-		pid_t w = waitpid(-1, &ws, tty || kp || rings ? WNOHANG : 0);
+		pid_t w = waitpid(-1, &ws, WNOHANG);
 		if (w > 0) {
 			exits_add(&ends, w, ws);
 			if (w == pid) {
@@ -744,10 +761,27 @@ int cmd_record(int argc, char **argv)
 			sprobe_ext__poll(ext);
 		if (xkids)
 			cli_xkids__poll(xkids);
-		if (kp)
-			sprobe_pause__poll(kp, tty ? 250 : 50);
-		else if (tty || rings)
-			poll(NULL, 0, tty ? 250 : 50);
+		char drain[64];
+		if (w == 0 && wake_pipe[0] >= 0)
+			while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
+				;
+		if (w < 0 || (w = waitpid(-1, &ws, WNOHANG)) == 0) {
+			/* Nothing ended since the wake-ups were drained: sleep
+			 * until one, or the rings' interval. */
+			struct pollfd wp = { .fd = wake_pipe[0], .events = POLLIN };
+			if (kp)
+				sprobe_pause__poll(kp, tty ? 250 : 50);
+			else if (tty || rings || wake_pipe[0] < 0)
+				poll(wake_pipe[0] >= 0 ? &wp : NULL, wake_pipe[0] >= 0, tty ? 250 : 50);
+			else
+				poll(&wp, 1, -1);
+		} else if (w > 0) {
+			exits_add(&ends, w, ws);
+			if (w == pid) {
+				wst = ws;
+				break;
+			}
+		}
 	}
 	/* Orphans that ended meanwhile. */
 	for (int ws; ;) {

@@ -347,6 +347,22 @@ int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kin
 	return h;
 }
 
+int sprobe_fd__open_file(const char *path)
+{
+	int h = sprobe_fd__open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, SPROBE_FD_TRANSIENT);
+	int fd = sprobe_fd__get(h);
+	struct stat st;
+
+	if (fd < 0)
+		return h;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		sprobe_fd__done(h);
+		return -EINVAL;
+	}
+	sprobe_fd__put(h);
+	return h;
+}
+
 int sprobe_fd__read_file(const char *path, char **buf, size_t *len)
 {
 	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);

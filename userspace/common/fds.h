@@ -104,6 +104,13 @@ int sprobe_fd__adopt_foreign(int fd);
  * must go on: see sprobe_fd__open_raw()). */
 int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kind kind);
 
+/* A TRANSIENT read-only open of a file whose path someone else controls
+ * (a module of the profiled program, its debug file): O_NONBLOCK and
+ * O_NOCTTY, so a FIFO or a device planted there cannot block or take a
+ * terminal, then refused (-EINVAL, nothing left open) unless it is a
+ * regular file. Returns a handle as sprobe_fd__open(). */
+int sprobe_fd__open_file(const char *path);
+
 /* Register fd (any descriptor the library created, e.g. by pipe2) as kind,
  * moving a KEEP/CACHE one to the top region (the original number is
  * closed). On error fd is closed and -errno returned. */

@@ -78,9 +78,16 @@ int sprobe_ext__finish(struct sprobe_ext *x);
 
 /* The pid given to sprobe_ext__open() or _attach() is a process deeper
  * in a tree whose earlier images the agent sampled (parts PID.0 ..
- * PID.N-1): its first image here is exec_index, its parent ppid. Call
- * before the first sprobe_ext__poll(). */
-void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid);
+ * PID.N-1): its first image here is exec_index, its parent ppid, its
+ * process id pid (_open() may have been given the tid of the thread that
+ * will exec: after the exec that thread is the process). Call before the
+ * first sprobe_ext__poll(). */
+void sprobe_ext__set_root(struct sprobe_ext *x, pid_t pid, unsigned exec_index, pid_t ppid);
+
+/* Have the root and every process seen in the rings ended (or are they
+ * zombies)? Then nothing more will come: _finish() and _free() it. A
+ * fork whose FORK record is not read yet is not known here: poll first. */
+bool sprobe_ext__gone(const struct sprobe_ext *x);
 
 /* Samples read, and samples the kernel reported lost (ring full). */
 void sprobe_ext__counts(const struct sprobe_ext *x, unsigned long long *samples,

@@ -643,10 +643,16 @@ int sprobe_ext__finish(struct sprobe_ext *x)
 	return n;
 }
 
-void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid)
+void sprobe_ext__set_root(struct sprobe_ext *x, pid_t pid, unsigned exec_index, pid_t ppid)
 {
 	/* Images of the root made already (sprobe_ext__attach() makes the
-	 * running one) are renumbered from exec_index. */
+	 * running one) are renumbered from exec_index. The events may be on
+	 * a thread that is about to exec (pid given to _open() a tid): after
+	 * the exec it is the process pid. */
+	for (size_t i = 0; i < x->nimg; i++)
+		if (x->img[i].pid == (uint32_t)x->root)
+			x->img[i].pid = (uint32_t)pid;
+	x->root = pid;
 	for (size_t i = 0; i < x->nimg; i++)
 		if (x->img[i].pid == (uint32_t)x->root) {
 			x->img[i].exec_index = x->img[i].exec_index - x->root_exec + exec_index;
@@ -655,6 +661,34 @@ void sprobe_ext__set_root(struct sprobe_ext *x, unsigned exec_index, pid_t ppid)
 		}
 	x->root_exec = exec_index;
 	x->root_ppid = ppid > 0 ? (uint32_t)ppid : 0;
+}
+
+/* Is pid gone (no such process, or a zombie nobody needs sampled)? */
+static bool pid_gone(uint32_t pid)
+{
+	char path[64], buf[256], *rp;
+	bool gone = true;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return true;
+	if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')))
+		gone = rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+	else
+		gone = false;
+	fclose(f);
+	return gone;
+}
+
+bool sprobe_ext__gone(const struct sprobe_ext *x)
+{
+	if (!pid_gone((uint32_t)x->root))
+		return false;
+	for (size_t i = 0; i < x->nimg; i++)
+		if (!pid_gone(x->img[i].pid))
+			return false;
+	return true;
 }
 
 void sprobe_ext__counts(const struct sprobe_ext *x, unsigned long long *samples,

@@ -252,6 +252,25 @@ static void emit_srcline(struct sprobe_stream *st, struct sprobe_modules *mods,
 	sprobe_stream__push(st, &rec);
 }
 
+/* Is the file at path one that stays as it is until the recording is
+ * read (the system's, installed by the package manager)? Only its pcs are
+ * left for the reader to name (names_by_reader): a program's own build
+ * products, a configure test, a library `make install` replaces, a file
+ * in a mount namespace record does not see, are gone or different by
+ * then, so those are named here. */
+static bool stable_file(const char *path)
+{
+	static const char *const dirs[] = { "/usr/", "/lib/", "/lib32/", "/lib64/", "/bin/",
+					    "/sbin/", "/nix/store/", "/gnu/store/" };
+
+	if (strstr(path, " (deleted)"))
+		return false;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (strncmp(path, dirs[i], strlen(dirs[i])) == 0)
+			return true;
+	return false;
+}
+
 /* Push a SYMBOL record for each pc of the sample seen for the first time. */
 void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
 {
@@ -270,7 +289,9 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			 * option): the module and the offset from its bias. */
 			const struct sprobe_module *m =
 				sprobe_modules__find(mods, sprobe_frame_lookup_pc(f));
-			int mi = m && m->path[0] == '/' && m->build_id_len ? module_index(s, m) : -1;
+			int mi = m && m->path[0] == '/' && m->build_id_len && stable_file(m->path)
+					 ? module_index(s, m)
+					 : -1;
 
 			if (mi >= 0) {
 				rec.symbol.module = (uint32_t)mi;

@@ -384,7 +384,7 @@ static struct module *module_from_file(const char *open_path, uint64_t map_start
 	uint64_t first_vaddr = UINT64_MAX;
 	const uint8_t *raw;
 	long pgsz = sysconf(_SC_PAGESIZE);
-	int h = sprobe_fd__open(open_path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int h = sprobe_fd__open_file(open_path);
 	int fd = sprobe_fd__get(h);
 	Elf *elf = NULL;
 

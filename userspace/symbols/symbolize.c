@@ -54,7 +54,7 @@ void sprobe__demangler_release(struct sprobe_modules *m)
 /* Open path as an ELF file. Returns 0 and fills f, or -errno. */
 static int elf_open(const char *path, struct elf_file *f)
 {
-	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	int h = sprobe_fd__open_file(path);
 	int fd = sprobe_fd__get(h);
 
 	f->elf = NULL;
@@ -363,7 +363,7 @@ static int open_vdso(struct sprobe_modules *m, struct module *mod, struct elf_fi
 		ssize_t k;
 
 		snprintf(path, sizeof(path), "/proc/%d/mem", (int)m->pid);
-		h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+		h = sprobe_fd__open_file(path);
 		fd = sprobe_fd__get(h);
 		if (fd < 0) {
 			sprobe_fd__close(h);

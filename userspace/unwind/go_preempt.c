@@ -187,7 +187,7 @@ static void resolve(struct module *mod)
 	uc->go_state = -1;
 	if (!path || mod->vdso_self || elf_version(EV_CURRENT) == EV_NONE)
 		return;
-	h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	h = sprobe_fd__open_file(path);
 	fd = sprobe_fd__get(h);
 	if (fd < 0) {
 		sprobe_fd__close(h);
