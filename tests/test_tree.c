@@ -491,6 +491,60 @@ static void test_agent_messages_not_in_program_stderr(void **state)
 	free(out);
 }
 
+/* A process of the tree that connects to record's socket and says
+ * nothing (here for 2 s) does not stop record serving the next request:
+ * the static program exec'd meanwhile is sampled. */
+static void test_silent_peer_does_not_block(void **state)
+{
+	char *out, *folded;
+
+	(void)state;
+	if (sprobe_test_run("python3 -c 'import socket' 2>/dev/null", NULL) != 0)
+		SPROBE_SKIP("no python3 to make a silent peer with");
+	record("silent", "--no-report --mode cpu",
+	       "sh -c 'python3 -c \"import os,socket,sys,time; s=socket.socket(socket.AF_UNIX, "
+	       "socket.SOCK_SEQPACKET); s.connect(chr(0)+os.environ[chr(83)+\\\"TACKPROBE_EXTERNAL_SOCK\\\"]); "
+	       "print(1, flush=True); time.sleep(2)\" | { read x; build/treework-static spin 300; }'",
+	       0, &out);
+	if (strstr(out, "cannot sample it through the kernel")) {
+		print_message("  (perf events refused here: %s)\n", out);
+		free(out);
+		return;
+	}
+	assert_non_null(strstr(out, "sampled through the kernel"));
+	folded = report(OUT "/tree-silent.data", "folded");
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 30);
+	free(folded);
+	free(out);
+}
+
+/* A program the tree builds, runs and deletes (a configure test, `make
+ * check`) keeps its names: pcs of files outside the system's
+ * directories are named in the process, not left for record. And a
+ * record inside a record names what its own agents left to it. */
+static void test_names_of_deleted_program_and_nested_record(void **state)
+{
+	char *out, *folded;
+
+	(void)state;
+	record("deleted", "--no-report",
+	       "sh -c 'cp " TW " " OUT "/tree-tmpprog && " OUT "/tree-tmpprog spin 200; rm -f " OUT
+	       "/tree-tmpprog'", 0, &out);
+	folded = report(OUT "/tree-deleted.data", "folded");
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 10);
+	free(folded);
+	free(out);
+	record("nested", "--no-report",
+	       CLI " record --no-report -F 499 -o " OUT "/tree-inner.data -- sh -c "
+	       "\"seq 1 1000000 | gzip -9 >/dev/null\"",
+	       0, &out);
+	folded = report(OUT "/tree-inner.data", "folded");
+	/* gzip is stripped; libc's names are there once named by someone. */
+	assert_non_null(strstr(folded, "__libc_start_main"));
+	free(folded);
+	free(out);
+}
+
 static void test_environment_without_agent(void **state)
 {
 	char *out, *json;
@@ -805,6 +859,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_setid_program),
 	cmocka_unit_test(test_external_request_for_another_pid),
 	cmocka_unit_test(test_agent_messages_not_in_program_stderr),
+	cmocka_unit_test(test_silent_peer_does_not_block),
+	cmocka_unit_test(test_names_of_deleted_program_and_nested_record),
 	cmocka_unit_test(test_environment_without_agent),
 	cmocka_unit_test(test_external_tree),
 	cmocka_unit_test(test_command_not_found),
