@@ -3,10 +3,10 @@
 # the same program linked statically (the agent cannot enter it).
 $(BUILD)/treework: tests/workloads/treework.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
 $(BUILD)/treework-static: tests/workloads/treework.c | $(BUILD)
 	$(call msg,CC,$@)
-	$(Q)$(CC) -O1 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+	$(Q)$(CC) -O1 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
 
 all: $(BUILD)/treework $(BUILD)/treework-static
 $(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static $(BUILD)/inlined

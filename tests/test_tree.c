@@ -491,6 +491,28 @@ static void test_agent_messages_not_in_program_stderr(void **state)
 	free(out);
 }
 
+/* A static program exec'd by a thread other than the main one: the
+ * kernel frees the main thread (and events on it) at that exec, so the
+ * events go on the thread that execs. */
+static void test_static_exec_from_a_thread(void **state)
+{
+	char *out, *folded;
+
+	(void)state;
+	record("threxec", "--no-report --mode cpu", TW " threxec build/treework-static spin 300", 0,
+	       &out);
+	if (strstr(out, "cannot sample it through the kernel")) {
+		print_message("  (perf events refused here: %s)\n", out);
+		free(out);
+		return;
+	}
+	assert_non_null(strstr(out, "sampled through the kernel"));
+	folded = report(OUT "/tree-threxec.data", "folded");
+	assert_true(sprobe_test_folded_count(folded, "spin_leaf", NULL) >= 30); /* ~60 */
+	free(folded);
+	free(out);
+}
+
 /* A process of the tree that connects to record's socket and says
  * nothing (here for 2 s) does not stop record serving the next request:
  * the static program exec'd meanwhile is sampled. */
@@ -859,6 +881,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_setid_program),
 	cmocka_unit_test(test_external_request_for_another_pid),
 	cmocka_unit_test(test_agent_messages_not_in_program_stderr),
+	cmocka_unit_test(test_static_exec_from_a_thread),
 	cmocka_unit_test(test_silent_peer_does_not_block),
 	cmocka_unit_test(test_names_of_deleted_program_and_nested_record),
 	cmocka_unit_test(test_environment_without_agent),

@@ -13,7 +13,10 @@
  *   treework _exit CODE MS      spin MS ms, then _exit(CODE)
  *   treework ready MS           print "ready" once MS ms of CPU are spent,
  *                               then spin until a signal ends it
+ *   treework threxec PROG ARGS  a second thread execs PROG ARGS (the
+ *                               kernel makes it the process's only thread)
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +53,25 @@ SPIN_FN(chain_end_spin)
 SPIN_FN(victim_spin)
 SPIN_FN(ready_spin)
 
+static void *exec_thread(void *arg)
+{
+	char **argv = arg;
+
+	execv(argv[0], argv);
+	perror("execv");
+	_exit(127);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 3 && strcmp(argv[1], "threxec") == 0) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, exec_thread, argv + 2) != 0)
+			return 1;
+		pthread_join(t, NULL); /* the exec ends this thread with the image */
+		return 1;
+	}
 	if (argc >= 3 && strcmp(argv[1], "spin") == 0) {
 		spin_leaf(atof(argv[2]));
 		return 0;

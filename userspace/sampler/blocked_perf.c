@@ -296,6 +296,15 @@ int sprobe_blocked_perf__watch(struct sprobe_blocked_perf *bp, pid_t tid)
 	if (m == MAP_FAILED) {
 		err = -errno;
 		sprobe_fd__put(h);
+		/* The user's locked-memory allowance for perf rings
+		 * (perf_event_mlock_kb, RLIMIT_MEMLOCK) is spent: it will not
+		 * be back next round; stop opening events every round. */
+		if (err == -EPERM || err == -ENOMEM) {
+			refuse(bp, err);
+			snprintf(bp->why, sizeof(bp->why),
+				 "perf ring buffers refused (mmap: %s; kernel.perf_event_mlock_kb or "
+				 "RLIMIT_MEMLOCK)", strerror(-err));
+		}
 		goto fail;
 	}
 	if (ioctl(num, PERF_EVENT_IOC_ENABLE, 0) < 0) {
