@@ -449,6 +449,17 @@ static void test_setid_program(void **state)
 	free(folded);
 	free(json);
 	free(out);
+	/* Python's subprocess starts it with vfork: the child shares the
+	 * parent's memory, and the request it makes must leave the parent's
+	 * descriptors alone (its pipes must still close: EBADF here before). */
+	if (sprobe_test_run("python3 -c 'import subprocess' 2>/dev/null", NULL) == 0) {
+		record("suid3", "--no-report --mode cpu",
+		       "python3 -c \"import subprocess; subprocess.run(['" OUT "/tree-suid', "
+		       "'spin', '100'], capture_output=True, check=True); print('ran')\"",
+		       0, &out);
+		assert_non_null(strstr(out, "ran"));
+		free(out);
+	}
 }
 
 /* record opens kernel events only for the process that asks for itself:
