@@ -407,6 +407,10 @@ struct sprobe_capturer {
 	struct zp_ent *zp, *zp_tmp;
 	uint32_t nzp, zp_cap;
 	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
+	/* Top of a glibc thread stack's mapping minus its TCB, 0 while
+	 * unknown: where a zero-pause copy may stop (zero_pause.c,
+	 * zp_tcb_guess()). Probe only, under lock. */
+	uint64_t zp_tcb_off;
 	/* The snapshot and epoch of the last wall capture: an unchanged
 	 * thread's previous copy is still in that snapshot's slot only if
 	 * nothing else was captured into it since (see sprobe_lx_zp_try()). */
