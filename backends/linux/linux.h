@@ -102,7 +102,14 @@ struct slot {
 	struct sprobe_thread_sample *sample; /* written before ARMED */
 	uint8_t *buf;			     /* the sample's stack buffer */
 	uint64_t checked;		     /* probe only: gen whose status was read */
-	uint64_t _pad2[3];
+	/* CPU-timer slots: the thread, written before ARMED. Their sample is
+	 * initialised by the handler when the timer fires, not by the probe
+	 * at every re-arm, so an idle thread's sample is never touched (its
+	 * 3.4 KiB stays unpaged: docs/PERFORMANCE.md, "What the agent costs
+	 * its target"). Wall slots' samples are initialised by the probe. */
+	pid_t tid;
+	uint32_t _pad1;
+	uint64_t _pad2[2];
 } __attribute__((aligned(CACHELINE)));
 
 /* Zero-pause: one thread's proc files, kept open between captures and
