@@ -28,9 +28,11 @@ struct sprobe_snapshot {
 	uint32_t max_threads;	/* samples[] length */
 	uint32_t nthreads;	/* samples in use after the last capture */
 	size_t max_stack_bytes; /* bytes above SP each buffer can hold */
-	size_t slot_bytes;	/* bytes per stack buffer (cap + red zone) */
+	size_t slot_bytes;	/* bytes per stack buffer (cap + red zone,
+				 * rounded up to a page) */
 	struct sprobe_thread_sample *samples;
-	uint8_t *stack_mem;	/* max_threads * slot_bytes */
+	uint8_t *stack_mem;	/* max_threads * slot_bytes, page-aligned */
+	void *stack_raw;	/* what malloc gave for stack_mem (freed) */
 	struct sprobe_snapshot_stats stats;
 	bool frames_resolved;
 	/* The Linux backend's zero-pause stamp: which of its captures last

@@ -38,13 +38,20 @@ struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_st
 		return NULL;
 	s->max_threads = max_threads;
 	s->max_stack_bytes = max_stack_bytes;
-	/* Keep every buffer 16-byte aligned so the copy can use wide moves. */
-	s->slot_bytes = (max_stack_bytes + SPROBE_REDZONE + 15) & ~(size_t)15;
+	/* Every buffer starts a page (so it is 16-byte aligned for wide
+	 * moves too): a copy of n bytes then touches ceil(n / 4096) pages,
+	 * not one more whenever the slot's offset in its page pushes its end
+	 * over (an idle thread's 3.6 KiB copy: one page instead of two; the
+	 * copies stay resident between captures, docs/PERFORMANCE.md "What
+	 * the agent costs its target"). The rounding is address space only. */
+	s->slot_bytes = (max_stack_bytes + SPROBE_REDZONE + 4095) & ~(size_t)4095;
 	s->samples = calloc(max_threads, sizeof(*s->samples));
 	/* Large buffers come from mmap inside malloc: pages are faulted in by
 	 * the first capture that uses them (a kernel page fault is fine in a
 	 * signal handler), after which the snapshot is warm. */
-	s->stack_mem = malloc((size_t)max_threads * s->slot_bytes);
+	s->stack_raw = malloc((size_t)max_threads * s->slot_bytes + 4095);
+	s->stack_mem = s->stack_raw ? (uint8_t *)(((uintptr_t)s->stack_raw + 4095) & ~(uintptr_t)4095)
+				    : NULL;
 	if (!s->samples || !s->stack_mem) {
 		sprobe_snapshot__free(s);
 		errno = ENOMEM;
@@ -59,7 +66,7 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s)
 	if (!s)
 		return;
 	free(s->samples);
-	free(s->stack_mem);
+	free(s->stack_raw);
 	free(s);
 }
 

@@ -321,6 +321,102 @@ static void test_frames_match_signal_path(void **state)
 	cap_free(c);
 }
 
+/* What test_copy_stops_at_the_tcb's capturing thread did. */
+struct tcb_run {
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	struct sprobe_unwinder *u;
+	pid_t tid;
+	int idx, nz, err;
+	enum sprobe_unwind_stop why;
+};
+
+/* Capture and unwind from a thread glibc created, as the sampler's probe
+ * does (the main thread's TCB is not on its stack: nothing to learn
+ * there). No assertion here: cmocka's belong to the test's thread. */
+static void *tcb_capture_main(void *arg)
+{
+	struct tcb_run *r = arg;
+
+	r->idx = -1;
+	for (int attempt = 0; attempt < 100 && r->idx < 0; attempt++) {
+		r->err = sprobe_capturer__capture(r->c, r->s);
+		if (r->err)
+			return NULL;
+		for (uint32_t i = 0; i < sprobe_snapshot__nthreads(r->s); i++) {
+			struct sprobe_thread_sample *t = sprobe_snapshot__thread(r->s, i);
+
+			if (t->tid == r->tid && t->method == SPROBE_METHOD_ZERO_PAUSE)
+				r->idx = (int)i;
+		}
+	}
+	if (r->idx >= 0) {
+		r->err = sprobe_modules__refresh(sprobe_unwinder__modules(r->u)) < 0;
+		r->nz = sprobe_unwinder__unwind(r->u, sprobe_snapshot__thread(r->s, (uint32_t)r->idx),
+						&r->why);
+	}
+	return NULL;
+}
+
+/* A glibc thread's zero-pause copy stops at its thread control block
+ * (zero_pause.c, zp_tcb_guess(): the TLS and struct pthread above it are
+ * not stack), where the handler's copy stops (its thread pointer), and
+ * walks to the thread's start frame for frame as the signal path's does. x86_64 glibc only, where the TCB is
+ * recognised; elsewhere the copy goes to the mapping's end as before. */
+static void test_copy_stops_at_the_tcb(void **state)
+{
+#if defined(__x86_64__) && defined(__GLIBC__)
+	struct sprobe_capturer *c = zp_capturer(true);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
+	struct sprobe_unwinder *u = sprobe_unwinder__new(&uo);
+	static struct sprobe_frame zpf[SPROBE_MAX_FRAMES];
+	struct tcb_run r = { .c = c, .s = s, .u = u };
+	enum sprobe_unwind_stop swhy;
+	struct parked w;
+	pthread_t th;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(u);
+	park_start(&w, ZP_FUTEX, false);
+	r.tid = w.p.tid;
+	assert_int_equal(pthread_create(&th, NULL, tcb_capture_main, &r), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(r.err, 0);
+	if (r.idx < 0)
+		fail_msg("thread %d never captured with zero-pause", (int)r.tid);
+	struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, (uint32_t)r.idx);
+	/* glibc's pthread_t is the address of the thread's TCB. */
+	assert_int_equal(t->stack_top, (uint64_t)w.th);
+	assert_int_equal(t->stack_addr + t->stack_len, t->stack_top);
+	assert_false(t->truncated);
+	print_message("  copy %zu bytes, to the TCB at %#llx\n", t->stack_len,
+		      (unsigned long long)t->stack_top);
+	assert_int_equal(r.why, SPROBE_UNWIND_END);
+	assert_true(r.nz >= 1);
+	memcpy(zpf, t->frames, (size_t)r.nz * sizeof(zpf[0]));
+
+	uint32_t idx = (uint32_t)r.idx;
+	assert_int_equal(sprobe_capturer__recapture(c, s, &idx, 1), 0);
+	assert_int_equal(t->method, SPROBE_METHOD_SIGNAL);
+	/* The handler stops at its thread pointer: the same place. */
+	assert_int_equal(t->stack_top, (uint64_t)w.th);
+	int ns = sprobe_unwinder__unwind(u, t, &swhy);
+	assert_int_equal(swhy, SPROBE_UNWIND_END);
+	assert_int_equal(ns, r.nz);
+	for (int k = 1; k < ns; k++)
+		assert_int_equal(zpf[k].pc, t->frames[k].pc);
+	park_stop(&w);
+	sprobe_unwinder__free(u);
+	sprobe_snapshot__free(s);
+	cap_free(c);
+#else
+	(void)state;
+	print_message("  not x86_64 glibc: the copy goes to the mapping's end\n");
+#endif
+}
+
 /* sprobe_capture_and_resolve(): a frame-pointer chain whose zero-pause
  * walk falls short comes back complete, re-captured with a signal in the
  * same call; a chain without frame pointers stays zero-pause. */
@@ -1039,6 +1135,7 @@ static void test_bad_arguments(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup_teardown(test_frames_match_signal_path, setup_usr2, teardown),
+	cmocka_unit_test_setup_teardown(test_copy_stops_at_the_tcb, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_gap_closed_by_recapture, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_unwinder_reports_short_walks, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_woken_thread_never_torn, setup_usr2, teardown),

@@ -459,7 +459,9 @@ rearm:
 	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		if (!c->cpu_tid[i])
 			continue;
-		sprobe_snapshot__sample_init(c->cpu_snap, i, c->cpu_tid[i]);
+		/* The handler initialises the sample when the timer fires
+		 * (struct slot's tid): an idle thread's is never touched. */
+		c->slots[i].tid = c->cpu_tid[i];
 		sprobe_lx_arm_slot(c, c->cpu_snap, i, c->cpu_gen[i]);
 	}
 out:

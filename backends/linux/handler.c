@@ -409,6 +409,14 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 		atomic_fetch_add_explicit(&sl->extra, overrun, memory_order_relaxed);
 
 	t = sl->sample;
+	if (timer) {
+		/* What sprobe_snapshot__sample_init() does for a wall slot
+		 * before it is armed (see struct slot's tid). */
+		memset(t, 0, offsetof(struct sprobe_thread_sample, frames));
+		t->tid = sl->tid;
+		t->stage = SPROBE_STAGE_EMPTY;
+		t->stack = sl->buf;
+	}
 	read_regs(t, uc);
 	if (!stack_bounds(t->sp, uc, &lo, &hi)) {
 		t->drop_reason = SPROBE_DROP_NO_STACK;

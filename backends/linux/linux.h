@@ -102,7 +102,14 @@ struct slot {
 	struct sprobe_thread_sample *sample; /* written before ARMED */
 	uint8_t *buf;			     /* the sample's stack buffer */
 	uint64_t checked;		     /* probe only: gen whose status was read */
-	uint64_t _pad2[3];
+	/* CPU-timer slots: the thread, written before ARMED. Their sample is
+	 * initialised by the handler when the timer fires, not by the probe
+	 * at every re-arm, so an idle thread's sample is never touched (its
+	 * 3.4 KiB stays unpaged: docs/PERFORMANCE.md, "What the agent costs
+	 * its target"). Wall slots' samples are initialised by the probe. */
+	pid_t tid;
+	uint32_t _pad1;
+	uint64_t _pad2[2];
 } __attribute__((aligned(CACHELINE)));
 
 /* Zero-pause: one thread's proc files, kept open between captures and
@@ -407,6 +414,10 @@ struct sprobe_capturer {
 	struct zp_ent *zp, *zp_tmp;
 	uint32_t nzp, zp_cap;
 	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
+	/* Top of a glibc thread stack's mapping minus its TCB, 0 while
+	 * unknown: where a zero-pause copy may stop (zero_pause.c,
+	 * zp_tcb_guess()). Probe only, under lock. */
+	uint64_t zp_tcb_off;
 	/* The snapshot and epoch of the last wall capture: an unchanged
 	 * thread's previous copy is still in that snapshot's slot only if
 	 * nothing else was captured into it since (see sprobe_lx_zp_try()). */

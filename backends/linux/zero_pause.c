@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -27,8 +28,9 @@
  *      the thread will resume with.
  *   3. process_vm_readv [SP - red zone, top of SP's mapping), capped: it
  *      returns a short count instead of faulting if a neighbouring mapping
- *      goes away meanwhile (the thread pointer that bounds the handler's
- *      copy is not known from outside the thread).
+ *      goes away meanwhile; stopped at the thread's TCB where one is
+ *      recognised (zp_tcb_guess(): the thread pointer that bounds the
+ *      handler's copy is not read from outside the thread, it is found).
  *   4. pread schedstat  -> B.
  * A == B (byte for byte) means the thread was not switched in between 1
  * and 4 (the third field counts switch-ins and moves at the switch, before
@@ -94,7 +96,8 @@ static bool zp_parse_syscall(const char *p, long *nr, uint64_t args[6], uint64_t
  * to the mapping's end (capped), with process_vm_readv, so a neighbouring
  * mapping merged into the same line and unmapped meanwhile shortens the
  * copy instead of faulting the probe. */
-static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo, uint64_t *hi)
+static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo, uint64_t *hi,
+		      bool *growsdown)
 {
 	uint32_t a = 0, b = c->nranges;
 
@@ -116,8 +119,80 @@ static bool zp_bounds(const struct sprobe_capturer *c, uint64_t sp, uint64_t *lo
 	else
 		return false;
 	*hi = r->hi;
+	*growsdown = r->growsdown != 0;
 	return true;
 }
+
+/*
+ * Where the copy of a glibc thread's stack may stop. The top of the
+ * mapping glibc allocated for a thread holds its static TLS and, above
+ * it, its thread control block (struct pthread, 2.3 KiB here): no frame
+ * lives there, the thread's first frame is below its TLS. In an idle
+ * thread's copy (~7 KiB) that is a third of the bytes, and the copies are
+ * kept from one capture to the next (docs/PERFORMANCE.md, "What the agent
+ * costs its target"), so the copy stops at the TCB when it finds one, as
+ * the handler's stops at its thread pointer (handler.c stack_bounds()).
+ * glibc puts the TCB at one distance below the top of every stack it
+ * allocates (allocate_stack(): the top minus the TCB's size, aligned):
+ * zp_tcb_learn() reads it off the capturing thread's own stack, and every
+ * copy checks the TCB it assumes (zp_is_tcb()): x86_64's tcbhead_t starts
+ * with tcb and, two words on, self, both the block's own address. A stack
+ * where the check fails (the main thread's, one the program allocated,
+ * another libc) is copied to its mapping's end as before, by a second
+ * read. x86_64 only: elsewhere the TCB has no such words (aarch64 keeps
+ * struct pthread below the thread pointer) and the copy is as before.
+ */
+#if defined(__x86_64__) && defined(__GLIBC__)
+static bool zp_is_tcb(const uint8_t *p, uint64_t addr)
+{
+	uint64_t w[3];
+
+	memcpy(w, p, sizeof(w));
+	return w[0] == addr && w[2] == addr;
+}
+
+static void zp_tcb_learn(struct sprobe_capturer *c)
+{
+	uint64_t sp = (uint64_t)(uintptr_t)__builtin_frame_address(0), lo, hi;
+	uint64_t self = (uint64_t)pthread_self();
+	bool gd;
+
+	/* Not from the main thread (its TCB is not on its stack) nor from a
+	 * thread on a stack of its own making: nothing learnt, tried again
+	 * at the next capture. */
+	if (!zp_bounds(c, sp, &lo, &hi, &gd) || gd || self <= sp || self >= hi ||
+	    hi - self > 65536 || (self & 7) ||
+	    !zp_is_tcb((const uint8_t *)(uintptr_t)self, self))
+		return;
+	c->zp_tcb_off = hi - self;
+}
+
+/* The TCB a copy of [sp, hi) may stop at, or 0 (copy to hi). */
+static uint64_t zp_tcb_guess(struct sprobe_capturer *c, uint64_t sp, uint64_t hi, bool gd)
+{
+	if (!c->zp_tcb_off)
+		zp_tcb_learn(c);
+	if (!c->zp_tcb_off || gd || hi - sp <= c->zp_tcb_off)
+		return 0;
+	return hi - c->zp_tcb_off;
+}
+#else
+static bool zp_is_tcb(const uint8_t *p, uint64_t addr)
+{
+	(void)p;
+	(void)addr;
+	return false;
+}
+
+static uint64_t zp_tcb_guess(struct sprobe_capturer *c, uint64_t sp, uint64_t hi, bool gd)
+{
+	(void)c;
+	(void)sp;
+	(void)hi;
+	(void)gd;
+	return 0;
+}
+#endif
 
 void sprobe_lx_zp_close(struct sprobe_capturer *c, struct zp_ent *e)
 {
@@ -226,7 +301,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	uint64_t args[6], sp, pc, lo, hi, entry, done;
 	ssize_t na, nb;
 	long nr;
-	bool ok = false, blocked = false, cached = true;
+	bool ok = false, blocked = false, cached = true, gd = false;
 
 	if (!e) {
 		e = &tmp;
@@ -297,7 +372,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		goto out; /* running (or gone): the signal path decides */
 	}
 	blocked = true;
-	if (!pc || !zp_bounds(c, sp, &lo, &hi))
+	if (!pc || !zp_bounds(c, sp, &lo, &hi, &gd))
 		goto out;
 	if (c->before_zp_copy)
 		c->before_zp_copy(c->hook_ctx, t->tid);
@@ -310,10 +385,30 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 			trunc = true;
 		}
 		len = (size_t)(sp - lo) + above;
-		struct iovec local = { sprobe_snapshot__buffer(s, i), len };
-		struct iovec remote = { (void *)(uintptr_t)lo, len };
+		/* First up to the TCB's first three words when there may be
+		 * one (zp_tcb_guess()), then the rest only if it is not. */
+		uint8_t *buf = sprobe_snapshot__buffer(s, i);
+		uint64_t tcb = zp_tcb_guess(c, sp, hi, gd);
+		size_t plen = tcb && tcb + 24 <= lo + len ? (size_t)(tcb + 24 - lo) : len;
+		struct iovec local = { buf, plen };
+		struct iovec remote = { (void *)(uintptr_t)lo, plen };
 		ssize_t got = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
 
+		if (plen < len && got == (ssize_t)plen) {
+			if (zp_is_tcb(buf + (tcb - lo), tcb)) {
+				len = (size_t)(tcb - lo);
+				above = (size_t)(tcb - sp);
+				got = (ssize_t)len;
+				trunc = false; /* the stack ends below the TCB */
+			} else {
+				struct iovec l2 = { buf + plen, len - plen };
+				struct iovec r2 = { (void *)(uintptr_t)(lo + plen), len - plen };
+				ssize_t g2 = process_vm_readv(c->pid, &l2, 1, &r2, 1, 0);
+
+				if (g2 > 0)
+					got += g2;
+			}
+		}
 		nb = zp_read(e->sched_fd, b, sizeof(b));
 		done = sprobe_now_ns();
 		if (got <= (ssize_t)(sp - lo) || nb != na || memcmp(a, b, (size_t)na) != 0)

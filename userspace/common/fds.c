@@ -31,9 +31,13 @@ enum { ENT_FREE = -1, ENT_CLAIMED = -2, ENT_LOST = -3 };
 
 struct ent {
 	/* The number, ENT_FREE, ENT_CLAIMED (being set up or torn down) or
-	 * ENT_LOST (given up: users get -EBADF until it is closed).
-	 * Seq_cst stores and loads; see sprobe_fd__get() and rehome(). */
-	_Atomic int fd;
+	 * ENT_LOST (given up: users get -EBADF until it is closed), stored
+	 * plus one (ent_fd() and friends) so that the zeroed .bss reads as
+	 * ENT_FREE: the 64 KiB table then costs the pages of the entries in
+	 * use, not all of them written at start (docs/PERFORMANCE.md, "What
+	 * the agent costs its target"). Seq_cst stores and loads; see
+	 * sprobe_fd__get() and rehome(). */
+	_Atomic int fd1;
 	/* Users between get and put. Seq_cst; pairs with rehome()'s wait. */
 	_Atomic int pins;
 	uint8_t kind;
@@ -46,6 +50,32 @@ static _Atomic uint64_t owned_bits[SPROBE_FD_BITMAP_FDS / 64];
 static _Atomic uint32_t n_keep, n_cache, n_lost;
 static _Atomic uint64_t n_rehomed, n_refused_close;
 
+/* Accessors of ent.fd1 in its own terms (the value minus one); each is
+ * the seq_cst atomic operation it names. */
+static inline int ent_fd(int h)
+{
+	return atomic_load(&ents[h].fd1) - 1;
+}
+
+static inline void ent_set(int h, int v)
+{
+	atomic_store(&ents[h].fd1, v + 1);
+}
+
+static inline int ent_xchg(int h, int v)
+{
+	return atomic_exchange(&ents[h].fd1, v + 1) - 1;
+}
+
+static inline bool ent_cas(int h, int *expect, int v)
+{
+	int e = *expect + 1;
+	bool ok = atomic_compare_exchange_strong(&ents[h].fd1, &e, v + 1);
+
+	*expect = e - 1;
+	return ok;
+}
+
 static void ents_setup(void)
 {
 	int expect = 0;
@@ -53,8 +83,7 @@ static void ents_setup(void)
 	if (atomic_load(&ents_init) == 2)
 		return;
 	if (atomic_compare_exchange_strong(&ents_init, &expect, 1)) {
-		for (int i = 0; i < ENT_MAX; i++)
-			atomic_store(&ents[i].fd, ENT_FREE);
+		/* Every entry is ENT_FREE already (zeroed fd1). */
 		atomic_store(&ents_init, 2);
 		return;
 	}
@@ -253,7 +282,7 @@ static int claim(void)
 	for (int k = 0; k < ENT_MAX; k++) {
 		int i = (start + k) % ENT_MAX, expect = ENT_FREE;
 
-		if (atomic_compare_exchange_strong(&ents[i].fd, &expect, ENT_CLAIMED)) {
+		if (ent_cas(i, &expect, ENT_CLAIMED)) {
 			atomic_store_explicit(&hint, (i + 1) % ENT_MAX, memory_order_relaxed);
 			return i;
 		}
@@ -289,7 +318,7 @@ static int adopt_locked(int fd, enum sprobe_fd_kind kind)
 		atomic_fetch_add(&n_keep, 1);
 	else if (kind == SPROBE_FD_CACHE)
 		atomic_fetch_add(&n_cache, 1);
-	atomic_store(&ents[h].fd, fd); /* seq_cst: publishes kind, dev, ino */
+	ent_set(h, fd); /* seq_cst: publishes kind, dev, ino */
 	return h;
 }
 
@@ -416,7 +445,7 @@ int sprobe_fd__get(int h)
 	if (h >= ENT_MAX)
 		return -EBADF;
 	atomic_fetch_add(&ents[h].pins, 1); /* seq_cst; pairs with rehome()'s wait */
-	fd = atomic_load(&ents[h].fd);
+	fd = ent_fd(h);
 	if (fd < 0) {
 		atomic_fetch_sub(&ents[h].pins, 1);
 		return -EBADF;
@@ -434,7 +463,7 @@ static void mark_lost(int h, int fd)
 {
 	int expect = fd;
 
-	if (atomic_compare_exchange_strong(&ents[h].fd, &expect, ENT_LOST)) {
+	if (ent_cas(h, &expect, ENT_LOST)) {
 		bit_set(fd, false);
 		atomic_fetch_add(&n_lost, 1);
 	}
@@ -470,11 +499,11 @@ void sprobe_fd__close(int h)
 
 	if (h < 0 || h >= ENT_MAX)
 		return;
-	fd = atomic_exchange(&ents[h].fd, ENT_CLAIMED);
+	fd = ent_xchg(h, ENT_CLAIMED);
 	if (fd == ENT_FREE || fd == ENT_CLAIMED) {
 		/* not ours to free (double close): leave it as it was */
 		if (fd == ENT_FREE)
-			atomic_store(&ents[h].fd, ENT_FREE);
+			ent_set(h, ENT_FREE);
 		return;
 	}
 	/* Nobody may use the number while it goes away. */
@@ -499,7 +528,7 @@ void sprobe_fd__close(int h)
 	else if (ents[h].kind == SPROBE_FD_CACHE)
 		atomic_fetch_sub(&n_cache, 1);
 	ents[h].kind = 0;
-	atomic_store(&ents[h].fd, ENT_FREE);
+	ent_set(h, ENT_FREE);
 }
 
 void sprobe_fd__atfork_child(void)
@@ -512,7 +541,7 @@ void sprobe_fd__atfork_child(void)
 	alloc_depth = 0;
 	atomic_store(&guards, 0);
 	for (int h = 0; h < ENT_MAX; h++) {
-		int fd = atomic_load(&ents[h].fd);
+		int fd = ent_fd(h);
 
 		atomic_store(&ents[h].pins, 0);
 		if (fd == ENT_FREE || ents[h].kind == SPROBE_FD_FOREIGN)
@@ -526,7 +555,7 @@ void sprobe_fd__atfork_child(void)
 				raw_close(fd);
 		}
 		ents[h].kind = 0;
-		atomic_store(&ents[h].fd, ENT_FREE);
+		ent_set(h, ENT_FREE);
 	}
 	atomic_store(&n_keep, 0);
 	atomic_store(&n_cache, 0);
@@ -572,7 +601,7 @@ int sprobe_fd__adopt_foreign(int fd)
 	sprobe_fd__alloc_end();
 	if (h < 0)
 		return -1; /* adopt closed it: fd is gone */
-	return atomic_load(&ents[h].fd);
+	return ent_fd(h);
 }
 
 static int rehome_locked(int fd);
@@ -592,7 +621,7 @@ static int rehome_locked(int fd)
 	int h = -1, nfd;
 
 	for (int i = 0; i < ENT_MAX; i++) {
-		if (atomic_load(&ents[i].fd) == fd) {
+		if (ent_fd(i) == fd) {
 			h = i;
 			break;
 		}
@@ -618,7 +647,7 @@ static int rehome_locked(int fd)
 	}
 	bit_set(nfd, true);
 	int expect = fd;
-	if (!atomic_compare_exchange_strong(&ents[h].fd, &expect, nfd)) {
+	if (!ent_cas(h, &expect, nfd)) {
 		/* closed or lost meanwhile: the copy is nobody's */
 		bit_set(nfd, false);
 		raw_close(nfd);
@@ -642,7 +671,7 @@ void sprobe_fd__stats(struct sprobe_fd_stats *out)
 	memset(out, 0, sizeof(*out));
 	if (atomic_load(&ents_init) == 2)
 		for (int i = 0; i < ENT_MAX; i++)
-			if (atomic_load_explicit(&ents[i].fd, memory_order_relaxed) >= 0)
+			if (atomic_load_explicit(&ents[i].fd1, memory_order_relaxed) - 1 >= 0)
 				out->held++;
 	out->keep = atomic_load(&n_keep);
 	out->cache = atomic_load(&n_cache);
