@@ -36,7 +36,7 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 # handler, would leave the window's copy unchecked in every build. Every
 # other test is fully checked.
 ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_failure_modes \
-			test_outputs test_record test_blocked_perf
+			test_outputs test_record test_blocked_perf test_zero_pause
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
