@@ -251,10 +251,17 @@ static void teardown(struct call *c)
 
 static int failed;
 
+/* Every time thread has taken its start time before the poster's first
+ * sleep begins: a thread started late (a loaded machine) would otherwise
+ * miss a post and measure one wait short. */
+static pthread_barrier_t time_start;
+
 static void *time_thread(void *arg)
 {
 	struct call *c = arg;
 	double t0 = now_ms();
+
+	pthread_barrier_wait(&time_start);
 
 	for (int i = 0; i < n_waits; i++) {
 		int err = wait_once(c, wait_ms);
@@ -276,6 +283,7 @@ static void *poster(void *arg)
 	struct call *calls = arg;
 	struct timespec ts = rel(wait_ms);
 
+	pthread_barrier_wait(&time_start);
 	for (int i = 0; i < n_waits; i++) {
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
@@ -299,6 +307,7 @@ static int time_mode(void)
 	pthread_sigmask(SIG_BLOCK, &wake_set, NULL);
 	for (int k = 0; k < PAUSE; k++)
 		setup(&calls[k], k);
+	pthread_barrier_init(&time_start, NULL, PAUSE + 1);
 	for (int k = 0; k < PAUSE; k++)
 		pthread_create(&calls[k].th, NULL, time_thread, &calls[k]);
 	pthread_create(&post, NULL, poster, calls);
