@@ -317,6 +317,7 @@ int mkstemp(char *tmpl);
 #define O_WRONLY 0x0001
 #define O_RDWR 0x0002
 #define O_NONBLOCK 0x00000004
+#define O_NOCTTY 0x00020000
 #define O_APPEND 0x00000008
 #define O_NOFOLLOW 0x00000100
 #define O_CREAT 0x00000200
