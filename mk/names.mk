@@ -22,7 +22,7 @@ all: $(BUILD)/inlined
 $(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/inlined
 # record's source-line pass (userspace/cli/record_lines.c), tested directly.
 $(BUILD)/tests/test_inline: $(BUILD)/obj/userspace/cli/record_lines.o
-$(BUILD)/tests/test_inline: TEST_LIBS += $(BUILD)/obj/userspace/cli/record_lines.o
+$(BUILD)/tests/test_inline: TEST_LIBS += $(BUILD)/obj/userspace/cli/record_lines.o $(BUILD)/libstackprobe.a
 
 # tests/test_stripped.c: a program built -O2 and stripped (strip -s), the
 # way distributions ship binaries; the unstripped copy (.full) is the

@@ -35,6 +35,7 @@
 #include <stackprobe/symbolize.h>
 
 #include "userspace/cli/cli.h"
+#include "userspace/symbols/srcline.h"
 
 /* One distinct module file of the tree (path + build-id), with an offline
  * inventory holding it at the load bias of the first part that named it. */
@@ -245,7 +246,7 @@ static int add_srcline(struct lines_state *s, struct sprobe_datafile_writer *w,
 	struct sprobe_src_frame fr[SPROBE_DF_MAX_INLINE];
 	uint32_t lines[SPROBE_DF_MAX_INLINE];
 	char text[4096];
-	size_t len = 0;
+	struct sprobe_df_record rec;
 
 	if (!sym->name_len || sym->module >= s->nmods || s->mods[sym->module].file < 0)
 		return 0;
@@ -256,33 +257,8 @@ static int add_srcline(struct lines_state *s, struct sprobe_datafile_writer *w,
 	uint64_t at = lookup_pc(s, sym->pc) - s->mods[sym->module].bias + f->bias;
 	int n = sprobe_modules__inline_frames(f->inv, at, fr, SPROBE_DF_MAX_INLINE);
 
-	if (n <= 0 || (n == 1 && !fr[0].file))
+	if (!sprobe_srcline__pack(fr, n, sym->pc, text, sizeof(text), lines, &rec))
 		return 0;
-	for (int i = 0; i < n; i++) {
-		const char *fn = fr[i].function ? fr[i].function : "";
-		const char *file = fr[i].file ? fr[i].file : "";
-		size_t a = strlen(fn) + 1, b = strlen(file) + 1;
-
-		if (len + a + b > sizeof(text)) {
-			if (i == 0)
-				return 0;
-			n = i;
-			break;
-		}
-		memcpy(text + len, fn, a);
-		memcpy(text + len + a, file, b);
-		len += a + b;
-		lines[i] = fr[i].line;
-	}
-	if (fr[n - 1].function) /* truncated chain: the last must be the function */
-		return 0;
-	struct sprobe_df_record rec = { .type = SPROBE_DF_SRCLINE };
-
-	rec.srcline.pc = sym->pc;
-	rec.srcline.n = (uint32_t)n;
-	rec.srcline.lines = lines;
-	rec.srcline.text = text;
-	rec.srcline.text_len = (uint32_t)len;
 	int err = sprobe_datafile_writer__write(w, &rec);
 
 	return err ? err : 1;

@@ -18,6 +18,7 @@
 #include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
 #include "userspace/sampler/sampler_internal.h"
+#include "userspace/symbols/srcline.h"
 
 /* ---- set of pcs already symbolized ------------------------------------ */
 
@@ -216,39 +217,12 @@ static void emit_srcline(struct sprobe_stream *st, struct sprobe_modules *mods,
 	struct sprobe_src_frame fr[SPROBE_DF_MAX_INLINE];
 	uint32_t lines[SPROBE_DF_MAX_INLINE];
 	char text[4096];
-	size_t len = 0;
+	struct sprobe_df_record rec;
 	int n = sprobe_modules__inline_frames(mods, sprobe_frame_lookup_pc(f), fr,
 					      SPROBE_DF_MAX_INLINE);
 
-	if (n <= 0 || (n == 1 && !fr[0].file))
+	if (!sprobe_srcline__pack(fr, n, f->pc, text, sizeof(text), lines, &rec))
 		return;
-	for (int i = 0; i < n; i++) {
-		const char *fn = fr[i].function ? fr[i].function : "";
-		const char *file = fr[i].file ? fr[i].file : "";
-		size_t a = strlen(fn) + 1, b = strlen(file) + 1;
-
-		if (len + a + b > sizeof(text)) {
-			/* keep the outer frames' order valid: drop the inner
-			 * ones that did not fit, keep the real function last */
-			if (i == 0)
-				return;
-			n = i;
-			break;
-		}
-		memcpy(text + len, fn, a);
-		memcpy(text + len + a, file, b);
-		len += a + b;
-		lines[i] = fr[i].line;
-	}
-	if (fr[n - 1].function) /* truncated chain: last entry must be the function */
-		return;
-	struct sprobe_df_record rec = { .type = SPROBE_DF_SRCLINE };
-
-	rec.srcline.pc = f->pc;
-	rec.srcline.n = (uint32_t)n;
-	rec.srcline.lines = lines;
-	rec.srcline.text = text;
-	rec.srcline.text_len = (uint32_t)len;
 	sprobe_stream__push(st, &rec);
 }
 
