@@ -45,6 +45,8 @@ import sys
 import tempfile
 import time
 
+import schedstat
+
 
 def die(msg):
     print("agent_cost.py: " + msg, file=sys.stderr)
@@ -69,35 +71,14 @@ def run(argv, out=subprocess.DEVNULL):
 def own_threads(argv):
     """Run `stackprobe record ... -- workload`: (probe + writer CPU in s,
     from /proc/PID/task/TID/schedstat polled while it runs, tree CPU)."""
-    last = {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    while p.poll() is None:
-        try:
-            with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
-            kids = []
-        for pid in kids:
-            try:
-                tids = os.listdir("/proc/%d/task" % pid)
-            except OSError:
-                continue
-            for tid in tids:
-                try:
-                    with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                        comm = f.read().strip()
-                    with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                        ns = int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    continue
-                last[(comm, tid)] = ns
-        time.sleep(0.02)  # sampling a process we do not synchronise with
+    last = schedstat.poll_children(p, 0.02)
     err = p.stderr.read().decode(errors="replace")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         die("%s exited %d:\n%s" % (" ".join(argv), p.returncode, err[-2000:]))
-    own = sum(ns for (c, _), ns in last.items() if c in ("stackprobe", "sprobe-writer"))
+    own = schedstat.agent_ns(last)
     return own / 1e9, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 

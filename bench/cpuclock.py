@@ -39,7 +39,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+import schedstat
 
 PHASES = [(3000, 1000), (2000, 2000), (7000, 1000), (1000, 3000), (1000, 1000)]
 
@@ -165,35 +166,14 @@ def own_cpu(argv):
     """Run `stackprobe record ... -- workload`; the agent's own threads'
     CPU (probe + writer, ns, from /proc/PID/task/TID/schedstat polled
     while it runs) and the process tree's CPU (getrusage)."""
-    last = {}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.devnull, "w") as dn:
         p = subprocess.Popen(argv, stdout=dn, stderr=dn)
-        while p.poll() is None:
-            try:
-                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                kids = []
-            for pid in kids:
-                try:
-                    tids = os.listdir("/proc/%d/task" % pid)
-                except OSError:
-                    continue
-                for tid in tids:
-                    try:
-                        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                            comm = f.read().strip()
-                        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                            ns = int(f.read().split()[0])
-                    except (OSError, ValueError, IndexError):
-                        continue
-                    last[(comm, tid)] = ns
-            time.sleep(0.02)  # polling a process we do not synchronise with
+        last = schedstat.poll_children(p, 0.02)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         die("%s exited %d" % (" ".join(argv), p.returncode))
-    own = sum(ns for (c, _), ns in last.items() if c in ("stackprobe", "sprobe-writer"))
+    own = schedstat.agent_ns(last)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return own, cpu
 

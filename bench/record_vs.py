@@ -55,6 +55,8 @@ import sys
 import tempfile
 import time
 
+import schedstat
+
 # A stack is complete when its outermost frame is one of these: the thread
 # start in libc (clone3/clone, or start_thread when the walker stops at its
 # return address, as frame-pointer walks do) or the process start
@@ -515,31 +517,10 @@ def own_threads(b, mode, freq):
     argv = [b.sp, "record", "-F", str(freq), "--mode", mode, "--no-bpf", "-q",
             "--no-report", "-o", spdata, "--"] + b.workload
     wcomm = os.path.basename(b.load)[:15]
-    last = {}  # (comm, tid) -> ns on CPU, last value seen
     with open(os.devnull, "w") as dn:
         p = subprocess.Popen(argv, stdout=dn, stderr=dn)
-        while p.poll() is None:
-            # the workload is the record process's child
-            try:
-                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                kids = []
-            for pid in kids:
-                try:
-                    tids = os.listdir("/proc/%d/task" % pid)
-                except OSError:
-                    continue
-                for tid in tids:
-                    try:
-                        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                            comm = f.read().strip()
-                        with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                            ns = int(f.read().split()[0])
-                    except (OSError, ValueError, IndexError):
-                        continue
-                    last[(comm, tid)] = ns
-            time.sleep(0.05)  # polling a process we do not synchronise with
+        # the workload is the record process's child
+        last = schedstat.poll_children(p, 0.05)
         if p.returncode != 0:
             raise BenchError("own-threads: stackprobe record exited %d" % p.returncode)
     rep = subprocess.run([b.sp, "report", "-i", spdata, "--format", "text"],
