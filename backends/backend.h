@@ -31,8 +31,10 @@ struct sprobe_snapshot {
 	size_t slot_bytes;	/* bytes per stack buffer (cap + red zone,
 				 * rounded up to a page) */
 	struct sprobe_thread_sample *samples;
-	uint8_t *stack_mem;	/* max_threads * slot_bytes, page-aligned */
-	void *stack_raw;	/* what malloc gave for stack_mem (freed) */
+	uint8_t *stack_mem;	/* max_threads * slot_bytes, page-aligned:
+				 * an anonymous mapping (Windows: malloc) */
+	size_t stack_bytes;	/* its length */
+	void *stack_raw;	/* Windows: what malloc gave for stack_mem */
 	struct sprobe_snapshot_stats stats;
 	bool frames_resolved;
 	/* The Linux backend's zero-pause stamp: which of its captures last

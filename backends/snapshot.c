@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifndef _WIN32
+#include <sys/mman.h>
+#endif
 
 #include "backend.h"
 
@@ -46,12 +49,22 @@ struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_st
 	 * the agent costs its target"). The rounding is address space only. */
 	s->slot_bytes = (max_stack_bytes + SPROBE_REDZONE + 4095) & ~(size_t)4095;
 	s->samples = calloc(max_threads, sizeof(*s->samples));
-	/* Large buffers come from mmap inside malloc: pages are faulted in by
-	 * the first capture that uses them (a kernel page fault is fine in a
-	 * signal handler), after which the snapshot is warm. */
-	s->stack_raw = malloc((size_t)max_threads * s->slot_bytes + 4095);
+	/* Pages are faulted in by the first capture that uses them (a kernel
+	 * page fault is fine in a signal handler), after which the snapshot
+	 * is warm. A mapping of our own, not malloc's, so that
+	 * sprobe_snapshot__trim() may give pages of it back: whatever
+	 * allocator the program brings may keep state in its chunks. */
+	s->stack_bytes = (size_t)max_threads * s->slot_bytes;
+#ifdef _WIN32
+	s->stack_raw = malloc(s->stack_bytes + 4095);
 	s->stack_mem = s->stack_raw ? (uint8_t *)(((uintptr_t)s->stack_raw + 4095) & ~(uintptr_t)4095)
 				    : NULL;
+#else
+	s->stack_mem = mmap(NULL, s->stack_bytes, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (s->stack_mem == MAP_FAILED)
+		s->stack_mem = NULL;
+#endif
 	if (!s->samples || !s->stack_mem) {
 		sprobe_snapshot__free(s);
 		errno = ENOMEM;
@@ -66,7 +79,12 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s)
 	if (!s)
 		return;
 	free(s->samples);
+#ifdef _WIN32
 	free(s->stack_raw);
+#else
+	if (s->stack_mem)
+		munmap(s->stack_mem, s->stack_bytes);
+#endif
 	free(s);
 }
 
@@ -112,6 +130,51 @@ void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sampl
 		 * sprobe_snapshot__finish() adds the samples' drops. */
 		s->stats.dropped[reason]++;
 	}
+}
+
+/*
+ * A zero-pause sample's thread is blocked: most likely it is still blocked,
+ * not switched in, at the next capture, which then keeps the sample's walk
+ * and copies nothing (sprobe_lx_zp_try()). Its copy (one page for an idle
+ * glibc thread) is then dead weight held per blocked thread between
+ * captures; give it back. A running thread's copy is left resident: the
+ * next capture writes its slot again, and a page given back would be
+ * faulted in again inside its handler's window. Consecutive slots go back
+ * in one madvise (one TLB shootdown for the process, not one per thread).
+ */
+int sprobe_snapshot__trim(struct sprobe_snapshot *s)
+{
+	uint32_t run = 0, nrun = 0, given = 0;
+
+	if (!s)
+		return -EINVAL;
+	if (atomic_load(&s->inflight))
+		return -EBUSY;
+	for (uint32_t i = 0; i <= s->nthreads; i++) {
+		struct sprobe_thread_sample *t = i < s->nthreads ? &s->samples[i] : NULL;
+		bool zp = t && t->method == SPROBE_METHOD_ZERO_PAUSE && t->stack_len > 0 &&
+			  t->stage != SPROBE_STAGE_EMPTY;
+
+		if (zp) {
+			if (!nrun)
+				run = i;
+			nrun++;
+			t->stack_len = 0; /* the bytes are gone: nothing claims them */
+			given++;
+			continue;
+		}
+		if (!nrun)
+			continue;
+#ifndef _WIN32
+		/* Zero-fill on the next touch; our own mapping (see
+		 * sprobe_snapshot__new()), so nothing else lives there. */
+		if (madvise(sprobe_snapshot__buffer(s, run), (size_t)nrun * s->slot_bytes,
+			    MADV_DONTNEED) != 0)
+			return -errno;
+#endif
+		nrun = 0;
+	}
+	return (int)given;
 }
 
 int sprobe_snapshot__finish(struct sprobe_snapshot *s)

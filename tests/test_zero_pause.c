@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -959,6 +960,132 @@ static void test_unchanged_thread_keeps_its_walk(void **state)
 	cap_free(c);
 }
 
+/* Resident pages of [p, p + len) (mincore: the kernel's page tables, real). */
+static unsigned resident_pages(const void *p, size_t len)
+{
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t hi = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+	unsigned char vec[SPROBE_MAX_STACK_BYTES / 4096 + 2];
+	unsigned n = 0;
+
+	assert_true((hi - lo) / 4096 <= sizeof(vec));
+	assert_int_equal(mincore((void *)lo, hi - lo, vec), 0);
+	for (size_t k = 0; k < (hi - lo) / 4096; k++)
+		n += vec[k] & 1;
+	return n;
+}
+
+/* N blocked threads cost no resident copy between captures once the
+ * caller is done with them: sprobe_snapshot__trim() gives the pages back
+ * (mincore says so), the next capture keeps the unchanged threads' walks
+ * without copying (their buffers stay unpopulated), and a copy that was
+ * not unwound is never reused once given back (it is copied afresh). */
+#define TRIM_N 12
+static void test_trim_gives_blocked_copies_back(void **state)
+{
+	struct parked w[TRIM_N];
+	struct copy_count cc = { 0 };
+	struct sprobe_capture_opts o = { .sz = sizeof(o), .zero_pause = true,
+					 .before_zp_copy = count_copy, .hook_ctx = &cc };
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 0);
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
+	struct sprobe_unwinder *u = sprobe_unwinder__new(&uo);
+	const uint8_t *buf[TRIM_N];
+	size_t len[TRIM_N];
+	int idx[TRIM_N];
+	bool all = false;
+
+	(void)state;
+	assert_non_null(s);
+	assert_non_null(u);
+	for (int k = 0; k < TRIM_N; k++)
+		park_start(&w[k], ZP_FUTEX, false); /* no frame pointers: complete walks */
+	struct sprobe_capturer *c = cap_new(&o);
+	assert_non_null(c);
+	assert_int_equal(sprobe_capturer__zero_pause(c, NULL, 0), 1);
+	/* A round in which every parked thread was copied without a signal
+	 * (one just created may still be on its way into the wait). */
+	for (int round = 0; round < 50 && !all; round++) {
+		assert_int_equal(sprobe_capture_and_resolve(c, s, u), 0);
+		all = true;
+		for (int k = 0; k < TRIM_N; k++) {
+			const struct sprobe_thread_sample *t =
+				sprobe_snapshot__thread(s, (uint32_t)(idx[k] = find_tid(s, w[k].p.tid)));
+
+			all &= t->method == SPROBE_METHOD_ZERO_PAUSE &&
+			       t->stage == SPROBE_STAGE_UNWOUND && t->stack_len > 0;
+			buf[k] = t->stack;
+			len[k] = t->stack_len;
+		}
+	}
+	assert_true(all);
+	for (int k = 0; k < TRIM_N; k++)
+		assert_true(resident_pages(buf[k], len[k]) >= 1); /* the copy is there */
+
+	int given = sprobe_snapshot__trim(s);
+	assert_true(given >= TRIM_N);
+	for (int k = 0; k < TRIM_N; k++) {
+		const struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, (uint32_t)idx[k]);
+
+		assert_int_equal(t->stack_len, 0);
+		assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND); /* the walk stays */
+		assert_true(t->nframes > 3);
+		assert_int_equal(resident_pages(buf[k], len[k]), 0);
+	}
+	assert_int_equal(sprobe_snapshot__trim(s), 0); /* nothing left to give */
+
+	/* Not run since: walks kept, nothing copied, buffers still empty. */
+	unsigned copies, kept = 0;
+	assert_int_equal(sprobe_capturer__capture(c, s), 0);
+	for (int k = 0; k < TRIM_N; k++) {
+		const struct sprobe_thread_sample *t =
+			sprobe_snapshot__thread(s, (uint32_t)find_tid(s, w[k].p.tid));
+
+		if (t->method == SPROBE_METHOD_ZERO_PAUSE && t->stage == SPROBE_STAGE_UNWOUND) {
+			kept++;
+			assert_int_equal(t->stack_len, 0);
+			assert_true(has_chain(u, t, zp_chain_names_nofp));
+			assert_int_equal(resident_pages(buf[k], len[k]), 0);
+		}
+	}
+	print_message("  %u of %d blocked threads kept their walk without a copy\n", kept, TRIM_N);
+	assert_true(kept >= 1);
+	assert_true(sprobe_snapshot__stats(s)->zp_unchanged >= kept);
+
+	/* A copy given back before it was unwound is not reused: capture
+	 * without unwinding (a fresh copy: the thread ran), give it back,
+	 * capture again: copied afresh, bytes resident again. */
+	cc.tid = w[0].p.tid;
+	unsigned wakes = atomic_load(&w[0].p.wakes);
+	syscall(SYS_futex, &w[0].p.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	uint64_t deadline = now_ns() + 5000000000ull;
+	while (atomic_load(&w[0].p.wakes) == wakes) {
+		assert_true(now_ns() < deadline);
+		sched_yield();
+	}
+	wait_blocked(w[0].p.tid, ZP_FUTEX);
+	int i0 = capture_zp(c, s, w[0].p.tid);
+	const struct sprobe_thread_sample *t0 = sprobe_snapshot__thread(s, (uint32_t)i0);
+	assert_int_equal(t0->stage, SPROBE_STAGE_RAW);
+	assert_true(t0->stack_len > 0);
+	assert_true(sprobe_snapshot__trim(s) >= 1);
+	assert_int_equal(t0->stack_len, 0);
+	copies = cc.copies;
+	i0 = capture_zp(c, s, w[0].p.tid);
+	t0 = sprobe_snapshot__thread(s, (uint32_t)i0);
+	assert_true(cc.copies > copies); /* copied afresh, not "unchanged" */
+	assert_int_equal(t0->stage, SPROBE_STAGE_RAW);
+	assert_true(t0->stack_len > 0);
+	assert_true(resident_pages(t0->stack, t0->stack_len) >= 1);
+
+	assert_int_equal(sprobe_snapshot__trim(NULL), -EINVAL);
+	cap_free(c);
+	for (int k = 0; k < TRIM_N; k++)
+		park_stop(&w[k]);
+	sprobe_unwinder__free(u);
+	sprobe_snapshot__free(s);
+}
+
 /* ---- EINTR under a 999 Hz wall sampler ------------------------------------ */
 
 /* Two poll and two select loops (10 s timeouts, no frame pointers) under a
@@ -1142,6 +1269,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup_teardown(test_thread_that_ran_is_refused, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_unchanged_thread_keeps_its_copy, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_unchanged_thread_keeps_its_walk, setup_usr2, teardown),
+	cmocka_unit_test_setup_teardown(test_trim_gives_blocked_copies_back, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_no_eintr_with_zero_pause, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_off_means_signals_only, setup_usr2, teardown),
 	cmocka_unit_test_setup_teardown(test_signal_blocking_thread_captured, setup_usr2, teardown),

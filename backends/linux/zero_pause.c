@@ -346,13 +346,17 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	if (na <= 0)
 		goto out;
 	if (prev && e->last_ok && e->slot == i && (size_t)na == e->last_len &&
-	    memcmp(a, e->last, (size_t)na) == 0) {
+	    memcmp(a, e->last, (size_t)na) == 0 &&
+	    (prev->stage == SPROBE_STAGE_UNWOUND || prev->stack_len > 0)) {
 		/* Not switched in since the schedstat read that closed its
-		 * previous copy, which is still in this slot: its stack and
-		 * registers are those. One read instead of four. If that copy
-		 * was unwound, frames[] (which sample_init() leaves alone)
-		 * still holds its walk: the same bytes give the same frames,
-		 * so it stays UNWOUND and is not walked again. */
+		 * previous copy: its stack and registers are those. One read
+		 * instead of four. If that copy was unwound, frames[] (which
+		 * sample_init() leaves alone) still holds its walk: the same
+		 * bytes give the same frames, so it stays UNWOUND and is not
+		 * walked again, and the copy itself is not needed (a
+		 * sprobe_snapshot__trim() may have given it back: stack_len
+		 * 0). A copy not unwound is reused only if it is still in
+		 * its slot. */
 		const uint8_t *buf = t->stack;
 
 		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));

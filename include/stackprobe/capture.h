@@ -415,6 +415,27 @@ bool sprobe_snapshot__frames_resolved(const struct sprobe_snapshot *s);
 SPROBE_API
 void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
 
+/*
+ * Give back the memory of the zero-pause copies in s (samples of method
+ * ZERO_PAUSE with stack_len > 0), for a caller done with them (unwound,
+ * published): each such sample's stack_len becomes 0 and its buffer's
+ * pages are returned to the kernel (MADV_DONTNEED; zero-filled when a
+ * later capture writes them). Registers, frames and stage stay. The
+ * thread is blocked, and while it stays so a later capture into s keeps
+ * an UNWOUND sample's walk without copying its stack again (stats
+ * zp_unchanged): a copy not unwound is made afresh instead. Copies of
+ * running threads (method SIGNAL) are left: their slots are written again
+ * at the next capture. Why: otherwise every blocked thread holds a page
+ * or more of copy between captures (docs/PERFORMANCE.md "Memory, per
+ * thread").
+ * Returns the number of copies given back (>= 0), -EINVAL (NULL), -EBUSY
+ * (a started capture owns s), or -errno of madvise. Allocates nothing.
+ * Not thread-safe against a capture into s; not async-signal-safe. A
+ * no-op on Windows (no zero-pause there).
+ */
+SPROBE_API
+int sprobe_snapshot__trim(struct sprobe_snapshot *s);
+
 /* A short static name for a drop reason ("exited", "blocked", ...). */
 SPROBE_API
 const char *sprobe_drop_reason__str(uint32_t reason);
