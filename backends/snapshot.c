@@ -132,6 +132,23 @@ void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sampl
 	}
 }
 
+/* Buffers [first, first + n) back to the kernel: zero-filled on the next
+ * touch. Our own mapping (see sprobe_snapshot__new()), so nothing else
+ * lives there. Windows has no zero-pause samples to give back. */
+static int give_back(struct sprobe_snapshot *s, uint32_t first, uint32_t n)
+{
+#ifndef _WIN32
+	if (madvise(sprobe_snapshot__buffer(s, first), (size_t)n * s->slot_bytes,
+		    MADV_DONTNEED) != 0)
+		return -errno;
+#else
+	(void)s;
+	(void)first;
+	(void)n;
+#endif
+	return 0;
+}
+
 /*
  * A zero-pause sample's thread is blocked: most likely it is still blocked,
  * not switched in, at the next capture, which then keeps the sample's walk
@@ -165,13 +182,9 @@ int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 		}
 		if (!nrun)
 			continue;
-#ifndef _WIN32
-		/* Zero-fill on the next touch; our own mapping (see
-		 * sprobe_snapshot__new()), so nothing else lives there. */
-		if (madvise(sprobe_snapshot__buffer(s, run), (size_t)nrun * s->slot_bytes,
-			    MADV_DONTNEED) != 0)
-			return -errno;
-#endif
+		int err = give_back(s, run, nrun);
+		if (err)
+			return err;
 		nrun = 0;
 	}
 	return (int)given;
