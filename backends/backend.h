@@ -37,6 +37,10 @@ struct sprobe_snapshot {
 	void *stack_raw;	/* Windows: what malloc gave for stack_mem */
 	struct sprobe_snapshot_stats stats;
 	bool frames_resolved;
+	/* Per sample: the capture kept its previous zero-pause copy (the
+	 * thread was not switched in since; the backend sets it, sample_init
+	 * clears it). sprobe_snapshot__trim() gives back only those. */
+	uint8_t *zp_kept;
 	/* The Linux backend's zero-pause stamp: which of its captures last
 	 * wrote the slots (0: none, or something else wrote them since). */
 	uint64_t zp_epoch;

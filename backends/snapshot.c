@@ -49,6 +49,7 @@ struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_st
 	 * the agent costs its target"). The rounding is address space only. */
 	s->slot_bytes = (max_stack_bytes + SPROBE_REDZONE + 4095) & ~(size_t)4095;
 	s->samples = calloc(max_threads, sizeof(*s->samples));
+	s->zp_kept = calloc(max_threads, 1);
 	/* Pages are faulted in by the first capture that uses them (a kernel
 	 * page fault is fine in a signal handler), after which the snapshot
 	 * is warm. A mapping of our own, not malloc's, so that
@@ -65,7 +66,7 @@ struct sprobe_snapshot *sprobe_snapshot__new(uint32_t max_threads, size_t max_st
 	if (s->stack_mem == MAP_FAILED)
 		s->stack_mem = NULL;
 #endif
-	if (!s->samples || !s->stack_mem) {
+	if (!s->samples || !s->zp_kept || !s->stack_mem) {
 		sprobe_snapshot__free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -79,6 +80,7 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s)
 	if (!s)
 		return;
 	free(s->samples);
+	free(s->zp_kept);
 #ifdef _WIN32
 	free(s->stack_raw);
 #else
@@ -111,6 +113,7 @@ struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot
 	t->tid = tid;
 	t->stage = SPROBE_STAGE_EMPTY;
 	t->stack = sprobe_snapshot__buffer(s, i);
+	s->zp_kept[i] = 0;
 	if (i >= s->nthreads)
 		s->nthreads = i + 1;
 	return t;
@@ -150,14 +153,18 @@ static int give_back(struct sprobe_snapshot *s, uint32_t first, uint32_t n)
 }
 
 /*
- * A zero-pause sample's thread is blocked: most likely it is still blocked,
- * not switched in, at the next capture, which then keeps the sample's walk
- * and copies nothing (sprobe_lx_zp_try()). Its copy (one page for an idle
- * glibc thread) is then dead weight held per blocked thread between
- * captures; give it back. A running thread's copy is left resident: the
- * next capture writes its slot again, and a page given back would be
- * faulted in again inside its handler's window. Consecutive slots go back
- * in one madvise (one TLB shootdown for the process, not one per thread).
+ * A thread whose zero-pause copy was kept by this capture (not switched in
+ * for a whole round) most likely stays blocked, and the next capture keeps
+ * its walk without copying (sprobe_lx_zp_try()): its copy (one page for an
+ * idle glibc thread) is dead weight held between captures; give it back.
+ * A copy made afresh this round is left: its thread ran since the
+ * previous capture and will likely run again, and a page given back costs
+ * a fault at the next copy (~7 us per thread here: docs/PERFORMANCE.md
+ * "Memory, per thread"). So a thread pays that at most once per blocked
+ * spell of more than a round. Running threads' copies (method SIGNAL) are
+ * left too: their slots are written again at the next capture, inside the
+ * handler's window. Consecutive slots go back in one madvise (one TLB
+ * shootdown for the process, not one per thread).
  */
 int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 {
@@ -169,8 +176,8 @@ int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 		return -EBUSY;
 	for (uint32_t i = 0; i <= s->nthreads; i++) {
 		struct sprobe_thread_sample *t = i < s->nthreads ? &s->samples[i] : NULL;
-		bool zp = t && t->method == SPROBE_METHOD_ZERO_PAUSE && t->stack_len > 0 &&
-			  t->stage != SPROBE_STAGE_EMPTY;
+		bool zp = t && s->zp_kept[i] && t->method == SPROBE_METHOD_ZERO_PAUSE &&
+			  t->stack_len > 0 && t->stage != SPROBE_STAGE_EMPTY;
 
 		if (zp) {
 			if (!nrun)

@@ -15,6 +15,9 @@
  * Zero-pause is measured twice: threads that never run between captures
  * (their previous copy is kept after one schedstat read) and threads woken
  * once between captures (outside the timed part), so each copy is fresh.
+ * zp-fresh is measured once more with the copies given back after each
+ * capture (sprobe_snapshot__trim(), as the sampler does): the madvise and
+ * the fresh pages the next copies fault in.
  * Then the register gap: capture + unwind (sprobe_capture_and_resolve) of
  * 64 threads parked in a chain built with and without frame pointers: how
  * many zero-pause walks fall short of the thread start (re-captured with a
@@ -176,8 +179,8 @@ static void pool_stir(struct pool *p)
 
 /* stir: wake every thread between captures (zero-pause then copies each
  * stack afresh; the target CPU column is then the wake-ups': not shown). */
-static void run(struct pool *p, bool zp, bool stir, int rounds, struct sprobe_pause *kp,
-		struct result *r)
+static void run(struct pool *p, bool zp, bool stir, bool trim, int rounds,
+		struct sprobe_pause *kp, struct result *r)
 {
 	struct sprobe_capture_opts o = { .sz = sizeof(o), .zero_pause = zp, .signo = signo_used };
 	struct sprobe_capturer *c = sprobe_capturer__new(&o);
@@ -205,6 +208,11 @@ static void run(struct pool *p, bool zp, bool stir, int rounds, struct sprobe_pa
 			fprintf(stderr, "capture failed\n");
 			exit(1);
 		}
+		/* zp-fresh-trim: the copies given back after each capture, as
+		 * the sampler does (sprobe_snapshot__trim()); the next copy
+		 * then writes fresh zero pages. Timed with the capture. */
+		if (trim)
+			sprobe_snapshot__trim(s);
 		probe += clk(CLOCK_THREAD_CPUTIME_ID) - pc0;
 		wall += clk(CLOCK_MONOTONIC) - w0;
 		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
@@ -327,24 +335,27 @@ int main(int argc, char **argv)
 	       "zp-idle: threads that never run (each previous copy is kept: one read);\n"
 	       "zp-fresh: every thread woken between captures (each stack copied anew)\n"
 	       "signal-stir: the signal path with the same wake-ups between captures\n"
-	       "(the probe's caches are as cold as in zp-fresh; target CPU not separable)\n\n");
+	       "(the probe's caches are as cold as in zp-fresh; target CPU not separable)\n"
+	       "zp-fr-trim: zp-fresh with the copies given back after each capture\n"
+	       "(sprobe_snapshot__trim(), as the sampler does; timed with it)\n\n");
 	printf("  %7s %-10s %8s %7s %8s %10s %10s %11s %10s %9s\n", "threads", "method", "samples",
 	       "0ns%", "kwindows", "probe-us", "target-us", "kpause-us", "total-us", "wall-us");
 	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		int n = sizes[si];
 		int rounds = scale * (n <= 8 ? 400 : n <= 64 ? 100 : 20);
 		struct pool *p = calloc(1, sizeof(*p));
-		struct result r[4];
+		struct result r[5];
 
-		static const char *const names[4] = { "zp-idle", "zp-fresh", "signal",
-						      "signal-stir" };
+		static const char *const names[5] = { "zp-idle", "zp-fresh", "signal",
+						      "signal-stir", "zp-fr-trim" };
 
 		pool_start(p, n, false);
-		run(p, true, false, rounds, kp, &r[0]);
-		run(p, true, true, rounds, kp, &r[1]);
-		run(p, false, false, rounds, kp, &r[2]);
-		run(p, false, true, rounds, kp, &r[3]);
-		for (int m = 0; m < 4; m++) {
+		run(p, true, false, false, rounds, kp, &r[0]);
+		run(p, true, true, false, rounds, kp, &r[1]);
+		run(p, false, false, false, rounds, kp, &r[2]);
+		run(p, false, true, false, rounds, kp, &r[3]);
+		run(p, true, true, true, rounds, kp, &r[4]);
+		for (int m = 0; m < 5; m++) {
 			double zero = 100.0 * (double)(r[m].samples - (r[m].kwin < r[m].samples ? r[m].kwin : r[m].samples)) /
 				      (double)r[m].samples;
 			char tgt[32], tot[32];

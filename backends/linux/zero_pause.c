@@ -367,6 +367,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		}
 		t->entry_ns = entry;
 		t->exit_ns = sprobe_now_ns();
+		s->zp_kept[i] = 1; /* sprobe_snapshot__trim() may give the copy back */
 		s->stats.zp_unchanged++;
 		return true;
 	}

@@ -416,18 +416,20 @@ SPROBE_API
 void sprobe_snapshot__set_frames_resolved(struct sprobe_snapshot *s, bool v);
 
 /*
- * Give back the memory of the zero-pause copies in s (samples of method
- * ZERO_PAUSE with stack_len > 0), for a caller done with them (unwound,
- * published): each such sample's stack_len becomes 0 and its buffer's
- * pages are returned to the kernel (MADV_DONTNEED; zero-filled when a
- * later capture writes them). Registers, frames and stage stay. The
- * thread is blocked, and while it stays so a later capture into s keeps
- * an UNWOUND sample's walk without copying its stack again (stats
- * zp_unchanged): a copy not unwound is made afresh instead. Copies of
- * running threads (method SIGNAL) are left: their slots are written again
- * at the next capture. Why: otherwise every blocked thread holds a page
- * or more of copy between captures (docs/PERFORMANCE.md "Memory, per
- * thread").
+ * Give back the memory of the zero-pause copies in s that the last capture
+ * kept (samples of method ZERO_PAUSE whose thread was not switched in since
+ * the capture before: stats zp_unchanged), for a caller done with them
+ * (unwound, published): each such sample's stack_len becomes 0 and its
+ * buffer's pages go back to the kernel (MADV_DONTNEED; zero-filled when a
+ * later capture writes them). Registers, frames and stage stay. While the
+ * thread stays blocked, a later capture into s keeps an UNWOUND sample's
+ * walk without copying its stack again (zp_unchanged); a sample not
+ * unwound is copied afresh instead. Copies made afresh by the last
+ * capture (the thread ran since the one before, and likely runs again)
+ * and copies of running threads (method SIGNAL) are left: giving them back
+ * would cost page faults at the next copy. Why: otherwise every blocked
+ * thread holds a page or more of copy between captures
+ * (docs/PERFORMANCE.md "Memory, per thread").
  * Returns the number of copies given back (>= 0), -EINVAL (NULL), -EBUSY
  * (a started capture owns s), or -errno of madvise. Allocates nothing.
  * Not thread-safe against a capture into s; not async-signal-safe. A

@@ -511,10 +511,11 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY && ts->tid > 0)
 			sprobe_sampler_emit__symbols(s, ts);
 	}
-	/* Done with the copies: the blocked threads' go back to the kernel
-	 * (their walks stay for the next capture to keep), so a blocked
-	 * thread costs no copy between rounds (docs/PERFORMANCE.md "Memory,
-	 * per thread"). A failure only costs memory. */
+	/* Done with the copies: those of threads blocked for a whole round
+	 * go back to the kernel (their walks stay for the next capture to
+	 * keep), so a blocked thread costs no copy between rounds
+	 * (docs/PERFORMANCE.md "Memory, per thread"). A failure only costs
+	 * memory. */
 	(void)sprobe_snapshot__trim(s->snap);
 
 	struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE };
