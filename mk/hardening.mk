@@ -92,7 +92,8 @@ TEST_LANES += test-asan test-tsan
 # (not instrumented): a wild read there still crashes and is caught.
 FUZZ_ELF := $(BUILD)/fuzz/fuzz_elf
 FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
-	userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c
+	userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
+	userspace/symbols/dwarf_load.c
 FUZZ_ELF_RUN ?= -runs=100000 -max_total_time=20
 FUZZ_LONG_SECONDS ?= 300
 
@@ -101,7 +102,7 @@ $(FUZZ_ELF): $(FUZZ_ELF_SRCS) userspace/symbols/modules_internal.h include/stack
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -I. -Iuserspace \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o $@ $(FUZZ_ELF_SRCS) -ldw -lelf -lz -ldl
+		-o $@ $(FUZZ_ELF_SRCS) -ldw -lelf -lz -ldeflate -ldl
 
 .PHONY: test-fuzz-elf fuzz fuzz-elf
 test-fuzz-elf: $(FUZZ_ELF)

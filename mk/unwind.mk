@@ -71,7 +71,7 @@ UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
 UNWIND_A64_SRCS := backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
 		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/access_file.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
 		   userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debug_frame.c userspace/symbols/debuginfod.c \
-		   userspace/sampler/resolve.c
+		   userspace/symbols/dwarf_load.c userspace/sampler/resolve.c
 UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -I. -Ibackends \
 		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables
 
@@ -86,7 +86,7 @@ $(UNWIND_A64_DIR)/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS) \
 	$(call msg,A64-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(UNWIND_A64_CC) $(UNWIND_A64_CFLAGS) -o $@ $< $(UNWIND_A64_SRCS) \
-		-lunwind-generic -lunwind -ldw -lelf -lz -lcmocka -ldl
+		-lunwind-generic -lunwind -ldw -lelf -lz -ldeflate -lcmocka -ldl
 
 .PHONY: test-aarch64-unwind
 test-aarch64-unwind: $(UNWIND_A64_DIR)/test_unwind

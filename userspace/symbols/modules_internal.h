@@ -52,6 +52,9 @@ struct symtab {
 	unsigned nfiles;
 	void *membuf;		/* another process's vDSO image, copied */
 	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
+	/* dwarf_load.h's image dwarf lives on (it owns dwarf), or NULL: then
+	 * dwarf came from dwarf_begin_elf() on one of files[]. */
+	struct sprobe_dwarf_image *dwarf_img;
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
 	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
 	/* files[0] is the object that was mapped (its build-id matched, or
