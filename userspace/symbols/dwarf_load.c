@@ -3,10 +3,9 @@
  * The line-and-inline DWARF loader (contract in dwarf_load.h).
  *
  * The image: Elf64_Ehdr, each kept section's bytes (16-aligned), a
- * .shstrtab, then the section headers; one anonymous private mapping,
- * populated when it is made (MAP_POPULATE: the decompressor then writes
- * into resident pages instead of faulting each one in; measured in
- * docs/PERFORMANCE.md). Section headers keep the source's type, flags
+ * .shstrtab, then the section headers; one anonymous private mapping in
+ * transparent huge pages where the kernel gives them (map_image();
+ * measured in docs/PERFORMANCE.md). Section headers keep the source's type, flags
  * less SHF_COMPRESSED and SHF_ALLOC, and entsize, so libdw recognises
  * them by name as it does in the file.
  */
@@ -147,6 +146,35 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) & ~(a - 1);
 }
 
+/* len bytes of zeroed private memory for the image, or NULL. From 2 MiB
+ * up: started on a 2 MiB boundary with MADV_HUGEPAGE, so the inflater
+ * fills transparent huge pages (a few faults instead of one per 4 KiB
+ * page; the tail past the last whole 2 MiB stays in small pages, so
+ * nothing is rounded up). Below: populated when mapped. Either way a
+ * kernel that refuses the advice just gives small pages. */
+static void *map_image(size_t len)
+{
+	const size_t huge = 2u << 20;
+	uint8_t *raw, *a;
+	size_t plen = (len + 4095) & ~(size_t)4095;
+
+	if (len < huge) {
+		raw = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		return raw == MAP_FAILED ? NULL : raw;
+	}
+	raw = mmap(NULL, plen + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	a = (uint8_t *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > raw)
+		munmap(raw, (size_t)(a - raw));
+	if (raw + plen + huge > a + plen)
+		munmap(a + plen, (size_t)(raw + plen + huge - (a + plen)));
+	(void)madvise(a, plen, MADV_HUGEPAGE);
+	return a;
+}
+
 int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 {
 	struct kept_scn ks[NKEPT];
@@ -193,9 +221,8 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 	if (!img)
 		return -ENOMEM;
 	img->map_len = (size_t)total;
-	img->map = mmap(NULL, img->map_len, PROT_READ | PROT_WRITE,
-			MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (img->map == MAP_FAILED) {
+	img->map = map_image(img->map_len);
+	if (!img->map) {
 		free(img);
 		return -ENOMEM;
 	}
@@ -285,7 +312,7 @@ void sprobe_dwarf_image__free(struct sprobe_dwarf_image *img)
 		dwarf_end(img->dw);
 	if (img->elf)
 		elf_end(img->elf);
-	if (img->map && img->map != MAP_FAILED)
+	if (img->map)
 		munmap(img->map, img->map_len);
 	free(img);
 }
