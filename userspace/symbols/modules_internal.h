@@ -201,7 +201,9 @@ int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 void sprobe__perfmap_release(struct perfmap *pm);
 
 /* symbolize.c: the module of pc with its DWARF (a Dwarf *) open, or NULL;
- * a mangled name demangled (caller frees) or NULL. */
+ * a mangled name demangled (caller frees) or NULL. The Dwarf may hold only
+ * the sections of dwarf_load.h (lines, scopes, ranges, names): ask it for
+ * no locations, CFI or macros. */
 struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
 char *sprobe__demangle(struct sprobe_modules *m, const char *name);
 
