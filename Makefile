@@ -42,7 +42,7 @@ WARN    := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototy
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
 	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD) $(EXTRA_CFLAGS)
-LIBS    := -lbpf -lelf -lz -ldeflate -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
+LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
 LDFLAGS ?=
 
 # Library sources: every part's folder except the CLI, the agent and the

@@ -102,7 +102,7 @@ $(FUZZ_ELF): $(FUZZ_ELF_SRCS) userspace/symbols/modules_internal.h include/stack
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) -g -O1 -std=gnu11 -D_GNU_SOURCE $(WARN) -Iinclude -I. -Iuserspace \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o $@ $(FUZZ_ELF_SRCS) -ldw -lelf -lz -ldeflate -ldl
+		-o $@ $(FUZZ_ELF_SRCS) -ldw -lelf -lz -ldl
 
 .PHONY: test-fuzz-elf fuzz fuzz-elf
 test-fuzz-elf: $(FUZZ_ELF)

@@ -86,7 +86,7 @@ $(UNWIND_A64_DIR)/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS) \
 	$(call msg,A64-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(UNWIND_A64_CC) $(UNWIND_A64_CFLAGS) -o $@ $< $(UNWIND_A64_SRCS) \
-		-lunwind-generic -lunwind -ldw -lelf -lz -ldeflate -lcmocka -ldl
+		-lunwind-generic -lunwind -ldw -lelf -lz -lcmocka -ldl
 
 .PHONY: test-aarch64-unwind
 test-aarch64-unwind: $(UNWIND_A64_DIR)/test_unwind

@@ -9,10 +9,12 @@
  * less SHF_COMPRESSED and SHF_ALLOC, and entsize, so libdw recognises
  * them by name as it does in the file.
  */
+#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <gelf.h>
 #include <libdeflate.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +51,33 @@ struct kept_scn {
 	uint64_t off;	/* in the image */
 	bool zlib;
 };
+
+/* libdeflate, dlopen'd on the first image: a profiled program whose agent
+ * never reads DWARF (under `record`) maps nothing more (~76 KB of RSS
+ * linked), and a machine without libdeflate0 keeps libdw's loading. Never
+ * closed: the functions stay valid for the process. */
+static struct {
+	pthread_once_t once;
+	bool ok;
+	struct libdeflate_decompressor *(*alloc)(void);
+	void (*free)(struct libdeflate_decompressor *);
+	enum libdeflate_result (*zlib)(struct libdeflate_decompressor *, const void *, size_t,
+				       void *, size_t, size_t *);
+} inflater = { .once = PTHREAD_ONCE_INIT };
+
+static void inflater_open(void)
+{
+	void *dl = dlopen("libdeflate.so.0", RTLD_LAZY | RTLD_LOCAL);
+
+	if (!dl)
+		return;
+	*(void **)&inflater.alloc = dlsym(dl, "libdeflate_alloc_decompressor");
+	*(void **)&inflater.free = dlsym(dl, "libdeflate_free_decompressor");
+	*(void **)&inflater.zlib = dlsym(dl, "libdeflate_zlib_decompress");
+	inflater.ok = inflater.alloc && inflater.free && inflater.zlib;
+	if (!inflater.ok)
+		dlclose(dl);
+}
 
 static bool is_debug_name(const char *n)
 {
@@ -134,7 +163,7 @@ static int fill(struct libdeflate_decompressor *dc, const struct kept_scn *ks, u
 	if (raw->d_size < sizeof(Elf64_Chdr))
 		return -EILSEQ;
 	/* A NULL actual size: anything but exactly ch_size bytes fails. */
-	if (libdeflate_zlib_decompress(dc, (const uint8_t *)raw->d_buf + sizeof(Elf64_Chdr),
+	if (inflater.zlib(dc, (const uint8_t *)raw->d_buf + sizeof(Elf64_Chdr),
 				       raw->d_size - sizeof(Elf64_Chdr), dst, ks->size,
 				       NULL) != LIBDEFLATE_SUCCESS)
 		return -EILSEQ;
@@ -201,6 +230,8 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 		return err;
 	if (!any_zlib)
 		return -ENOTSUP;
+	if (pthread_once(&inflater.once, inflater_open) != 0 || !inflater.ok)
+		return -ENOTSUP;
 
 	off = sizeof(Elf64_Ehdr);
 	for (size_t i = 0; i < NKEPT; i++) {
@@ -226,7 +257,7 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 		free(img);
 		return -ENOMEM;
 	}
-	dc = libdeflate_alloc_decompressor();
+	dc = inflater.alloc();
 	if (!dc) {
 		err = -ENOMEM;
 		goto fail;
@@ -256,7 +287,7 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 		spos += strlen(kept[i]) + 1;
 		idx++;
 	}
-	libdeflate_free_decompressor(dc);
+	inflater.free(dc);
 	if (err)
 		goto fail;
 	sh[idx] = (Elf64_Shdr){

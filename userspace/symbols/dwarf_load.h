@@ -26,9 +26,14 @@
  * ELFCOMPRESS_ZLIB. Anything else (ET_REL, which needs relocations; zstd;
  * GNU .zdebug_*; split or LTO DWARF sections; section groups; a file with
  * nothing compressed, which libdw already reads in place) is -ENOTSUP and
- * the caller uses dwarf_begin_elf() on the file as before.
+ * the caller uses dwarf_begin_elf() on the file as before; so is a process
+ * where libdeflate.so.0 cannot be dlopen'd (it is loaded on the first
+ * image, never linked: a profiled program whose agent reads no DWARF maps
+ * nothing more).
  *
- * Not thread-safe per image; nothing here is async-signal-safe.
+ * Images may be opened from several threads at once (the libdeflate load
+ * is once per process); one image is not thread-safe. Nothing here is
+ * async-signal-safe.
  */
 #ifndef SPROBE_SYMBOLS_DWARF_LOAD_H
 #define SPROBE_SYMBOLS_DWARF_LOAD_H
@@ -41,8 +46,8 @@ struct sprobe_dwarf_image;
 /* Build the image of elf's needed debug sections and open a Dwarf on it.
  * elf is only read (never decompressed in place) and must outlive nothing
  * here: the image holds copies. Returns 0 and *out (the caller owns it:
- * sprobe_dwarf_image__free), -ENOTSUP (not a file this loader handles, see
- * above: use dwarf_begin_elf), -EILSEQ (a section header, compression
+ * sprobe_dwarf_image__free), -ENOTSUP (not a file this loader handles, or
+ * no libdeflate, see above: use dwarf_begin_elf), -EILSEQ (a section header, compression
  * header or compressed stream is damaged or truncated), -ENOENT (libdw
  * finds no DWARF in the image), -ENOMEM. */
 int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out);
