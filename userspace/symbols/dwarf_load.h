@@ -32,8 +32,9 @@
  * nothing more).
  *
  * The image has no file descriptor, so libdw knows no directory of the
- * file: a split-DWARF skeleton finds its .dwo only by an absolute path or
- * one under an absolute DW_AT_comp_dir (docs/LIMITATIONS.md).
+ * file: a split-DWARF skeleton finds its .dwo only by an absolute
+ * DW_AT_dwo_name or under an absolute DW_AT_comp_dir, not beside the file
+ * (docs/LIMITATIONS.md).
  *
  * Images may be opened from several threads at once (the libdeflate load
  * is once per process); one image is not thread-safe. Nothing here is
