@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "userspace/symbols/dwarf_load.h"
 
@@ -164,8 +165,8 @@ static int fill(struct libdeflate_decompressor *dc, const struct kept_scn *ks, u
 		return -EILSEQ;
 	/* A NULL actual size: anything but exactly ch_size bytes fails. */
 	if (inflater.zlib(dc, (const uint8_t *)raw->d_buf + sizeof(Elf64_Chdr),
-				       raw->d_size - sizeof(Elf64_Chdr), dst, ks->size,
-				       NULL) != LIBDEFLATE_SUCCESS)
+			  raw->d_size - sizeof(Elf64_Chdr), dst, ks->size,
+			  NULL) != LIBDEFLATE_SUCCESS)
 		return -EILSEQ;
 	return 0;
 }
@@ -183,9 +184,9 @@ static uint64_t align_up(uint64_t v, uint64_t a)
  * kernel that refuses the advice just gives small pages. */
 static void *map_image(size_t len)
 {
-	const size_t huge = 2u << 20;
+	const size_t huge = 2u << 20, pg = (size_t)sysconf(_SC_PAGESIZE);
 	uint8_t *raw, *a;
-	size_t plen = (len + 4095) & ~(size_t)4095;
+	size_t plen = (len + pg - 1) & ~(pg - 1);
 
 	if (len < huge) {
 		raw = mmap(NULL, len, PROT_READ | PROT_WRITE,
