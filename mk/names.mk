@@ -24,6 +24,14 @@ $(BUILD)/tests/test_inline: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUIL
 $(BUILD)/tests/test_inline: $(BUILD)/obj/userspace/cli/record_lines.o
 $(BUILD)/tests/test_inline: TEST_LIBS += $(BUILD)/obj/userspace/cli/record_lines.o $(BUILD)/libstackprobe.a
 
+# tests/test_dwarf_load.c: the same program with zlib-compressed debug
+# sections (-gz=zlib), the files userspace/symbols/dwarf_load.c inflates.
+$(BUILD)/inlined-gz: tests/workloads/inlined.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -gz=zlib -std=gnu11 $(WARN) -o $@ $<
+
+$(BUILD)/tests/test_dwarf_load: $(BUILD)/inlined $(BUILD)/inlined-gz
+
 # tests/test_stripped.c: a program built -O2 and stripped (strip -s), the
 # way distributions ship binaries; the unstripped copy (.full) is the
 # test's reference for where hot_fn is.

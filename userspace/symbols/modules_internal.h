@@ -52,6 +52,9 @@ struct symtab {
 	unsigned nfiles;
 	void *membuf;		/* another process's vDSO image, copied */
 	void *dwarf;		/* libdw Dwarf * for line numbers, or NULL */
+	/* dwarf_load.h's image dwarf lives on (it owns dwarf), or NULL: then
+	 * dwarf came from dwarf_begin_elf() on one of files[]. */
+	struct sprobe_dwarf_image *dwarf_img;
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
 	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
 	/* files[0] is the object that was mapped (its build-id matched, or
@@ -198,7 +201,9 @@ int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 void sprobe__perfmap_release(struct perfmap *pm);
 
 /* symbolize.c: the module of pc with its DWARF (a Dwarf *) open, or NULL;
- * a mangled name demangled (caller frees) or NULL. */
+ * a mangled name demangled (caller frees) or NULL. The Dwarf may hold only
+ * the sections of dwarf_load.h (lines, scopes, ranges, names): ask it for
+ * no locations, CFI or macros. */
 struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void **dw);
 char *sprobe__demangle(struct sprobe_modules *m, const char *name);
 

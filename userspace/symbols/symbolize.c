@@ -21,6 +21,7 @@
 
 #include "userspace/common/fds.h"
 #include "userspace/symbols/debuginfod.h"
+#include "userspace/symbols/dwarf_load.h"
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
@@ -28,8 +29,11 @@ void sprobe__symtab_release(struct symtab *st)
 {
 	sprobe__fde_index_free(&st->fde);
 	sprobe__inline_cache_free(st->inl);
-	if (st->dwarf)
+	if (st->dwarf_img)
+		sprobe_dwarf_image__free(st->dwarf_img);
+	else if (st->dwarf)
 		dwarf_end(st->dwarf);
+	st->dwarf_img = NULL;
 	for (size_t i = 0; i < st->n; i++)
 		if (st->syms[i].demangled != SYM_NOT_MANGLED)
 			free(st->syms[i].demangled);
@@ -667,11 +671,27 @@ struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void 
 		return NULL;
 	st = &mod->st;
 	if (st->dwarf_state == 0) {
+		/* STACKPROBE_DWARF_LOADER=libdw: libdw's own loading, for
+		 * comparisons (tests/test_dwarf_load.c, docs/PERFORMANCE.md). */
+		const char *ld = getenv("STACKPROBE_DWARF_LOADER");
+		bool fast = !ld || strcmp(ld, "libdw") != 0;
+
 		st->dwarf_state = -ENOENT;
 		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
-			Dwarf *d = st->files[i].elf ? dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL)
-						    : NULL;
+			struct sprobe_dwarf_image *img = NULL;
+			Dwarf *d = NULL;
 
+			if (!st->files[i].elf)
+				continue;
+			/* Only the sections line and inline lookups read,
+			 * inflated fast (dwarf_load.h); anything it does not
+			 * take (or finds damaged) goes to libdw as it is. */
+			if (fast && sprobe_dwarf_image__open(st->files[i].elf, &img) == 0) {
+				st->dwarf_img = img;
+				d = sprobe_dwarf_image__dwarf(img);
+			} else {
+				d = dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL);
+			}
 			if (d) {
 				st->dwarf = d;
 				st->dwarf_state = 1;
