@@ -21,13 +21,10 @@
 #include <unistd.h>
 #include <linux/capability.h>
 
-#include <bpf/bpf.h>
-#include <bpf/btf.h>
-#include <bpf/libbpf.h>
-
 #include <stackprobe/pause.h>
 
 #include "bpf/pause.h"
+#include "userspace/pause/libbpf_dl.h" /* libbpf's names read its table from here on */
 #include "userspace/pause/pause_internal.h"
 
 #ifndef SPROBE_NO_BPF
@@ -235,11 +232,19 @@ static int probe_impl(char *msg, size_t msg_len, bool *exit_group_dead)
 	return -ENOTSUP;
 #else
 	struct caps c = caps_now();
+	const char *why;
 	struct btf *btf;
 	int err = 0, r;
 
 	if (msg && msg_len)
 		msg[0] = '\0';
+	if (sprobe__libbpf_load(&why) != 0) {
+		sfmt(msg, msg_len,
+		     "eBPF companion unavailable: %s could not be loaded (%s; Debian: "
+		     "apt-get install libbpf1). Recording can continue without kernel "
+		     "timestamps.", SPROBE_LIBBPF_SONAME, why);
+		return -ENOTSUP;
+	}
 	if (!caps_enough(c)) {
 		explain(-EPERM, "loading tracing programs", msg, msg_len);
 		return -EPERM;
@@ -509,7 +514,8 @@ void sprobe_pause__free(struct sprobe_pause *p)
 {
 	if (!p)
 		return;
-	ring_buffer__free(p->rb);
+	if (p->rb) /* else libbpf may not be loaded */
+		ring_buffer__free(p->rb);
 #ifndef SPROBE_NO_BPF
 	pause_bpf__destroy(p->skel);
 #endif

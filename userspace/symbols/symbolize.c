@@ -5,7 +5,6 @@
  * captured thread runs again.
  */
 #include <dlfcn.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -21,6 +20,7 @@
 
 #include "userspace/common/fds.h"
 #include "userspace/symbols/debuginfod.h"
+#include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
 
@@ -668,7 +668,9 @@ struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void 
 	st = &mod->st;
 	if (st->dwarf_state == 0) {
 		st->dwarf_state = -ENOENT;
-		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
+		if (sprobe__libdw_load() != 0) /* no libdw: no lines, no inlined frames */
+			st->dwarf_state = -ENOSYS;
+		for (int i = (int)st->nfiles - 1; i >= 0 && st->dwarf_state == -ENOENT; i--) {
 			Dwarf *d = st->files[i].elf ? dwarf_begin_elf(st->files[i].elf, DWARF_C_READ, NULL)
 						    : NULL;
 
