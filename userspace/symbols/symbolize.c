@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,8 +15,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/fds.h"
 #include "userspace/symbols/debuginfod.h"
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
