@@ -43,12 +43,13 @@ CFLAGS  ?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
 	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD) $(EXTRA_CFLAGS)
 LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
-# The preloaded library does not link libbpf, libdw, libelf nor zlib: it
-# opens them on first use (userspace/pause/libbpf_dl.h,
+# The preloaded library links libc alone: it opens libbpf, libdw, libelf,
+# zlib and libunwind on first use (userspace/pause/libbpf_dl.h,
 # userspace/symbols/libdw_dl.h, userspace/symbols/libelf_dl.h,
-# userspace/common/zlib_dl.h), so a program under `record` maps only those
-# its agent uses (none while it names no pc itself).
-SHLIB_LIBS = $(filter-out -lbpf -ldw -lelf -lz,$(LIBS))
+# userspace/common/zlib_dl.h, userspace/unwind/libunwind_dl.h), so a
+# program under `record` maps only those its agent uses (none while it
+# walks no stack and names no pc itself).
+SHLIB_LIBS = $(filter-out -lbpf -ldw -lelf -lz -lunwind-generic -lunwind,$(LIBS))
 LDFLAGS ?=
 
 # Library sources: every part's folder except the CLI, the agent and the
@@ -109,7 +110,7 @@ DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
 	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
 	userspace/symbols/debug_frame.c \
-	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/pause/libbpf_dl.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
+	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/libunwind_dl.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/pause/libbpf_dl.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
 	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/xsample.c userspace/common/enterable.c \
 	userspace/unwind/access_file.c userspace/external/perm.c userspace/common/ctl_line.c table/table_win.c \
 	userspace/report/debuginfod.c

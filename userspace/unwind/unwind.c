@@ -86,13 +86,16 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 	return u;
 }
 
-/* libunwind's address space, made once: 0 or -ENOMEM. Its 26 KiB (the
- * cache calloc clears) and libunwind's initialisation wait for the first
- * walk that needs CFI (docs/PERFORMANCE.md, "Memory, third pass"). */
+/* libunwind's address space, made once: 0, -ENOSYS (no libunwind) or
+ * -ENOMEM. libunwind itself (libunwind_dl.h), its 26 KiB (the cache calloc
+ * clears) and its initialisation wait for the first walk that needs CFI
+ * (docs/PERFORMANCE.md, "Memory, third pass"). */
 static int unwinder_as(struct sprobe_unwinder *u)
 {
 	if (u->as)
 		return 0;
+	if (sprobe__libunwind_load() != 0)
+		return -ENOSYS;
 	/* The first calls initialise libunwind, which opens a pipe it keeps
 	 * for the process's life: out of the program's numbers (fds.h). */
 	sprobe_fd__foreign_begin();
