@@ -20,11 +20,11 @@
 
 #include <zlib.h>
 
-#ifdef __APPLE__
-#define SPROBE_ZLIB_SONAME "libz.1.dylib"
-#else
+/* macOS links zlib (there is no preloaded agent there, and
+ * userspace/common/zlib_dl.c is not in the Darwin build): the names stay
+ * zlib's. */
+#ifndef __APPLE__
 #define SPROBE_ZLIB_SONAME "libz.so.1"
-#endif
 
 uLong sprobe__crc32(uLong crc, const Bytef *buf, uInt len);
 int sprobe__uncompress(Bytef *dest, uLongf *dest_len, const Bytef *source, uLong source_len);
@@ -40,5 +40,6 @@ int sprobe__deflateEnd(z_streamp strm);
 #define deflate sprobe__deflate
 #define deflateEnd sprobe__deflateEnd
 #endif
+#endif /* !__APPLE__ */
 
 #endif /* SPROBE_COMMON_ZLIB_DL_H */
