@@ -189,19 +189,11 @@ $(BUILD)/libstackprobe.a: $(LIB_OBJS)
 # kernel's fault-around (64 KiB windows of the page cache) maps fewer of
 # its pages into every preloaded program (docs/PERFORMANCE.md, "What the
 # agent costs its target").
-# Before it, the code a preloaded agent never runs (reports, the readers,
-# the external tier, the companion's loader, DWARF lines): the code and
-# strings the agent runs are then contiguous, and fault-around maps fewer
-# pages of the rest (same section).
 SHLIB_LAST_OBJS := $(filter %/userspace/pause/pause.o,$(LIB_OBJS))
-SHLIB_COLD_OBJS := $(filter-out $(SHLIB_LAST_OBJS),$(filter $(addprefix $(BUILD)/obj/,\
-	userspace/report/% userspace/external/% userspace/pause/% userspace/datafile/reader.o \
-	userspace/datafile/merge.o table/table_reader.o userspace/symbols/inline.o \
-	userspace/symbols/libdw_dl.o userspace/symbols/debuginfod.o),$(LIB_OBJS)))
 $(SHLIB): $(LIB_OBJS) $(AGENT_OBJS) $(SHLIB_MAP)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $(filter-out $(SHLIB_LAST_OBJS) $(SHLIB_COLD_OBJS),$(filter %.o,$^)) \
-		$(SHLIB_COLD_OBJS) $(SHLIB_LAST_OBJS) $(LDFLAGS) $(SHLIB_LIBS) -ldl
+	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $(filter-out $(SHLIB_LAST_OBJS),$(filter %.o,$^)) \
+		$(SHLIB_LAST_OBJS) $(LDFLAGS) $(SHLIB_LIBS) -ldl
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)
