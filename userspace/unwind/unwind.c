@@ -424,11 +424,12 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 	if (s->ip == 0)
 		goto out;
 	push(u, s, s->ip, s->sp, SPROBE_FRAME_IP);
-	if (u->no_dwarf) {
+	/* Without libunwind (not installed): frame pointers, as no_dwarf. */
+	if (u->no_dwarf || unwinder_as(u) != 0) {
 		stop = fp_from_ip(u, s, sprobe__modules_find(u->mods, s->ip), s->ip, s->sp, s->fp);
 		goto out;
 	}
-	if (unwinder_as(u) != 0 || unw_init_remote(&c, u->as, &w) < 0)
+	if (unw_init_remote(&c, u->as, &w) < 0)
 		goto out;
 	prev_ip = s->ip;
 	prev_sp = s->sp;
