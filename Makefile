@@ -43,6 +43,13 @@ CFLAGS  ?= -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -D_GNU_SOURCE \
 	     -DSPROBE_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD) $(EXTRA_CFLAGS)
 LIBS    := -lbpf -lelf -lz -lunwind-generic -lunwind -ldw -lpthread -lrt -lm
+# The preloaded library links libc alone: it opens libbpf, libdw, libelf,
+# zlib and libunwind on first use (userspace/pause/libbpf_dl.h,
+# userspace/symbols/libdw_dl.h, userspace/symbols/libelf_dl.h,
+# userspace/common/zlib_dl.h, userspace/unwind/libunwind_dl.h), so a
+# program under `record` maps only those its agent uses (none while it
+# walks no stack and names no pc itself).
+SHLIB_LIBS = $(filter-out -lbpf -ldw -lelf -lz -lunwind-generic -lunwind,$(LIBS))
 LDFLAGS ?=
 
 # Library sources: every part's folder except the CLI, the agent and the
@@ -101,9 +108,9 @@ SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs \
 MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
 DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
-	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
+	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
 	userspace/symbols/debug_frame.c userspace/symbols/dwarf_load.c \
-	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
+	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/libunwind_dl.c userspace/common/zlib_dl.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/pause/libbpf_dl.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
 	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/xsample.c userspace/common/enterable.c \
 	userspace/unwind/access_file.c userspace/external/perm.c userspace/common/ctl_line.c table/table_win.c \
 	userspace/report/debuginfod.c
@@ -186,7 +193,7 @@ SHLIB_LAST_OBJS := $(filter %/userspace/pause/pause.o,$(LIB_OBJS))
 $(SHLIB): $(LIB_OBJS) $(AGENT_OBJS) $(SHLIB_MAP)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(SHLIB_LDFLAGS) -o $@ $(filter-out $(SHLIB_LAST_OBJS),$(filter %.o,$^)) \
-		$(SHLIB_LAST_OBJS) $(LDFLAGS) $(LIBS) -ldl
+		$(SHLIB_LAST_OBJS) $(LDFLAGS) $(SHLIB_LIBS) -ldl
 
 $(BUILD)/stackprobe: $(CLI_OBJS) $(BUILD)/libstackprobe.a
 	$(call msg,LD,$@)

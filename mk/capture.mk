@@ -17,7 +17,7 @@ CAPTURE_PORTABLE_SRCS := backends/snapshot.c backends/names.c userspace/unwind/u
 # The Linux backend, one mechanism per file (backends/linux/linux.h). Used
 # by the lanes of mk/unwind.mk and mk/zeropause.mk too (included after this).
 CAPTURE_LINUX_SRCS := $(sort $(wildcard backends/linux/*.c))
-CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) $(CAPTURE_LINUX_SRCS) userspace/common/fds.c
+CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) $(CAPTURE_LINUX_SRCS) userspace/common/fds.c userspace/common/zalloc.c
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
 	-Iinclude -I. -Ibackends -Itests -fno-omit-frame-pointer
 

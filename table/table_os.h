@@ -76,6 +76,17 @@ SPROBE_TABLE_OS_API
 void sprobe_table_os__close(struct sprobe_table_os *os, void *base,
 			    size_t size, const char *unlink_path);
 
+/* size zeroed bytes for the writer's own index (one entry per node, of
+ * which most processes use a prefix): the pages cost memory only once
+ * written, where calloc wrote them all (POSIX: an anonymous mapping;
+ * Windows: VirtualAlloc). NULL on failure. Not async-signal-safe. */
+SPROBE_TABLE_OS_API
+void *sprobe_table_os__zalloc(size_t size);
+
+/* Frees what sprobe_table_os__zalloc(size) returned; NULL is a no-op. */
+SPROBE_TABLE_OS_API
+void sprobe_table_os__zfree(void *p, size_t size);
+
 SPROBE_TABLE_OS_API
 int sprobe_table_os__getpid(void);
 

@@ -226,6 +226,20 @@ int sprobe_table_os__check_size(const struct sprobe_table_os *os, size_t size)
 	return (uint64_t)st.st_size == (uint64_t)size ? 0 : -ESTALE;
 }
 
+void *sprobe_table_os__zalloc(size_t size)
+{
+	void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void sprobe_table_os__zfree(void *p, size_t size)
+{
+	if (p)
+		munmap(p, size ? size : 1);
+}
+
 void sprobe_table_os__close(struct sprobe_table_os *os, void *base,
 			    size_t size, const char *unlink_path)
 {

@@ -402,6 +402,18 @@ static void remove_if_ours(const char *path, const struct sprobe_table_os *os)
 	HeapFree(GetProcessHeap(), 0, wp);
 }
 
+void *sprobe_table_os__zalloc(size_t size)
+{
+	return VirtualAlloc(NULL, size ? size : 1, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+
+void sprobe_table_os__zfree(void *p, size_t size)
+{
+	(void)size;
+	if (p)
+		VirtualFree(p, 0, MEM_RELEASE);
+}
+
 void sprobe_table_os__close(struct sprobe_table_os *os, void *base,
 			    size_t size, const char *unlink_path)
 {

@@ -111,7 +111,7 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 	t->capacity = capacity;
 	t->size = table_size(capacity);
 	t->path = strdup(path);
-	t->w = calloc((size_t)capacity + 1, sizeof(*t->w));
+	t->w = sprobe_table_os__zalloc(((size_t)capacity + 1) * sizeof(*t->w));
 	t->visited = calloc(bitmap_words(capacity), sizeof(uint64_t));
 	if (!t->path || !t->w || !t->visited) {
 		err = -ENOMEM;
@@ -151,7 +151,7 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 	return t;
 fail:
 	free(t->visited);
-	free(t->w);
+	sprobe_table_os__zfree(t->w, ((size_t)t->capacity + 1) * sizeof(*t->w));
 	free(t->path);
 	free(t);
 	errno = -err;
@@ -323,7 +323,7 @@ void sprobe_table__close(struct sprobe_table *t)
 		sprobe_table_os__close(&t->os, t->base, t->size,
 				       owner ? t->path : NULL);
 	free(t->visited);
-	free(t->w);
+	sprobe_table_os__zfree(t->w, ((size_t)t->capacity + 1) * sizeof(*t->w));
 	free(t->path);
 	free(t);
 }

@@ -33,6 +33,7 @@
 #include <stackprobe/trace.h>
 
 #include "sprobe_test.h"
+#include "userspace/pause/pause_internal.h"
 
 #define TEST_SIGNO (SIGRTMIN + 5)
 #define NTHREADS 4
@@ -348,6 +349,46 @@ static void test_probe_reports_available(void **state)
 	if (err == -ENOTSUP)
 		SPROBE_SKIP("%s", msg);
 	assert_int_equal(err, 0);
+}
+
+/* Mappings of this program's file with exactly these permissions. */
+static int own_mappings(const char *perms)
+{
+	char exe[4096], line[8192], p[8];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	FILE *f = fopen("/proc/self/maps", "r");
+	int count = 0;
+
+	assert_true(n > 0);
+	exe[n] = '\0';
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+
+		if (!path || sscanf(line, "%*s %7s", p) != 1)
+			continue;
+		path[strcspn(path, "\n")] = '\0';
+		if (strcmp(path, exe) == 0 && strcmp(p, perms) == 0)
+			count++;
+	}
+	fclose(f);
+	return count;
+}
+
+/* The agent parks the embedded BPF object (pause_internal.h): its pages
+ * become a PROT_NONE mapping of the file, and a companion opened after
+ * that still loads (the object is made readable again first). */
+static void test_parked_object_loads(void **state)
+{
+	int before = own_mappings("---p");
+
+	assert_int_equal(sprobe_pause__object_park(), 0);
+	assert_int_equal(own_mappings("---p"), before + 1);
+	assert_int_equal(sprobe_pause__object_park(), 0); /* once */
+	assert_int_equal(own_mappings("---p"), before + 1);
+	struct sprobe_pause *p = open_new_or_skip(SPROBE_PAUSE_MODE_PROBE);
+	assert_int_equal(own_mappings("---p"), before);
+	sprobe_pause__free(p);
 }
 
 static void test_bad_options(void **state)
@@ -1284,6 +1325,7 @@ static void test_trace_json_synthetic(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_probe_reports_available),
 	cmocka_unit_test(test_bad_options),
+	cmocka_unit_test(test_parked_object_loads),
 	cmocka_unit_test(test_every_window_seen),
 	cmocka_unit_test(test_filters_other_signals),
 	cmocka_unit_test(test_real_capturer_windows_seen),

@@ -28,6 +28,8 @@
 
 #include "run_helper.h"
 #include "sprobe_test.h"
+#include "userspace/pause/libbpf_dl.h"
+#include "userspace/symbols/libdw_dl.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"
@@ -437,6 +439,56 @@ static void test_pause_command(void **state)
 	assert_int_equal(sprobe_test_run(cmd, NULL), 1);
 }
 
+/* A program under record maps what the agent needs, not libdw (lines and
+ * inlined frames are record's), libbz2 (libdw's) nor libbpf (the companion
+ * is loaded by record): the agent opens them on first use
+ * (userspace/symbols/libdw_dl.h, userspace/pause/libbpf_dl.h). And the
+ * companion's embedded BPF object is parked (a PROT_NONE mapping of
+ * libstackprobe.so). The test's own maps, after it loaded both, show
+ * that the names match libraries that are mapped. */
+static void test_record_child_maps_no_libdw_libbpf(void **state)
+{
+	char *out;
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[8192];
+	bool self_dw = false, self_bpf = false;
+
+	/* Loaded on first use here too (the test links neither). */
+	assert_int_equal(sprobe__libdw_load(), 0);
+	assert_int_equal(sprobe__libbpf_load(NULL), 0);
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		self_dw |= strstr(line, "/libdw") != NULL;
+		self_bpf |= strstr(line, "/libbpf") != NULL;
+	}
+	fclose(f);
+	assert_true(self_dw && self_bpf);
+
+	for (int cpu = 0; cpu < 2; cpu++) {
+		int rc = sprobe_test_run(cpu ? CLI " record -q --no-bpf --no-report --mode cpu -o " OUT
+						"/maps-cpu.data -- cat /proc/self/maps"
+					     : CLI " record -q --no-bpf --no-report -o " OUT
+						"/maps-wall.data -- cat /proc/self/maps",
+					 &out);
+
+		assert_int_equal(rc, 0);
+		assert_non_null(strstr(out, "/libstackprobe.so"));
+		assert_null(strstr(out, "/libdw"));
+		assert_null(strstr(out, "/libbz2"));
+		assert_null(strstr(out, "/libbpf"));
+		bool parked = false;
+		for (char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			char *end = strchr(l, '\n');
+			char *hit = strstr(l, "/libstackprobe.so");
+
+			if (hit && (!end || hit < end) && strncmp(strchr(l, ' ') + 1, "---p", 4) == 0)
+				parked = true;
+		}
+		assert_true(parked);
+		free(out);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -446,6 +498,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_dump_live_process, setup_dir),
 	cmocka_unit_test_setup(test_dump_errors, setup_dir),
 	cmocka_unit_test_setup(test_agent_is_transparent, setup_dir),
+	cmocka_unit_test_setup(test_record_child_maps_no_libdw_libbpf, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

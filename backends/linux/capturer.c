@@ -14,6 +14,7 @@
 
 #include "backends/linux/linux.h"
 #include "userspace/common/fds.h"
+#include "userspace/common/zalloc.h"
 
 static pthread_mutex_t g_owner_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sprobe_capturer *g_owner;
@@ -494,9 +495,9 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	sprobe_lx_g.ranges = NULL;
 	sprobe_lx_g.nranges = 0;
 	/* No handler runs (in_handler drained above): the perf map goes. */
-	free((void *)atomic_exchange(&sprobe_lx_g.perf_map, NULL));
+	sprobe__zfree((void *)atomic_exchange(&sprobe_lx_g.perf_map, NULL));
 	sprobe_lx_g.perf_nmap = 0;
-	free((void *)sprobe_lx_g.perf_tid);
+	sprobe__zfree((void *)sprobe_lx_g.perf_tid);
 	sprobe_lx_g.perf_tid = NULL;
 	g_owner = NULL;
 	g_last_gen = c->gen;
@@ -515,10 +516,10 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->maps);
 	free(c->ranges);
 	sprobe_snapshot__free(c->cpu_snap);
-	free(c->cpu_tid);
-	free(c->cpu_timer);
-	free(c->cpu_gen);
-	free(c->cpu_sorted);
+	sprobe__zfree(c->cpu_tid);
+	sprobe__zfree(c->cpu_timer);
+	sprobe__zfree(c->cpu_gen);
+	sprobe__zfree(c->cpu_sorted);
 	sprobe_lx_cpu_free(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

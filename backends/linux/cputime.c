@@ -13,6 +13,7 @@
 
 #include "backends/linux/linux.h"
 #include "userspace/common/fds.h"
+#include "userspace/common/zalloc.h"
 
 /*
  * Protocol (probe P, thread T owning slot i):
@@ -115,14 +116,14 @@ static int cpu_alloc_more(struct sprobe_capturer *c)
 		return 0;
 	c->perf_h = malloc(n * sizeof(*c->perf_h));
 	c->perf_fd = malloc(n * sizeof(*c->perf_fd));
-	c->cpu_ns = calloc(n, sizeof(*c->cpu_ns));
-	c->cpu_reported = calloc(n, sizeof(*c->cpu_reported));
-	c->cpu_open = calloc(n, sizeof(*c->cpu_open));
-	c->cpu_base = calloc(n, sizeof(*c->cpu_base));
-	c->cpu_hits = calloc(n, sizeof(*c->cpu_hits));
-	c->cpu_blocked = calloc(n, 1);
-	c->cpu_blk_drop = calloc(n, 1);
-	c->cpu_gone = calloc(n, sizeof(*c->cpu_gone));
+	c->cpu_ns = sprobe__zcalloc(n, sizeof(*c->cpu_ns));
+	c->cpu_reported = sprobe__zcalloc(n, sizeof(*c->cpu_reported));
+	c->cpu_open = sprobe__zcalloc(n, sizeof(*c->cpu_open));
+	c->cpu_base = sprobe__zcalloc(n, sizeof(*c->cpu_base));
+	c->cpu_hits = sprobe__zcalloc(n, sizeof(*c->cpu_hits));
+	c->cpu_blocked = sprobe__zcalloc(n, 1);
+	c->cpu_blk_drop = sprobe__zcalloc(n, 1);
+	c->cpu_gone = sprobe__zcalloc(n, sizeof(*c->cpu_gone));
 	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_base || !c->cpu_hits ||
 	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone) {
 		sprobe_lx_cpu_free(c);
@@ -137,14 +138,14 @@ void sprobe_lx_cpu_free(struct sprobe_capturer *c)
 {
 	free(c->perf_h);
 	free(c->perf_fd);
-	free(c->cpu_ns);
-	free(c->cpu_reported);
-	free(c->cpu_open);
-	free(c->cpu_base);
-	free(c->cpu_hits);
-	free(c->cpu_blocked);
-	free(c->cpu_blk_drop);
-	free(c->cpu_gone);
+	sprobe__zfree(c->cpu_ns);
+	sprobe__zfree(c->cpu_reported);
+	sprobe__zfree(c->cpu_open);
+	sprobe__zfree(c->cpu_base);
+	sprobe__zfree(c->cpu_hits);
+	sprobe__zfree(c->cpu_blocked);
+	sprobe__zfree(c->cpu_blk_drop);
+	sprobe__zfree(c->cpu_gone);
 	c->perf_h = c->perf_fd = NULL;
 	c->cpu_ns = c->cpu_reported = c->cpu_open = c->cpu_base = NULL;
 	c->cpu_hits = NULL;
@@ -162,16 +163,16 @@ static int cpu_alloc(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
 	if (c->cpu_tid)
 		return 0;
 	c->cpu_snap = sprobe_snapshot__new(n, s->max_stack_bytes);
-	c->cpu_tid = calloc(n, sizeof(*c->cpu_tid));
-	c->cpu_timer = calloc(n, sizeof(*c->cpu_timer));
-	c->cpu_gen = calloc(n, sizeof(*c->cpu_gen));
-	c->cpu_sorted = calloc(n, sizeof(*c->cpu_sorted));
+	c->cpu_tid = sprobe__zcalloc(n, sizeof(*c->cpu_tid));
+	c->cpu_timer = sprobe__zcalloc(n, sizeof(*c->cpu_timer));
+	c->cpu_gen = sprobe__zcalloc(n, sizeof(*c->cpu_gen));
+	c->cpu_sorted = sprobe__zcalloc(n, sizeof(*c->cpu_sorted));
 	if (!c->cpu_snap || !c->cpu_tid || !c->cpu_timer || !c->cpu_gen || !c->cpu_sorted) {
 		sprobe_snapshot__free(c->cpu_snap);
-		free(c->cpu_tid);
-		free(c->cpu_timer);
-		free(c->cpu_gen);
-		free(c->cpu_sorted);
+		sprobe__zfree(c->cpu_tid);
+		sprobe__zfree(c->cpu_timer);
+		sprobe__zfree(c->cpu_gen);
+		sprobe__zfree(c->cpu_sorted);
 		c->cpu_snap = NULL;
 		c->cpu_tid = NULL;
 		c->cpu_timer = NULL;
@@ -534,12 +535,12 @@ static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why
 		/* One entry per number the registry can give a CACHE
 		 * descriptor (all below SPROBE_FD_TOP). Freed with the
 		 * capturer, once no handler runs. */
-		_Atomic pid_t *tids = calloc(SPROBE_FD_TOP, sizeof(*tids));
-		_Atomic uint64_t *map = calloc(SPROBE_FD_TOP, sizeof(*map));
+		_Atomic pid_t *tids = sprobe__zcalloc(SPROBE_FD_TOP, sizeof(*tids));
+		_Atomic uint64_t *map = sprobe__zcalloc(SPROBE_FD_TOP, sizeof(*map));
 
 		if (!map || !tids) {
-			free((void *)tids);
-			free((void *)map);
+			sprobe__zfree((void *)tids);
+			sprobe__zfree((void *)map);
 			return -ENOMEM;
 		}
 		sprobe_lx_g.perf_tid = tids;

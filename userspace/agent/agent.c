@@ -72,6 +72,7 @@
 #include "userspace/common/clock.h"
 #include "userspace/common/enterable.h"
 #include "userspace/common/fds.h"
+#include "userspace/pause/pause_internal.h"
 
 /* The agent's state: one sampler per process image. */
 static struct sprobe_sampler *agent_sampler;
@@ -668,6 +669,9 @@ __attribute__((constructor)) static void agent_start(void)
 	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1") && !agent_idle)
 		return;
 	agent_quiet = env_is("STACKPROBE_QUIET", "1");
+	/* The companion's BPF object is never used by the agent: keep the
+	 * kernel from mapping it around the tables the agent reads. */
+	(void)sprobe_pause__object_park();
 	/* Children are followed unless STACKPROBE_INHERIT=0 (`record
 	 * --no-inherit`); STACKPROBE_FOLLOW_FORK=1 is the old spelling of
 	 * the default. */

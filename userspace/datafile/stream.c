@@ -75,6 +75,8 @@ struct sprobe_stream {
 	uint8_t *ring;
 	size_t cap;			/* power of two */
 	uint64_t populated;		/* writer-owned: position up to which pages are faulted in */
+	uint64_t seen_head;		/* writer-owned: head at its previous look */
+	uint64_t ahead;			/* writer-owned: bytes kept populated past head */
 	uint64_t released;		/* writer-owned: position below which pages were given back */
 	bool release;			/* writer gives consumed chunks back (cap >= RELEASE_MIN_CAP) */
 	size_t wake_bytes;		/* queued bytes that justify a futex wake */
@@ -86,9 +88,11 @@ struct sprobe_stream {
 };
 
 /* Working set of the ring (docs/PERFORMANCE.md "What the agent costs"):
- * faulted in POPULATE_AHEAD beyond head in POPULATE_STEPs; the writer is
- * woken after WAKE_MAX queued bytes at most, so it populates again before
- * the producer runs past the populated pages. */
+ * faulted in beyond head in POPULATE_STEPs, twice what the producer queued
+ * between two looks of the writer (POPULATE_STEP at least, POPULATE_AHEAD
+ * at most: the writer is woken after WAKE_MAX queued bytes at most, so it
+ * populates again before the producer runs past the populated pages). An
+ * idle program keeps one step ahead, not 128 KiB ("Memory, third pass"). */
 #define POPULATE_STEP (32u << 10)
 #define POPULATE_AHEAD (128u << 10)
 #define WAKE_MAX (64u << 10)
@@ -331,7 +335,21 @@ static void emit_lost(struct sprobe_stream *s, uint64_t *last_total)
  * without changing their contents. */
 static void populate_ahead(struct sprobe_stream *s, uint64_t head, uint64_t tail)
 {
-	uint64_t want = head + POPULATE_AHEAD;
+	uint64_t burst = 2 * (head - s->seen_head), want;
+
+	/* Up at once to a burst's need; down by an eighth per look, so a
+	 * steady rate keeps its distance and an idle ring drifts to a step. */
+	burst = (burst + POPULATE_STEP - 1) & ~(uint64_t)(POPULATE_STEP - 1);
+	if (burst > POPULATE_AHEAD)
+		burst = POPULATE_AHEAD;
+	if (burst >= s->ahead)
+		s->ahead = burst;
+	else
+		s->ahead -= (s->ahead - burst) / 8;
+	if (s->ahead < POPULATE_STEP)
+		s->ahead = POPULATE_STEP;
+	s->seen_head = head;
+	want = head + s->ahead;
 
 	if (want > tail + s->cap)
 		want = tail + s->cap;

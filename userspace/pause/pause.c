@@ -16,18 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
 
-#include <bpf/bpf.h>
-#include <bpf/btf.h>
-#include <bpf/libbpf.h>
-
 #include <stackprobe/pause.h>
 
 #include "bpf/pause.h"
+#include "userspace/pause/libbpf_dl.h" /* libbpf's names read its table from here on */
 #include "userspace/pause/pause_internal.h"
 
 #ifndef SPROBE_NO_BPF
@@ -68,6 +68,64 @@ static const char *const tracepoints[SPROBE_PAUSE_NPROGS] = {
 	"signal_generate", "signal_deliver", "sys_enter", "sched_switch",
 	"sched_process_exit", "sched_process_fork",
 };
+
+/* The embedded object's pages, PROT_NONE while parked (pause_internal.h). */
+static pthread_mutex_t park_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool parked;
+
+#ifndef SPROBE_NO_BPF
+static void object_pages(uintptr_t *lo, uintptr_t *hi)
+{
+	size_t sz;
+	uintptr_t b = (uintptr_t)pause_bpf__elf_bytes(&sz);
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	*lo = (b + pg - 1) & ~(pg - 1);
+	*hi = (b + sz) & ~(pg - 1);
+}
+#endif
+
+int sprobe_pause__object_park(void)
+{
+	int err = 0;
+#ifndef SPROBE_NO_BPF
+	uintptr_t lo, hi;
+
+	object_pages(&lo, &hi);
+	pthread_mutex_lock(&park_lock);
+	if (!parked && hi > lo) {
+		if (mprotect((void *)lo, hi - lo, PROT_NONE) != 0) {
+			err = -errno;
+		} else {
+			/* Clean pages of a private file mapping: dropping them
+			 * loses nothing. */
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+			parked = true;
+		}
+	}
+	pthread_mutex_unlock(&park_lock);
+#endif
+	return err;
+}
+
+#ifndef SPROBE_NO_BPF
+static int object_unpark(void)
+{
+	uintptr_t lo, hi;
+	int err = 0;
+
+	object_pages(&lo, &hi);
+	pthread_mutex_lock(&park_lock);
+	if (parked) {
+		if (mprotect((void *)lo, hi - lo, PROT_READ) != 0)
+			err = -errno;
+		else
+			parked = false;
+	}
+	pthread_mutex_unlock(&park_lock);
+	return err;
+}
+#endif
 
 /* Test seam (pause_internal.h). */
 static bool test_ignore_group_dead;
@@ -235,11 +293,19 @@ static int probe_impl(char *msg, size_t msg_len, bool *exit_group_dead)
 	return -ENOTSUP;
 #else
 	struct caps c = caps_now();
+	const char *why;
 	struct btf *btf;
 	int err = 0, r;
 
 	if (msg && msg_len)
 		msg[0] = '\0';
+	if (sprobe__libbpf_load(&why) != 0) {
+		sfmt(msg, msg_len,
+		     "eBPF companion unavailable: %s could not be loaded (%s; Debian: "
+		     "apt-get install libbpf1). Recording can continue without kernel "
+		     "timestamps.", SPROBE_LIBBPF_SONAME, why);
+		return -ENOTSUP;
+	}
 	if (!caps_enough(c)) {
 		explain(-EPERM, "loading tracing programs", msg, msg_len);
 		return -EPERM;
@@ -443,6 +509,9 @@ struct sprobe_pause *sprobe_pause__new(const struct sprobe_pause_opts *uopts)
 	old_print = libbpf_set_print(o.verbose ? print_verbose : print_silent);
 
 	stage = "opening the BPF object";
+	err = object_unpark();
+	if (err)
+		goto fail;
 	p->skel = pause_bpf__open();
 	if (!p->skel) {
 		err = -errno;
@@ -509,7 +578,8 @@ void sprobe_pause__free(struct sprobe_pause *p)
 {
 	if (!p)
 		return;
-	ring_buffer__free(p->rb);
+	if (p->rb) /* else libbpf may not be loaded */
+		ring_buffer__free(p->rb);
 #ifndef SPROBE_NO_BPF
 	pause_bpf__destroy(p->skel);
 #endif

@@ -16,4 +16,19 @@
  */
 void sprobe_pause__test_ignore_group_dead(bool on);
 
+/*
+ * The preloaded agent never loads the companion, yet the companion's BPF
+ * object (~700 kB embedded by the skeleton in libstackprobe.so's read-only
+ * segment) shared that mapping with the tables the agent reads: the
+ * kernel maps whole page-cache folios and 64 KiB windows around a fault,
+ * so 100-300 kB of it became resident in every program under `record`
+ * (docs/PERFORMANCE.md, "Memory, third pass"). The agent's constructor
+ * calls this: the pages wholly inside the object become PROT_NONE (their
+ * own mapping, which fault-around never crosses) and are dropped if
+ * mapped. sprobe_pause__new() makes them readable again first, so the
+ * companion works in a process that parked them. Thread-safe; returns 0
+ * or -errno (the object is then left as it was).
+ */
+int sprobe_pause__object_park(void);
+
 #endif /* SPROBE_PAUSE_INTERNAL_H */

@@ -40,10 +40,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include <stackprobe.h>
 
+#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
 #include "userspace/report/outputs.h"
 
 /* ---- protobuf encoding -------------------------------------------------- */

@@ -27,8 +27,11 @@ static int pcs_add(struct pc_set *p, uint64_t pc)
 	if (pc == 0)
 		return 0;
 	if ((p->used + 1) * 2 > p->cap) {
-		size_t ncap = p->cap ? p->cap * 2 : 4096;
+		/* Starts at one page: an idle program has a few hundred pcs
+		 * (was 4096 keys, 32 KiB written by calloc at the first pc). */
+		size_t ncap = p->cap ? p->cap * 2 : 4096 / sizeof(uint64_t);
 		uint64_t *nk = calloc(ncap, sizeof(*nk));
+
 		if (!nk)
 			return -ENOMEM;
 		for (size_t i = 0; i < p->cap; i++) {

@@ -44,6 +44,7 @@
 #include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
+#include "userspace/common/zalloc.h"
 #include "userspace/sampler/blocked_perf.h"
 #include "userspace/sampler/sampler_internal.h"
 
@@ -738,10 +739,10 @@ static void sampler_free(struct sprobe_sampler *s)
 	free(s->mods);
 	free(s->pcs.keys);
 	free(s->lines_pending);
-	free(s->threads);
-	free(s->windows);
-	free(s->dropped);
-	free(s->usage);
+	sprobe__zfree(s->threads);
+	sprobe__zfree(s->windows);
+	sprobe__zfree(s->dropped);
+	sprobe__zfree(s->usage);
 	free(s);
 }
 
@@ -783,10 +784,10 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->threads_cap = 1;
 	while (s->threads_cap < 2 * (size_t)s->opts.max_threads)
 		s->threads_cap <<= 1;
-	s->threads = calloc(s->threads_cap, sizeof(*s->threads));
-	s->windows = calloc(s->opts.max_threads, sizeof(*s->windows));
-	s->dropped = calloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
-	s->usage = calloc(s->opts.max_threads, sizeof(*s->usage));
+	s->threads = sprobe__zcalloc(s->threads_cap, sizeof(*s->threads));
+	s->windows = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->windows));
+	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
+	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
 	if (!s->threads || !s->windows || !s->dropped || !s->usage) {
 		err = ENOMEM;
 		goto fail;

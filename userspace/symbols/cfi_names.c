@@ -29,12 +29,12 @@
  * Not async-signal-safe (allocates). Not thread-safe (the inventory's rule).
  */
 #include <errno.h>
-#include <gelf.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/symbols/modules_internal.h"
 
 /* DWARF pointer encodings (DW_EH_PE_*, LSB Core spec, "Exception Frames"). */

@@ -19,11 +19,11 @@
  * rule).
  */
 #include <errno.h>
-#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/symbols/modules_internal.h"
 
 /* More than any real object (a Go binary: one FDE per function). */

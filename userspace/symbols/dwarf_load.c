@@ -22,6 +22,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
+#include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/dwarf_load.h"
 
 /* The sections libdw 0.188 reads for lines, scopes, ranges and names (see

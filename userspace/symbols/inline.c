@@ -8,12 +8,11 @@
  * DW_AT_call_file/DW_AT_call_line gives the location in the scope around
  * it, as eu-addr2line -i walks them. Not async-signal-safe.
  */
-#include <dwarf.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/modules_internal.h"
 
 void sprobe__inline_release(struct sprobe_modules *m)

@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/fds.h"
 #include "userspace/symbols/modules_internal.h"
 

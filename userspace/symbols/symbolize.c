@@ -5,10 +5,8 @@
  * captured thread runs again.
  */
 #include <dlfcn.h>
-#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -17,10 +15,12 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/fds.h"
 #include "userspace/symbols/debuginfod.h"
+#include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/dwarf_load.h"
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
@@ -677,7 +677,9 @@ struct module *sprobe__module_dwarf(struct sprobe_modules *m, uint64_t pc, void 
 		bool fast = !ld || strcmp(ld, "libdw") != 0;
 
 		st->dwarf_state = -ENOENT;
-		for (int i = (int)st->nfiles - 1; i >= 0; i--) {
+		if (sprobe__libdw_load() != 0) /* no libdw: no lines, no inlined frames */
+			st->dwarf_state = -ENOSYS;
+		for (int i = (int)st->nfiles - 1; i >= 0 && st->dwarf_state == -ENOENT; i--) {
 			struct sprobe_dwarf_image *img = NULL;
 			Dwarf *d = NULL;
 

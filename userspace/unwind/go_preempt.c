@@ -31,10 +31,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <string.h>
 
+#include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/fds.h"
 #include "userspace/unwind/unwind_internal.h"
 

@@ -81,6 +81,21 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 	}
 	u->mods_gen = sprobe_modules__generation(u->mods);
 	u->round = 1; /* a fresh module's stamp (0) never matches */
+	/* libunwind's address space at the first walk (unwinder_as()): an
+	 * agent whose threads never run (cpu mode) never pays for it. */
+	return u;
+}
+
+/* libunwind's address space, made once: 0, -ENOSYS (no libunwind) or
+ * -ENOMEM. libunwind itself (libunwind_dl.h), its 26 KiB (the cache calloc
+ * clears) and its initialisation wait for the first walk that needs CFI
+ * (docs/PERFORMANCE.md, "Memory, third pass"). */
+static int unwinder_as(struct sprobe_unwinder *u)
+{
+	if (u->as)
+		return 0;
+	if (sprobe__libunwind_load() != 0)
+		return -ENOSYS;
 	/* The first calls initialise libunwind, which opens a pipe it keeps
 	 * for the process's life: out of the program's numbers (fds.h). */
 	sprobe_fd__foreign_begin();
@@ -91,12 +106,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 	if (u->as)
 		unw_set_caching_policy(u->as, UNW_CACHE_NONE);
 	sprobe_fd__foreign_end();
-	if (!u->as) {
-		sprobe_unwinder__free(u);
-		errno = ENOMEM;
-		return NULL;
-	}
-	return u;
+	return u->as ? 0 : -ENOMEM;
 }
 
 void sprobe_unwinder__free(struct sprobe_unwinder *u)
@@ -331,7 +341,7 @@ static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w
 	 * the whole fill, the CFI program's run included. */
 	if (u->foreign)
 		w2.synth = mod;
-	if (unw_init_remote(&c2, u->as, &w2) < 0)
+	if (unwinder_as(u) != 0 || unw_init_remote(&c2, u->as, &w2) < 0)
 		return NULL;
 	unw_reg_states_iterate(&c2, row_cb, &f);
 	if (w2.no_cfi)
@@ -414,7 +424,8 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 	if (s->ip == 0)
 		goto out;
 	push(u, s, s->ip, s->sp, SPROBE_FRAME_IP);
-	if (u->no_dwarf) {
+	/* Without libunwind (not installed): frame pointers, as no_dwarf. */
+	if (u->no_dwarf || unwinder_as(u) != 0) {
 		stop = fp_from_ip(u, s, sprobe__modules_find(u->mods, s->ip), s->ip, s->sp, s->fp);
 		goto out;
 	}

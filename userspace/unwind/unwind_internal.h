@@ -38,6 +38,16 @@
 int SEARCH_UNWIND_TABLE(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
 			unw_proc_info_t *pi, int need_unwind_info, void *arg);
 
+/* libunwind is opened at the first walk: its names are macros from here on. */
+#include "userspace/unwind/libunwind_dl.h"
+#ifndef SPROBE_LIBUNWIND_DL_IMPL
+#if defined(__x86_64__)
+#define _Ux86_64_dwarf_search_unwind_table (sprobe__libunwind._Ux86_64_dwarf_search_unwind_table)
+#else
+#define _Uaarch64_dwarf_search_unwind_table (sprobe__libunwind._Uaarch64_dwarf_search_unwind_table)
+#endif
+#endif
+
 struct sprobe_unwinder {
 	unw_addr_space_t as;
 	struct sprobe_modules *mods;
