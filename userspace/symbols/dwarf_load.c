@@ -221,6 +221,10 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 	if (!elf || !out)
 		return -EINVAL;
 	*out = NULL;
+	/* libelf and libdw are reached through their tables (libelf_dl.h,
+	 * libdw_dl.h): an Elf handle means libelf is there; libdw may not be. */
+	if (sprobe__libelf_load() != 0 || sprobe__libdw_load() != 0)
+		return -ENOSYS;
 	if (!gelf_getehdr(elf, &eh))
 		return -EILSEQ;
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 ||

@@ -54,7 +54,8 @@ struct sprobe_dwarf_image;
  * sprobe_dwarf_image__free), -ENOTSUP (not a file this loader handles, or
  * no libdeflate, see above: use dwarf_begin_elf), -EILSEQ (a section header, compression
  * header or compressed stream is damaged or truncated), -ENOENT (libdw
- * finds no DWARF in the image), -ENOMEM. */
+ * finds no DWARF in the image), -ENOSYS (libelf or libdw could not be
+ * opened: libelf_dl.h, libdw_dl.h), -ENOMEM. */
 int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out);
 
 /* The image's Dwarf, valid until sprobe_dwarf_image__free(). */
