@@ -489,6 +489,30 @@ static void test_record_child_maps_no_libdw_libbpf(void **state)
 	}
 }
 
+/* The agent's own pcs (its wrappers are on the stack of a thread that
+ * waits in them) are named by record, which has the same library
+ * (emit.c own_file()): a shell from /usr waiting in wait4 under record,
+ * sampled in wall mode, maps neither libelf nor zlib, and its samples
+ * are named. */
+static void test_record_own_pcs_named_by_record(void **state)
+{
+	char *out, *rep;
+	int rc = sprobe_test_run(CLI " record -q --no-bpf --no-report -o " OUT
+				     "/own.data -- sh -c 'sleep 1; cat /proc/$$/maps'",
+				 &out);
+
+	assert_int_equal(rc, 0);
+	assert_non_null(strstr(out, "/libstackprobe.so"));
+	assert_null(strstr(out, "/libelf"));
+	assert_null(strstr(out, "/libz."));
+	free(out);
+	rc = sprobe_test_run(CLI " report -i " OUT "/own.data -f folded", &rep);
+	assert_int_equal(rc, 0);
+	/* the shell was sampled waiting, and its frames were named */
+	assert_true(sprobe_test_folded_count(rep, "__wait4", NULL) > 0);
+	free(rep);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -499,6 +523,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_dump_errors, setup_dir),
 	cmocka_unit_test_setup(test_agent_is_transparent, setup_dir),
 	cmocka_unit_test_setup(test_record_child_maps_no_libdw_libbpf, setup_dir),
+	cmocka_unit_test_setup(test_record_own_pcs_named_by_record, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

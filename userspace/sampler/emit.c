@@ -248,6 +248,19 @@ static bool stable_file(const char *path)
 	return false;
 }
 
+/* Is m the object this code is in (libstackprobe.so, preloaded by the
+ * `record` that reads the recording, from its own build or install)? Its
+ * pcs are on every thread's stack (the thread-start and wait wrappers);
+ * that reader has the same file, so naming them here would only map the
+ * library's symbol table into the program (~170 kB of RSS, docs/
+ * PERFORMANCE.md "Memory, fourth pass"). A rebuilt library shows as
+ * " (deleted)" and is named here. */
+static bool own_file(struct sprobe_modules *mods, const struct sprobe_module *m)
+{
+	return !strstr(m->path, " (deleted)") &&
+	       sprobe_modules__find(mods, (uint64_t)(uintptr_t)&own_file) == m;
+}
+
 /* Push a SYMBOL record for each pc of the sample seen for the first time. */
 void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_thread_sample *ts)
 {
@@ -266,7 +279,8 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			 * option): the module and the offset from its bias. */
 			const struct sprobe_module *m =
 				sprobe_modules__find(mods, sprobe_frame_lookup_pc(f));
-			int mi = m && m->path[0] == '/' && m->build_id_len && stable_file(m->path)
+			int mi = m && m->path[0] == '/' && m->build_id_len &&
+					 (stable_file(m->path) || own_file(mods, m))
 					 ? module_index(s, m)
 					 : -1;
 
