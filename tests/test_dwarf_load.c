@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 
 #include "prog_helper.h"
 #include "sprobe_test.h"
+#include "userspace/symbols/dwarf_cache.h"
 #include "userspace/symbols/dwarf_load.h"
 
 #define GZPROG "build/inlined-gz"
@@ -426,6 +428,117 @@ static void test_damaged_sections(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The one cache file in dir (path into out), or how many there are. */
+static int cache_files(const char *dir, char *out, size_t len)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".img")) {
+			snprintf(out, len, "%s/%s", dir, de->d_name);
+			n++;
+		}
+	closedir(d);
+	return n;
+}
+
+/* Open libc's debug file's image once: 1 from the cache, 0 built. */
+static int open_cached(const char *dbg)
+{
+	struct sprobe_dwarf_image *img = NULL;
+	int fd, cached;
+	Elf *e = elf_open_path(dbg, &fd);
+
+	assert_non_null(e);
+	assert_int_equal(sprobe_dwarf_image__open(e, &img), 0);
+	assert_non_null(sprobe_dwarf_image__dwarf(img));
+	cached = sprobe_dwarf_image__cached(img);
+	sprobe_dwarf_image__free(img);
+	elf_close(e, fd);
+	return cached;
+}
+
+/* The image cache (dwarf_cache.h): a built image is stored; the next
+ * open maps it and answers exactly as libdw's own loading does; a damaged
+ * file (bad header, cut short) is not used and is replaced; no cache or
+ * an unusable directory only means building every time. */
+static void test_image_cache(void **state)
+{
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .no_perf_map = true };
+	struct sprobe_modules *ref = sprobe_modules__new(&o), *fast;
+	uint64_t *pcs = calloc(MAXPCS, sizeof(*pcs));
+	char dir[] = "/tmp/sprobe-dwc-XXXXXX", file[4400], bad[4400];
+	struct match_stats st;
+	struct stat sb;
+	char dbg[512];
+	(void)state;
+
+	assert_non_null(ref);
+	assert_non_null(pcs);
+	const struct sprobe_module *mod = libc_of(ref, dbg, sizeof(dbg));
+
+	if (!mod)
+		SPROBE_SKIP("no debug file for libc here (libc6-dbg)");
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sprobe_dwarf_cache__set_dir(dir), 0);
+	assert_int_equal(open_cached(dbg), 0); /* built, and stored */
+	assert_int_equal(cache_files(dir, file, sizeof(file)), 1);
+	assert_int_equal(stat(file, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	assert_int_equal(open_cached(dbg), 1);
+
+	/* Through an inventory (the cached image under sprobe__module_dwarf):
+	 * the same answers as libdw's loading of the file. */
+	size_t n = func_pcs(dbg, mod->bias, false, pcs);
+
+	assert_true(n > 1000);
+	fast = sprobe_modules__new(&o);
+	assert_non_null(fast);
+	open_with_libdw(ref, pcs[0]);
+	compare_inventories(ref, fast, pcs, n, &st);
+	assert_true(st.lines > n / 2);
+	assert_true(st.inlined > n / 20);
+	sprobe_modules__free(fast);
+
+	/* A bad magic, then a file one byte short: built again, replaced. */
+	pwrite_all(file, "X", 1, 0);
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(open_cached(dbg), 1);
+	assert_int_equal(stat(file, &sb), 0);
+	assert_int_equal(truncate(file, sb.st_size - 1), 0);
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(open_cached(dbg), 1);
+
+	/* No cache: built, nothing written. */
+	assert_int_equal(unlink(file), 0);
+	assert_int_equal(sprobe_dwarf_cache__set_dir("off"), 0);
+	assert_false(sprobe_dwarf_cache__enabled());
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(cache_files(dir, file, sizeof(file)), 0);
+
+	/* A directory that cannot be made (under a regular file): built. */
+	snprintf(bad, sizeof(bad), "%s/plain", dir);
+	FILE *pf = fopen(bad, "w");
+
+	assert_non_null(pf);
+	fclose(pf);
+	strncat(bad, "/sub", sizeof(bad) - strlen(bad) - 1);
+	assert_int_equal(sprobe_dwarf_cache__set_dir(bad), 0);
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(sprobe_dwarf_cache__set_dir(NULL), 0);
+
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	sprobe_modules__free(ref);
+	free(pcs);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -441,6 +554,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_gz_program_matches_libdw, setup,
 						sprobe_test_prog_teardown),
 		cmocka_unit_test_setup(test_damaged_sections, setup),
+		cmocka_unit_test_setup(test_image_cache, setup),
 	};
 	const char *filter = argc > 1 ? argv[1] : getenv("SPROBE_TEST_FILTER");
 

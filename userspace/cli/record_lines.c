@@ -35,6 +35,7 @@
 #include <stackprobe/symbolize.h>
 
 #include "userspace/cli/cli.h"
+#include "userspace/symbols/dwarf_cache.h"
 #include "userspace/symbols/srcline.h"
 
 /* One distinct module file of the tree (path + build-id), with an offline
@@ -289,6 +290,9 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 
 	if (msg_len)
 		msg[0] = '\0';
+	/* Images of compressed DWARF are kept between runs (dwarf_cache.h):
+	 * the pass's largest cost, the same on every run of a program. */
+	(void)sprobe_dwarf_cache__set_default();
 	if (!path)
 		return -EINVAL;
 	if (stat(path, &st) != 0)

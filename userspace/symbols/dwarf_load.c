@@ -25,6 +25,8 @@
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/dwarf_load.h"
+#include "userspace/symbols/dwarf_cache.h"
+#include "userspace/symbols/modules_internal.h"
 
 /* The sections libdw 0.188 reads for lines, scopes, ranges and names (see
  * dwarf_load.h); libdw takes the first of each name, so do we. */
@@ -40,11 +42,16 @@ static const char *const kept[] = {
 #define INFLATE_RATIO_MAX 1040u
 #define SECTION_BYTES_MAX (1ull << 32)
 
+/* The layout of an image (kept[], the order, the headers written below):
+ * part of the cache's key (dwarf_cache.h), so change it with the layout. */
+#define IMAGE_VERSION 1u
+
 struct sprobe_dwarf_image {
 	void *map;
 	size_t map_len;
 	Elf *elf;
 	Dwarf *dw;
+	bool cached;	/* map is a cache file's (dwarf_cache.h) */
 };
 
 struct kept_scn {
@@ -207,8 +214,66 @@ static void *map_image(size_t len)
 	return a;
 }
 
+/* The cache's key for elf: its GNU build-id (0: none, no caching) and the
+ * size of its file. */
+static uint32_t cache_key(Elf *elf, uint8_t *id, uint64_t *src_size)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t n = 0;
+
+	if (!elf_rawfile(elf, &n) || !n)
+		return 0;
+	*src_size = n;
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+		uint32_t len;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		d = elf_rawdata(scn, NULL);
+		if (d && d->d_buf &&
+		    (len = sprobe__parse_build_id(d->d_buf, d->d_size, sh.sh_addralign, id)))
+			return len;
+	}
+	return 0;
+}
+
+/* The image of (id, src_size) from the cache, opened, or NULL. One that
+ * libdw cannot open is not used: the caller builds it again, and stores
+ * the new one over it. */
+static struct sprobe_dwarf_image *from_cache(const uint8_t *id, uint32_t id_len,
+					     uint64_t src_size)
+{
+	struct sprobe_dwarf_image *img;
+	void *m;
+	size_t len;
+
+	if (sprobe_dwarf_cache__get(id, id_len, src_size, IMAGE_VERSION, &m, &len) != 0)
+		return NULL;
+	img = calloc(1, sizeof(*img));
+	if (!img) {
+		munmap(m, len);
+		return NULL;
+	}
+	img->map = m;
+	img->map_len = len;
+	img->cached = true;
+	img->elf = elf_memory((char *)m, len);
+	if (img->elf)
+		img->dw = dwarf_begin_elf(img->elf, DWARF_C_READ, NULL);
+	if (!img->dw) {
+		sprobe_dwarf_image__free(img);
+		return NULL;
+	}
+	return img;
+}
+
 int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 {
+	uint8_t id[SPROBE_BUILD_ID_MAX];
+	uint32_t id_len = 0;
+	uint64_t src_size = 0;
 	struct kept_scn ks[NKEPT];
 	struct sprobe_dwarf_image *img;
 	struct libdeflate_decompressor *dc;
@@ -237,6 +302,11 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 		return err;
 	if (!any_zlib)
 		return -ENOTSUP;
+	if (sprobe_dwarf_cache__enabled() && (id_len = cache_key(elf, id, &src_size)) &&
+	    (img = from_cache(id, id_len, src_size))) {
+		*out = img;
+		return 0;
+	}
 	if (pthread_once(&inflater.once, inflater_open) != 0 || !inflater.ok)
 		return -ENOTSUP;
 
@@ -325,6 +395,9 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out)
 		err = -ENOENT;
 		goto fail;
 	}
+	if (id_len) /* best effort: a failure only means building it next time */
+		(void)sprobe_dwarf_cache__put(id, id_len, src_size, IMAGE_VERSION, img->map,
+					      img->map_len);
 	*out = img;
 	return 0;
 fail:
@@ -335,6 +408,11 @@ fail:
 Dwarf *sprobe_dwarf_image__dwarf(const struct sprobe_dwarf_image *img)
 {
 	return img ? img->dw : NULL;
+}
+
+bool sprobe_dwarf_image__cached(const struct sprobe_dwarf_image *img)
+{
+	return img && img->cached;
 }
 
 size_t sprobe_dwarf_image__bytes(const struct sprobe_dwarf_image *img)

@@ -36,12 +36,18 @@
  * DW_AT_dwo_name or under an absolute DW_AT_comp_dir, not beside the file
  * (docs/LIMITATIONS.md).
  *
+ * Where the CLI turned the cache on (dwarf_cache.h), an image is first
+ * looked for there by the file's build-id and size, and one built is
+ * stored there.
+ *
  * Images may be opened from several threads at once (the libdeflate load
  * is once per process); one image is not thread-safe. Nothing here is
  * async-signal-safe.
  */
 #ifndef SPROBE_SYMBOLS_DWARF_LOAD_H
 #define SPROBE_SYMBOLS_DWARF_LOAD_H
+
+#include <stdbool.h>
 
 #include <elfutils/libdw.h>
 #include <libelf.h>
@@ -60,6 +66,10 @@ int sprobe_dwarf_image__open(Elf *elf, struct sprobe_dwarf_image **out);
 
 /* The image's Dwarf, valid until sprobe_dwarf_image__free(). */
 Dwarf *sprobe_dwarf_image__dwarf(const struct sprobe_dwarf_image *img);
+
+/* Did the image come from the cache (dwarf_cache.h: only where the CLI
+ * turned it on; a built image is stored there best effort)? */
+bool sprobe_dwarf_image__cached(const struct sprobe_dwarf_image *img);
 
 /* Bytes of the image's mapping (its decompressed sections and headers). */
 size_t sprobe_dwarf_image__bytes(const struct sprobe_dwarf_image *img);

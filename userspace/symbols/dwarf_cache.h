@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * A per-user cache of the DWARF images dwarf_load.c builds (dwarf_cache.c).
+ *
+ * Why: building libc's image (inflating ~3.5 MB of zlib streams into
+ * ~8.6 MB of fresh memory) is most of what `stackprobe record`'s
+ * names-and-lines pass costs, and it is the same work on every run for the
+ * same debug file (docs/PERFORMANCE.md, "The DWARF image cache"). Like
+ * perf's ~/.debug, the image is kept by build-id: the next run maps the
+ * file (page-cache pages: nothing to inflate, nothing to zero).
+ *
+ * Who uses it: only the CLI (record's lines pass) turns it on
+ * (sprobe_dwarf_cache__set_default()); the agent inside a profiled program
+ * never does, so a profiled program never writes a file of ours.
+ *
+ * Where: $STACKPROBE_DWARF_CACHE if set ("off": no cache), else
+ * $XDG_CACHE_HOME/stackprobe/dwarf, else $HOME/.cache/stackprobe/dwarf;
+ * made 0700. A file is named by the build-id, the source file's size and
+ * the image layout's version; it is a 4 KiB header (magic, the same key,
+ * the image's length) and the image. It is written to a temporary name,
+ * flushed (fdatasync) and renamed, so a reader sees a whole file or none;
+ * a file that is not exactly what its header says is not used and is
+ * removed; one that is not a regular file owned by this user is not used
+ * either. Either way the image built instead is stored under that name.
+ *
+ * Thread-safety: set the directory before images are opened; get and put
+ * may then run from several threads. Errors are 0 or -errno; the cache is
+ * best effort: every failure means "build the image as if there were no
+ * cache". Nothing here is async-signal-safe.
+ */
+#ifndef SPROBE_SYMBOLS_DWARF_CACHE_H
+#define SPROBE_SYMBOLS_DWARF_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Images larger than this are built every time, never stored. */
+#define SPROBE_DWARF_CACHE_MAX_IMAGE (1ull << 30)
+
+/* Use dir (copied; NULL or "off": no cache). Returns 0 or -ENOMEM. */
+int sprobe_dwarf_cache__set_dir(const char *dir);
+
+/* The directory from the environment (see above). Returns 0 or -ENOMEM. */
+int sprobe_dwarf_cache__set_default(void);
+
+/* Is a directory set? */
+int sprobe_dwarf_cache__enabled(void);
+
+/* The image of (id, src_size, version): *map (MAP_PRIVATE, readable and
+ * writable, of *len bytes; the caller munmaps it) and 0, or -ENOENT (not
+ * cached, or no cache), -EILSEQ (a damaged file, now removed), -errno. */
+int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
+			    uint32_t version, void **map, size_t *len);
+
+/* Store len bytes of image under (id, src_size, version). 0 or -errno
+ * (-ENOENT: no cache; -EFBIG: over SPROBE_DWARF_CACHE_MAX_IMAGE). */
+int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
+			    uint32_t version, const void *img, size_t len);
+
+#endif /* SPROBE_SYMBOLS_DWARF_CACHE_H */
