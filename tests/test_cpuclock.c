@@ -230,7 +230,11 @@ static void test_four_threads_split(void **state)
 	 * against the CPU each worker measured itself: the four largest
 	 * against the four truths, both sorted. A worker is first tracked
 	 * at the collect after it started (up to 1/F late) and its final
-	 * value comes from its perf event's count. */
+	 * value comes from its perf event's count. That count runs from each
+	 * switch-in of the event to its switch-out, a little more than the
+	 * scheduler's runtime the thread's own clock reads: a few us per
+	 * context switch, 3 ms over work4's 0.63 s on a loaded machine (a CI
+	 * run), so the upper bound allows 1 % more. */
 	char *json;
 	double cpu[64];
 	int ncpu = 0;
@@ -249,7 +253,7 @@ static void test_four_threads_split(void **state)
 	qsort(truth, 4, sizeof(double), cmp_desc);
 	for (int k = 0; k < 4; k++) {
 		print_message("cpu coverage: %.3f s, measured %.3f s\n", cpu[k] / 1e9, truth[k] / 1e9);
-		assert_true(cpu[k] <= truth[k] + 2e6);
+		assert_true(cpu[k] <= 1.01 * truth[k] + 2e6);
 		assert_true(cpu[k] >= 0.95 * truth[k] - 10e6);
 	}
 }
