@@ -112,10 +112,12 @@ static int classify(const char *n)
 
 static int pick_sections(Elf *elf, struct kept_scn *ks, bool *any_zlib)
 {
-	size_t shstrndx;
+	size_t shstrndx, file_size = 0;
 	Elf_Scn *scn = NULL;
 
 	*any_zlib = false;
+	if (!elf_rawfile(elf, &file_size) || !file_size)
+		return -EILSEQ;
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
 		return -EILSEQ;
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
@@ -139,6 +141,12 @@ static int pick_sections(Elf *elf, struct kept_scn *ks, bool *any_zlib)
 			continue; /* libdw ignores both */
 		ks[k].scn = scn;
 		ks[k].sh = sh;
+		/* Bounded before the layout sums them (12 sections of at most
+		 * 4 GiB cannot wrap a uint64_t), and within the file: fill()
+		 * copies exactly this many bytes of it. */
+		if (sh.sh_size > SECTION_BYTES_MAX || sh.sh_offset > file_size ||
+		    sh.sh_size > file_size - sh.sh_offset)
+			return -EILSEQ;
 		ks[k].size = sh.sh_size;
 		if (sh.sh_flags & SHF_COMPRESSED) {
 			GElf_Chdr ch;
