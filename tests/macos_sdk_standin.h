@@ -428,7 +428,15 @@ mode_t umask(mode_t mask);
 #define MAP_FIXED 0x0010
 #define MAP_ANON 0x1000
 #define MAP_ANONYMOUS MAP_ANON
+#define MAP_NORESERVE 0x0040 /* Darwin: accepted, "don't check for reservations" */
 #define MAP_FAILED ((void *)-1)
+#define MADV_NORMAL 0
+#define MADV_RANDOM 1
+#define MADV_SEQUENTIAL 2
+#define MADV_WILLNEED 3
+#define MADV_DONTNEED 4
+#define MADV_FREE 5
+int madvise(void *addr, size_t len, int advice);
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 int munmap(void *addr, size_t len);
 int mprotect(void *addr, size_t len, int prot);
