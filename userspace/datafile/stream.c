@@ -90,9 +90,11 @@ struct sprobe_stream {
 /* Working set of the ring (docs/PERFORMANCE.md "What the agent costs"):
  * faulted in beyond head in POPULATE_STEPs, twice what the producer queued
  * between two looks of the writer (POPULATE_STEP at least, POPULATE_AHEAD
- * at most: the writer is woken after WAKE_MAX queued bytes at most, so it
- * populates again before the producer runs past the populated pages). An
- * idle program keeps one step ahead, not 128 KiB ("Memory, third pass"). */
+ * at most). The writer is woken after WAKE_MAX queued bytes at most, which
+ * can be more than one step: a burst right after an idle spell may run
+ * past the populated pages, and the producer then takes those pages'
+ * first-touch faults itself (a cost, never a loss). An idle program keeps
+ * one step ahead, not 128 KiB ("Memory, third pass"). */
 #define POPULATE_STEP (32u << 10)
 #define POPULATE_AHEAD (128u << 10)
 #define WAKE_MAX (64u << 10)

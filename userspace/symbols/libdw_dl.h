@@ -12,8 +12,8 @@
  * whose DWARF is asked for (sprobe__module_dwarf) opens libdw.so.1, and
  * every libdw call in those two files goes through one table filled then.
  * Programs linked with -ldw (the CLI, the tests) get the copy already
- * loaded. libelf stays linked: the agent reads ELF headers and symbol
- * tables with it.
+ * loaded. libelf is reached the same way (libelf_dl.h), loaded when the
+ * agent first reads an ELF file.
  *
  * Include this header instead of <elfutils/libdw.h>: after it, the libdw
  * names are macros that read the table. A call through the table before

@@ -26,6 +26,8 @@
 #define SPROBE_LIBUNWIND_SONAME "libunwind-x86_64.so.8"
 #elif defined(__aarch64__)
 #define SPROBE_LIBUNWIND_SONAME "libunwind-aarch64.so.8"
+#else
+#error "libunwind_dl.h: no libunwind soname for this architecture (x86_64 and aarch64 only)"
 #endif
 
 /* unw_* are macros for the target's names (_Ux86_64_init_remote...);
