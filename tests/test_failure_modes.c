@@ -1074,6 +1074,51 @@ static void test_soak(void **state)
 	run_free(&r);
 }
 
+/* A library the agent opens on first use that cannot be opened (here: a
+ * file by its name that is not an ELF object, first on LD_LIBRARY_PATH):
+ * the program runs as without the agent, and the agent says once, in one
+ * line each, what it turned off (userspace/sampler/sampler.c
+ * libs_notice()); before, nothing was said and a report blamed the
+ * program's symbol table. */
+static void test_missing_libraries_said(void **state)
+{
+	const char *argv[] = { "build/demo", "2", NULL };
+	char dir[] = "/tmp/sprobe-nolib-XXXXXX", path[128], lenv[160];
+	static const char *const names[] = { "libunwind-x86_64.so.8", "libunwind-aarch64.so.8",
+					     "libelf.so.1" };
+	struct run r;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		FILE *f = fopen(path, "w");
+
+		assert_non_null(f);
+		fputs("not an ELF object\n", f);
+		fclose(f);
+	}
+	snprintf(lenv, sizeof(lenv), "LD_LIBRARY_PATH=%s", dir);
+	const char *env[] = { "LD_PRELOAD=" AGENT, "STACKPROBE_OUTPUT=" OUT "/nolib.data",
+			      "STACKPROBE_QUIET=0", lenv, NULL };
+
+	run_cmd(&r, env, argv, 0, false, NULL, 0);
+	assert_int_equal(r.status, 0);
+	assert_non_null(strstr(r.out, "requests"));
+	assert_non_null(strstr(r.err, "stackprobe: libunwind could not be loaded"));
+	assert_non_null(strstr(r.err, "stackprobe: libelf could not be loaded"));
+	/* once each */
+	const char *first = strstr(r.err, "libunwind could not be loaded");
+
+	assert_null(strstr(first + 1, "libunwind could not be loaded"));
+	run_free(&r);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_results_unchanged_and_eintr_documented, setup),
 	cmocka_unit_test_setup(test_blocked_threads_dropped_and_counted, setup),
@@ -1084,6 +1129,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_unwind_after_dlclose_warm, setup),
 	cmocka_unit_test_setup(test_unwind_races_dlclose, setup),
 	cmocka_unit_test_setup(test_soak, setup),
+	cmocka_unit_test_setup(test_missing_libraries_said, setup),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -43,6 +43,7 @@
 
 #include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/clock.h"
+#include "userspace/common/dl_failed.h"
 #include "userspace/common/fds.h"
 #include "userspace/common/zalloc.h"
 #include "userspace/sampler/blocked_perf.h"
@@ -409,6 +410,36 @@ static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
 			bperf_release(s, s->usage[k].tid);
 }
 
+/* Say once what a library that could not be opened on first use turned
+ * off: linked, its absence was the loader's error at the program's start;
+ * opened on demand, it would otherwise only show as flatter stacks or
+ * unnamed pcs, and a report blaming the program's symbol table. */
+static void libs_notice(struct sprobe_sampler *s)
+{
+	static const struct {
+		bool (*failed)(void);
+		const char *line;
+	} libs[] = {
+		{ sprobe__libunwind_failed,
+		  "libunwind could not be loaded: stacks are walked by frame pointers only, "
+		  "without DWARF CFI (install libunwind8)" },
+		{ sprobe__libelf_failed,
+		  "libelf could not be loaded: pcs this agent names itself are left unnamed "
+		  "(install libelf1)" },
+		{ sprobe__libdw_failed,
+		  "libdw could not be loaded: no source lines or inlined frames from this agent "
+		  "(install libdw1)" },
+	};
+
+	for (uint32_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		if ((s->libs_noticed & (1u << i)) || !libs[i].failed())
+			continue;
+		s->libs_noticed |= 1u << i;
+		if (s->opts.notice)
+			s->opts.notice(s->opts.notice_ctx, libs[i].line);
+	}
+}
+
 /* Unwind, publish and stream the capture in s->snap (err: how it ended),
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
@@ -555,6 +586,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		atomic_store_explicit(&s->st_window_median, s->windows[nwin / 2],
 				      memory_order_relaxed);
 	}
+	libs_notice(s);
 	atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->st_threads_dropped, st->threads_dropped,
 				  memory_order_relaxed);

@@ -79,6 +79,9 @@ struct sprobe_sampler {
 	 * the line saying it is refused was given to opts.notice. */
 	struct sprobe_blocked_perf *bperf;
 	bool bperf_noticed;
+	/* Libraries opened on first use whose failed load was said (bit i:
+	 * libs_notice()'s table). */
+	uint32_t libs_noticed;
 
 	struct thread_ent *threads; /* open addressing, cap power of two */
 	size_t threads_cap;

@@ -6,14 +6,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define SPROBE_LIBDW_DL_IMPL
 #include "userspace/symbols/libdw_dl.h"
+#include "userspace/common/dl_failed.h"
 
 struct sprobe_libdw sprobe__libdw;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int state; /* 0 or -ENOSYS, set once */
+static atomic_bool failed; /* dl_failed.h: state is -ENOSYS, read without loading */
 
 static void load_once(void)
 {
@@ -41,5 +44,12 @@ int sprobe__libdw_load(void)
 {
 	/* pthread_once orders the table's writes before every caller's reads. */
 	pthread_once(&once, load_once);
+	if (state)
+		atomic_store(&failed, true);
 	return state;
+}
+
+bool sprobe__libdw_failed(void)
+{
+	return atomic_load(&failed);
 }

@@ -6,14 +6,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define SPROBE_LIBELF_DL_IMPL
 #include "userspace/symbols/libelf_dl.h"
+#include "userspace/common/dl_failed.h"
 
 struct sprobe_libelf sprobe__libelf;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int state; /* 0 or -ENOSYS, set once */
+static atomic_bool failed; /* dl_failed.h: state is -ENOSYS, read without loading */
 
 static void load_once(void)
 {
@@ -46,7 +49,14 @@ int sprobe__libelf_load(void)
 {
 	/* pthread_once orders the table's writes before every caller's reads. */
 	pthread_once(&once, load_once);
+	if (state)
+		atomic_store(&failed, true);
 	return state;
+}
+
+bool sprobe__libelf_failed(void)
+{
+	return atomic_load(&failed);
 }
 
 Elf *sprobe__elf_begin(int fd, Elf_Cmd cmd, Elf *ref)

@@ -6,14 +6,17 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define SPROBE_LIBUNWIND_DL_IMPL
 #include "userspace/unwind/unwind_internal.h"
+#include "userspace/common/dl_failed.h"
 
 struct sprobe_libunwind sprobe__libunwind;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int state; /* 0 or -ENOSYS, set once */
+static atomic_bool failed; /* dl_failed.h: state is -ENOSYS, read without loading */
 
 #define SPROBE_STR2(x) #x
 #define SPROBE_STR(x) SPROBE_STR2(x)
@@ -45,5 +48,12 @@ int sprobe__libunwind_load(void)
 {
 	/* pthread_once orders the table's writes before every caller's reads. */
 	pthread_once(&once, load_once);
+	if (state)
+		atomic_store(&failed, true);
 	return state;
+}
+
+bool sprobe__libunwind_failed(void)
+{
+	return atomic_load(&failed);
 }
