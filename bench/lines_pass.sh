@@ -4,7 +4,9 @@
 # DWARF loader is the names-and-lines pass after the merge
 # (userspace/cli/record_lines.c), on the bench workload (benchload 4 100000
 # 35, cpu mode, 999 Hz). Interleaved rounds of: this build with libdw's own
-# loading (STACKPROBE_DWARF_LOADER=libdw), this build (dwarf_load.c), and,
+# loading (STACKPROBE_DWARF_LOADER=libdw), this build (dwarf_load.c) with
+# no image cache ("nocache"), this build with a cache of its own, warmed by
+# its first run ("cached", STACKPROBE_DWARF_CACHE: dwarf_cache.h), and,
 # given a second build directory, that build (e.g. the branch point).
 # Prints each run and the medians (docs/PERFORMANCE.md, "The DWARF loader").
 #
@@ -17,17 +19,19 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 command -v perf >/dev/null || { echo "lines_pass: no perf (linux-perf): skipped"; exit 0; }
 echo "lines_pass: $(uptime)"
-variants="libdw fast"
+variants="libdw nocache cached"
 [ -n "$other" ] && variants="other $variants"
 r=1
 while [ "$r" -le "$rounds" ]; do
 	for v in $variants; do
 		sp=$build/stackprobe
 		ld=fast
+		cache=off
 		[ "$v" = other ] && sp=$other/stackprobe
 		[ "$v" = libdw ] && ld=libdw
+		[ "$v" = cached ] && cache=$out/cache
 		rm -f "$out/p.data"
-		STACKPROBE_DWARF_LOADER=$ld perf stat --no-inherit -x, -e task-clock,page-faults \
+		STACKPROBE_DWARF_CACHE=$cache STACKPROBE_DWARF_LOADER=$ld perf stat --no-inherit -x, -e task-clock,page-faults \
 			-o "$out/stat" "$sp" record -q --no-bpf --no-report -F 999 --mode cpu \
 			-o "$out/p.data" -- "$build/benchload" 4 100000 35 >/dev/null 2>&1
 		ms=$(grep task-clock "$out/stat" | cut -d, -f1)
