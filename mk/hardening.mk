@@ -211,5 +211,15 @@ $(BUILD)/noperf: tests/workloads/noperf.c | $(BUILD)
 	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
 
 all: $(BUILD)/cpusplit $(BUILD)/noperf
+
+# exit() from a plugin's constructor inside dlopen (test_failure_modes).
+$(BUILD)/dlexit: tests/workloads/dlexit.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $< -ldl
+$(BUILD)/dlexit_plugin.so: tests/workloads/dlexit_plugin.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -fPIC -shared -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
+all: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
+$(BUILD)/tests/test_failure_modes: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
 $(BUILD)/tests/test_cpuclock: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/cpusplit $(BUILD)/maskedworkers \
 	$(BUILD)/noperf

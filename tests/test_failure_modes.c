@@ -1074,6 +1074,32 @@ static void test_soak(void **state)
 	run_free(&r);
 }
 
+/* exit() from a plugin's constructor, i.e. inside dlopen with the loader's
+ * lock held, while the agent samples at 999 Hz: the program ends with the
+ * plugin's status. The agent's exit handler used to join its probe
+ * thread without a bound; a probe in a dlopen of its own (the unwinder's
+ * pin of the plugin it had just sampled, or a first-use load) waits for
+ * that lock, and the program hung for good (found in review, 3 runs of
+ * 3). Now the join gives up after SPROBE_SAMPLER_STOP_TIMEOUT_S. */
+static void test_exit_in_constructor_ends(void **state)
+{
+	const char *argv[] = { "build/dlexit", "build/dlexit_plugin.so", NULL };
+	const char *env[] = { "LD_PRELOAD=" AGENT, "STACKPROBE_OUTPUT=" OUT "/dlexit.data",
+			      "STACKPROBE_FREQ=999", "STACKPROBE_QUIET=0", NULL };
+	(void)state;
+
+	for (int i = 0; i < 3; i++) {
+		struct run r;
+
+		run_cmd(&r, env, argv, 0, false, NULL, 0);
+		print_message("run %d: status %d in %.2f s%s%s\n", i, r.status, r.seconds,
+			      r.err[0] ? ": " : "", r.err);
+		assert_int_equal(r.status, 3);
+		assert_non_null(strstr(r.err, "plugin constructor: exit(3)"));
+		run_free(&r);
+	}
+}
+
 /* A library the agent opens on first use that cannot be opened (here: a
  * file by its name that is not an ELF object, first on LD_LIBRARY_PATH):
  * the program runs as without the agent, and the agent says once, in one
@@ -1130,6 +1156,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_unwind_races_dlclose, setup),
 	cmocka_unit_test_setup(test_soak, setup),
 	cmocka_unit_test_setup(test_missing_libraries_said, setup),
+	cmocka_unit_test_setup(test_exit_in_constructor_ends, setup),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -222,6 +222,9 @@ static char *output_path(const char *tmpl, unsigned exec_count, bool descendant)
 
 static int agent_stop_sampler(struct sprobe_sampler *s);
 
+#define SPROBE_STR2(x) #x
+#define SPROBE_STR(x) SPROBE_STR2(x)
+
 static void agent_stop(void)
 {
 	/* A forked child inherits agent_sampler but not the probe thread. */
@@ -239,6 +242,11 @@ static void agent_stop(void)
 			  "agent's back (a raw close or dup2 system call, or dup2 over every free "
 			  "number): recording stopped there, and nothing was written to the file "
 			  "that has that number now%s%s", "", "");
+	else if (err == -ETIMEDOUT)
+		agent_msg("the probe thread did not stop within %s s (it waits for the dynamic "
+			  "loader's lock, held by the thread that is exiting: exit() from a library's "
+			  "constructor?): the data file is left unfinished%s",
+			  SPROBE_STR(SPROBE_SAMPLER_STOP_TIMEOUT_S), "");
 	else if (err)
 		agent_msg("could not finish the data file: %s%s", strerror(-err), "");
 }

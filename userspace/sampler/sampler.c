@@ -979,7 +979,19 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 		return 0;
 	atomic_store(&s->stop, 1); /* seq_cst; the probe re-checks it before each sleep */
 	syscall(SYS_futex, &s->stop, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-	pthread_join(s->probe, NULL);
+	/* Bounded: the probe can wait for something this thread holds. The
+	 * case met: exit() from a library constructor, i.e. inside the
+	 * program's dlopen with the loader's lock held, while the probe is in
+	 * a dlopen of its own (a first-use load, or the unwinder's RTLD_NOLOAD
+	 * pin) waiting for that lock: an unbounded join hung the program
+	 * forever. Then nothing is freed (the probe may still run) and the
+	 * file is left unfinished: a reader sees it cut short. */
+	struct timespec dl;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += SPROBE_SAMPLER_STOP_TIMEOUT_S;
+	if (pthread_timedjoin_np(s->probe, NULL, &dl) == ETIMEDOUT)
+		return -ETIMEDOUT;
 
 	if (s->stream) {
 		struct sprobe_stream_stats st;
