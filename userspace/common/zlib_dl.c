@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * zlib through dlopen (see zlib_dl.h for the contract and why the shared
- * library does not link it).
+ * library does not link it; the loader is userspace/common/dl_table.h).
  */
-#include <dlfcn.h>
-#include <pthread.h>
-
 #define SPROBE_ZLIB_DL_IMPL
 #include "userspace/common/zlib_dl.h"
+#include "userspace/common/dl_table.h"
 
 #define SPROBE_ZLIB_FNS(X) X(crc32) X(uncompress) X(deflateInit2_) X(deflate) X(deflateEnd)
 
@@ -17,32 +15,15 @@ static struct {
 #undef SPROBE_ZLIB_PTR
 } fns;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int ready; /* set once */
+static const char *const names[] = { SPROBE_ZLIB_FNS(SPROBE_DL_NAME) };
+_Static_assert(sizeof(names) / sizeof(names[0]) * sizeof(void *) == sizeof(fns),
+	       "one pointer per name");
+static struct sprobe_dl dl = SPROBE_DL_INIT(SPROBE_ZLIB_SONAME, names, &fns, NULL);
 
-static void load_once(void)
-{
-	/* Never closed; RTLD_LOCAL: its symbols stay out of the program's
-	 * namespace. */
-	void *dl = dlopen(SPROBE_ZLIB_SONAME, RTLD_NOW | RTLD_LOCAL);
-	__typeof__(fns) t;
-
-	if (!dl)
-		return;
-#define SPROBE_ZLIB_SYM(f)                       \
-	if (!(*(void **)&t.f = dlsym(dl, #f))) \
-		return;
-	SPROBE_ZLIB_FNS(SPROBE_ZLIB_SYM)
-#undef SPROBE_ZLIB_SYM
-	fns = t;
-	ready = 1;
-}
-
-/* pthread_once orders the table's writes before every caller's reads. */
+/* Is zlib there (loaded now if not yet)? */
 static int load(void)
 {
-	pthread_once(&once, load_once);
-	return ready;
+	return sprobe__dl_load(&dl, NULL) == 0;
 }
 
 uLong sprobe__crc32(uLong crc, const Bytef *buf, uInt len)

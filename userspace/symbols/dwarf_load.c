@@ -226,25 +226,12 @@ static void *map_image(size_t len)
  * size of its file. */
 static uint32_t cache_key(Elf *elf, uint8_t *id, uint64_t *src_size)
 {
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
 	size_t n = 0;
 
 	if (!elf_rawfile(elf, &n) || !n)
 		return 0;
 	*src_size = n;
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *d;
-		uint32_t len;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		d = elf_rawdata(scn, NULL);
-		if (d && d->d_buf &&
-		    (len = sprobe__parse_build_id(d->d_buf, d->d_size, sh.sh_addralign, id)))
-			return len;
-	}
-	return 0;
+	return sprobe__elf_build_id(elf, id);
 }
 
 /* The image of (id, src_size) from the cache, opened, or NULL. One that

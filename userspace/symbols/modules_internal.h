@@ -194,6 +194,10 @@ struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t add
  * copies at most SPROBE_BUILD_ID_MAX bytes to out. Returns its length or 0. */
 uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint8_t *out);
 
+/* The GNU build-id of an ELF file from its SHT_NOTE sections (at most
+ * SPROBE_BUILD_ID_MAX bytes to out): its length, or 0. In symbolize.c. */
+uint32_t sprobe__elf_build_id(Elf *elf, uint8_t *out);
+
 /* Name pc (in no module) from the process's perf map: fills out's name,
  * sym_start, sym_offset, sym_size, source "perf-map". 0, -ENOENT (no map,
  * no entry, empty inventory), -ENOMEM. In perfmap.c. */

@@ -122,7 +122,7 @@ static bool has_symbols(Elf *elf, Elf64_Word type)
 	return scn && sh.sh_size >= 2 * (sh.sh_entsize ? sh.sh_entsize : 1);
 }
 
-static uint32_t elf_build_id(Elf *elf, uint8_t *out)
+uint32_t sprobe__elf_build_id(Elf *elf, uint8_t *out)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
@@ -232,7 +232,7 @@ static int collect(struct symtab *st, Elf *elf, Elf64_Word type, size_t *cap)
 static bool same_build_id(Elf *elf, const struct sprobe_module *mod)
 {
 	uint8_t id[SPROBE_BUILD_ID_MAX];
-	uint32_t n = elf_build_id(elf, id);
+	uint32_t n = sprobe__elf_build_id(elf, id);
 
 	return n == mod->build_id_len && memcmp(id, mod->build_id, n) == 0;
 }
