@@ -48,6 +48,7 @@
 #include "userspace/common/zalloc.h"
 #include "userspace/sampler/blocked_perf.h"
 #include "userspace/sampler/sampler_internal.h"
+#include "userspace/unwind/unwind_prepare.h"
 
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
@@ -904,6 +905,11 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		err = errno;
 		goto fail;
 	}
+	/* Wall mode walks at its first round: libunwind's pipe is made now,
+	 * while the registry can still place it above the program's numbers
+	 * (unwind_prepare.h). Its absence is said at the first round. */
+	if (s->opts.mode != SPROBE_MODE_CPU)
+		(void)sprobe__unwinder_prepare(s->unwinder);
 	if (!s->opts.no_table) {
 		s->table = sprobe_table__create(s->opts.table_path, s->opts.table_capacity);
 		if (!s->table) {

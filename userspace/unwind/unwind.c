@@ -35,6 +35,7 @@
 #include "userspace/symbols/modules_internal.h"
 
 #include "userspace/unwind/unwind_internal.h"
+#include "userspace/unwind/unwind_prepare.h"
 
 /* ---- public API ---- */
 
@@ -107,6 +108,11 @@ static int unwinder_as(struct sprobe_unwinder *u)
 		unw_set_caching_policy(u->as, UNW_CACHE_NONE);
 	sprobe_fd__foreign_end();
 	return u->as ? 0 : -ENOMEM;
+}
+
+int sprobe__unwinder_prepare(struct sprobe_unwinder *u)
+{
+	return u ? unwinder_as(u) : -EINVAL;
 }
 
 void sprobe_unwinder__free(struct sprobe_unwinder *u)
