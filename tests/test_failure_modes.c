@@ -1084,18 +1084,24 @@ static void test_soak(void **state)
 static void test_exit_in_constructor_ends(void **state)
 {
 	const char *argv[] = { "build/dlexit", "build/dlexit_plugin.so", NULL };
+	char table[96], tenv[128];
 	const char *env[] = { "LD_PRELOAD=" AGENT, "STACKPROBE_OUTPUT=" OUT "/dlexit.data",
-			      "STACKPROBE_FREQ=999", "STACKPROBE_QUIET=0", NULL };
+			      "STACKPROBE_FREQ=999", "STACKPROBE_QUIET=0", tenv, NULL };
 	(void)state;
 
 	for (int i = 0; i < 3; i++) {
 		struct run r;
 
+		snprintf(table, sizeof(table), "/dev/shm/sprobe-dlexit-%d-%d.table", (int)getpid(), i);
+		snprintf(tenv, sizeof(tenv), "STACKPROBE_TABLE=%s", table);
+		unlink(table);
 		run_cmd(&r, env, argv, 0, false, NULL, 0);
 		print_message("run %d: status %d in %.2f s%s%s\n", i, r.status, r.seconds,
 			      r.err[0] ? ": " : "", r.err);
 		assert_int_equal(r.status, 3);
 		assert_non_null(strstr(r.err, "plugin constructor: exit(3)"));
+		/* Given up or finished, the node table's name is gone. */
+		assert_int_not_equal(access(table, F_OK), 0);
 		run_free(&r);
 	}
 }

@@ -193,11 +193,13 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
  * data file and removes the table. Returns 0 or the first -errno met while
  * writing. Frees the sampler (even on error). Accepts NULL (returns 0).
  * Exception: -ETIMEDOUT when the probe thread has not ended within
- * SPROBE_SAMPLER_STOP_TIMEOUT_S seconds, i.e. it waits for something the
- * caller holds (the dynamic loader's lock, when stop runs from exit()
- * called by a library's constructor during dlopen): then nothing is freed
- * or finished (the probe may still run; the data file reads as cut short)
- * and no other sampler can start in this process.
+ * SPROBE_SAMPLER_STOP_TIMEOUT_S seconds and is inside the dynamic loader
+ * then, i.e. it waits for the loader's lock the caller holds (stop run
+ * from exit() called by a library's constructor during dlopen): then
+ * nothing is freed or finished (the probe may still run; the data file
+ * reads as cut short; the table's name is removed) and no other sampler
+ * can start in this process, on-demand restarts and fork children
+ * included. A probe that is only slow is waited for, however long.
  */
 #define SPROBE_SAMPLER_STOP_TIMEOUT_S 3
 SPROBE_API

@@ -243,9 +243,9 @@ static void agent_stop(void)
 			  "number): recording stopped there, and nothing was written to the file "
 			  "that has that number now%s%s", "", "");
 	else if (err == -ETIMEDOUT)
-		agent_msg("the probe thread did not stop within %s s (it waits for the dynamic "
-			  "loader's lock, held by the thread that is exiting: exit() from a library's "
-			  "constructor?): the data file is left unfinished%s",
+		agent_msg("stopped waiting for the probe thread after %s s: it waits in the dynamic "
+			  "loader, whose lock the exiting thread holds (exit() called inside dlopen, "
+			  "from a library's constructor); the data file is left unfinished%s",
 			  SPROBE_STR(SPROBE_SAMPLER_STOP_TIMEOUT_S), "");
 	else if (err)
 		agent_msg("could not finish the data file: %s%s", strerror(-err), "");

@@ -9,9 +9,26 @@
 
 #include "userspace/common/dl_table.h"
 
+static _Atomic int in_dlopen;
+
+void *sprobe__dl_open(const char *name, int flags)
+{
+	void *h;
+
+	atomic_fetch_add(&in_dlopen, 1);
+	h = dlopen(name, flags);
+	atomic_fetch_sub(&in_dlopen, 1);
+	return h;
+}
+
+bool sprobe__dl_busy(void)
+{
+	return atomic_load(&in_dlopen) > 0;
+}
+
 static int fill(struct sprobe_dl *d)
 {
-	void *dl = dlopen(d->soname, RTLD_NOW | RTLD_LOCAL);
+	void *dl = sprobe__dl_open(d->soname, RTLD_NOW | RTLD_LOCAL);
 	void *slot[64];
 
 	if (!dl) {

@@ -56,4 +56,14 @@ int sprobe__dl_load(struct sprobe_dl *d, const char **why);
 /* Was a load tried and did it fail? */
 bool sprobe__dl_failed(struct sprobe_dl *d);
 
+/* dlopen(name, flags), counted: every dlopen of the library's own goes
+ * through here, so that sprobe__dl_busy() can tell whether one of its
+ * threads waits in the dynamic loader (its lock is held through a
+ * library's constructors: the sampler's stop gives up waiting for a probe
+ * stuck there, sampler.h). */
+void *sprobe__dl_open(const char *name, int flags);
+
+/* Is a thread of ours inside sprobe__dl_open() now? */
+bool sprobe__dl_busy(void);
+
 #endif /* SPROBE_COMMON_DL_TABLE_H */

@@ -44,6 +44,7 @@
 #include "userspace/datafile/datafile_owned.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/dl_failed.h"
+#include "userspace/common/dl_table.h"
 #include "userspace/common/fds.h"
 #include "userspace/common/zalloc.h"
 #include "userspace/sampler/blocked_perf.h"
@@ -985,19 +986,32 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 		return 0;
 	atomic_store(&s->stop, 1); /* seq_cst; the probe re-checks it before each sleep */
 	syscall(SYS_futex, &s->stop, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
-	/* Bounded: the probe can wait for something this thread holds. The
-	 * case met: exit() from a library constructor, i.e. inside the
-	 * program's dlopen with the loader's lock held, while the probe is in
-	 * a dlopen of its own (a first-use load, or the unwinder's RTLD_NOLOAD
-	 * pin) waiting for that lock: an unbounded join hung the program
-	 * forever. Then nothing is freed (the probe may still run) and the
-	 * file is left unfinished: a reader sees it cut short. */
-	struct timespec dl;
+	/* The probe can wait for something this thread holds. The case met:
+	 * exit() from a library constructor, i.e. inside the program's dlopen
+	 * with the loader's lock held, while the probe is in a dlopen of its
+	 * own (a first-use load, the unwinder's RTLD_NOLOAD pin) waiting for
+	 * that lock: an unbounded join hung the program forever. So the join
+	 * gives up only when, after SPROBE_SAMPLER_STOP_TIMEOUT_S, a thread of
+	 * ours is still in the loader (dl_table.h); a probe that is merely
+	 * slow (a loaded machine, a large first DWARF image) is waited for.
+	 * Given up: nothing is freed (the probe may still run), the file is
+	 * left unfinished (a reader sees it cut short), the table's name is
+	 * removed. */
+	for (;;) {
+		struct timespec dl;
 
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += SPROBE_SAMPLER_STOP_TIMEOUT_S;
-	if (pthread_timedjoin_np(s->probe, NULL, &dl) == ETIMEDOUT)
-		return -ETIMEDOUT;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += SPROBE_SAMPLER_STOP_TIMEOUT_S;
+		if (pthread_clockjoin_np(s->probe, NULL, CLOCK_MONOTONIC, &dl) != ETIMEDOUT)
+			break;
+		if (sprobe__dl_busy()) {
+			const char *tp = s->table ? sprobe_table__path(s->table) : NULL;
+
+			if (tp)
+				unlink(tp);
+			return -ETIMEDOUT;
+		}
+	}
 
 	if (s->stream) {
 		struct sprobe_stream_stats st;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "userspace/common/dl_table.h"
 #include "userspace/symbols/debuginfod.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -27,7 +28,7 @@ static int init(void)
 
 	if (!urls || !urls[strspn(urls, " ")])
 		return -ENOSYS;
-	dl = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
+	dl = sprobe__dl_open("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (!dl)
 		return -ENOSYS;
 	begin = (debuginfod_client * (*)(void)) dlsym(dl, "debuginfod_begin");

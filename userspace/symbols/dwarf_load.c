@@ -24,6 +24,7 @@
 
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
+#include "userspace/common/dl_table.h"
 #include "userspace/symbols/dwarf_load.h"
 #include "userspace/symbols/dwarf_cache.h"
 #include "userspace/symbols/modules_internal.h"
@@ -77,7 +78,7 @@ static struct {
 
 static void inflater_open(void)
 {
-	void *dl = dlopen("libdeflate.so.0", RTLD_LAZY | RTLD_LOCAL);
+	void *dl = sprobe__dl_open("libdeflate.so.0", RTLD_LAZY | RTLD_LOCAL);
 
 	if (!dl)
 		return;

@@ -18,6 +18,7 @@
 
 #include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
+#include "userspace/common/dl_table.h"
 #include "userspace/common/fds.h"
 #include "userspace/symbols/debuginfod.h"
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
@@ -503,7 +504,7 @@ static char *cxa_demangle(struct sprobe_modules *m, const char *name)
 		void *fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
 
 		if (!fn) {
-			m->demangler_dl = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+			m->demangler_dl = sprobe__dl_open("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
 			if (m->demangler_dl)
 				fn = dlsym(m->demangler_dl, "__cxa_demangle");
 		}

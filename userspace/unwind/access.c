@@ -32,6 +32,7 @@
 
 #include <stackprobe/unwind.h>
 
+#include "userspace/common/dl_table.h"
 #include "userspace/common/fds.h"
 #include "userspace/unwind/unwind_internal.h"
 
@@ -55,7 +56,7 @@ static int pin(struct sprobe_unwinder *u, struct module *mod)
 	}
 	/* RTLD_NOLOAD: never loads anything (and runs no constructor); the
 	 * loader lock orders this against a concurrent dlclose(). */
-	h = dlopen(mod->path, RTLD_LAZY | RTLD_NOLOAD);
+	h = sprobe__dl_open(mod->path, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return -ENOENT;
 	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm || (uint64_t)lm->l_addr != mod->pub.bias) {
