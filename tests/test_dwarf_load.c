@@ -17,6 +17,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <stackprobe/symbolize.h>
@@ -574,6 +575,56 @@ static void test_image_cache(void **state)
 	assert_int_equal(truncate(file, sb.st_size - 1), 0);
 	assert_int_equal(open_cached(dbg), 0);
 	assert_int_equal(open_cached(dbg), 1);
+
+	/* A temporary file of a writer that died is removed by the next
+	 * writer (a child that has exited: its pid is not alive). */
+	pid_t dead = fork();
+
+	assert_true(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	char stale[4500];
+
+	snprintf(stale, sizeof(stale), "%s/.tmp-%d-%d-0", dir, (int)dead, (int)dead);
+	FILE *sf = fopen(stale, "w");
+
+	assert_non_null(sf);
+	fclose(sf);
+	assert_int_equal(unlink(file), 0);
+	assert_int_equal(open_cached(dbg), 0); /* stores again, and sweeps */
+	assert_int_not_equal(access(stale, F_OK), 0);
+	assert_int_equal(open_cached(dbg), 1);
+
+	/* A directory others may write is not used (nor written). */
+	assert_int_equal(chmod(dir, 0777), 0);
+	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(chmod(dir, 0700), 0);
+	assert_int_equal(open_cached(dbg), 1);
+
+	/* Another user's home (root run with HOME kept, sudo -E): nothing is
+	 * made in it. Only as root can the test make such a directory. */
+	if (geteuid() == 0) {
+		char home[4400], sub[4500], probe[4600];
+
+		snprintf(home, sizeof(home), "%s/home", dir);
+		assert_int_equal(mkdir(home, 0755), 0);
+		assert_int_equal(chown(home, 65534, 65534), 0);
+		snprintf(sub, sizeof(sub), "%s/.cache/stackprobe/dwarf", home);
+		assert_int_equal(sprobe_dwarf_cache__set_dir(sub), 0);
+		assert_int_equal(open_cached(dbg), 0);
+		snprintf(probe, sizeof(probe), "%s/.cache", home);
+		assert_int_not_equal(access(probe, F_OK), 0);
+		assert_int_equal(rmdir(home), 0);
+		assert_int_equal(sprobe_dwarf_cache__set_dir(dir), 0);
+	}
+
+	/* "0" and relative paths turn it off, as "off" does. */
+	assert_int_equal(sprobe_dwarf_cache__set_dir("0"), 0);
+	assert_false(sprobe_dwarf_cache__enabled());
+	assert_int_equal(sprobe_dwarf_cache__set_dir("rel/dir"), 0);
+	assert_false(sprobe_dwarf_cache__enabled());
+	assert_int_equal(sprobe_dwarf_cache__set_dir(dir), 0);
 
 	/* No cache: built, nothing written. */
 	assert_int_equal(unlink(file), 0);

@@ -2,9 +2,12 @@
 /*
  * The DWARF image cache (dwarf_cache.h): files of images by build-id.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +35,14 @@ struct hdr {
 
 static char *cache_dir;
 
+/* An absolute path, or NULL: "off", "0", "" and relative paths turn the
+ * cache off (a relative one would land in whatever directory record runs
+ * from). */
 int sprobe_dwarf_cache__set_dir(const char *dir)
 {
 	char *d = NULL;
 
-	if (dir && *dir && strcmp(dir, "off") != 0) {
+	if (dir && dir[0] == '/') {
 		d = strdup(dir);
 		if (!d)
 			return -ENOMEM;
@@ -52,15 +58,18 @@ int sprobe_dwarf_cache__set_default(void)
 	const char *xdg = getenv("XDG_CACHE_HOME");
 	const char *home = getenv("HOME");
 	char buf[4096];
+	int n;
 
 	if (env)
 		return sprobe_dwarf_cache__set_dir(env);
 	/* XDG: a relative XDG_CACHE_HOME is to be ignored. */
 	if (xdg && xdg[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/stackprobe/dwarf", xdg);
+		n = snprintf(buf, sizeof(buf), "%s/stackprobe/dwarf", xdg);
 	else if (home && home[0] == '/')
-		snprintf(buf, sizeof(buf), "%s/.cache/stackprobe/dwarf", home);
+		n = snprintf(buf, sizeof(buf), "%s/.cache/stackprobe/dwarf", home);
 	else
+		return sprobe_dwarf_cache__set_dir(NULL);
+	if (n < 0 || (size_t)n >= sizeof(buf))
 		return sprobe_dwarf_cache__set_dir(NULL);
 	return sprobe_dwarf_cache__set_dir(buf);
 }
@@ -70,7 +79,68 @@ int sprobe_dwarf_cache__enabled(void)
 	return cache_dir != NULL;
 }
 
-static int key_path(char *out, size_t len, const uint8_t *id, size_t id_len, uint64_t src_size,
+/* mkdir -p of the cache directory, each made 0700, but only inside a
+ * directory of this user's: root running with another user's HOME (sudo
+ * -E) must not create root-owned directories in it. */
+static int make_dirs(const char *dir)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+	struct stat st;
+
+	if (n >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		char c = p[i];
+
+		p[i] = '\0';
+		if (stat(p, &st) != 0) {
+			char *slash = strrchr(p, '/');
+			struct stat parent;
+			int err;
+
+			*slash = '\0';
+			err = stat(slash == p ? "/" : p, &parent);
+			*slash = '/';
+			if (err != 0)
+				return -errno;
+			if (parent.st_uid != geteuid())
+				return -EPERM;
+			if (mkdir(p, 0700) != 0 && errno != EEXIST)
+				return -errno;
+		}
+		p[i] = c;
+	}
+	return 0;
+}
+
+/* The cache directory, opened: a directory owned by this user that no
+ * one else may write (else another user could swap files under a
+ * mapping, or plant names). Returns a descriptor or -errno (-EPERM: not
+ * such a directory: no cache). */
+static int open_dir(bool create)
+{
+	struct stat st;
+	int fd, err;
+
+	if (!cache_dir)
+		return -ENOENT;
+	if (create && (err = make_dirs(cache_dir)) != 0)
+		return err;
+	fd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+static int key_name(char *out, size_t len, const uint8_t *id, size_t id_len, uint64_t src_size,
 		    uint32_t version)
 {
 	char hex[2 * ID_MAX + 1];
@@ -82,8 +152,7 @@ static int key_path(char *out, size_t len, const uint8_t *id, size_t id_len, uin
 		return -EINVAL;
 	for (size_t i = 0; i < id_len; i++)
 		snprintf(hex + 2 * i, 3, "%02x", id[i]);
-	n = snprintf(out, len, "%s/%s-%llu-v%u.img", cache_dir, hex, (unsigned long long)src_size,
-		     version);
+	n = snprintf(out, len, "%s-%llu-v%u.img", hex, (unsigned long long)src_size, version);
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
@@ -100,24 +169,32 @@ static void fill_hdr(struct hdr *h, const uint8_t *id, size_t id_len, uint64_t s
 }
 
 int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
-			    uint32_t version, void **map, size_t *len)
+			    uint32_t version, void **map, size_t *len, size_t *image_off)
 {
-	char path[4400];
+	char name[256];
 	struct hdr h, want;
 	struct stat st;
 	void *m;
-	int fd, err = key_path(path, sizeof(path), id, id_len, src_size, version);
+	int dfd, fd, err = key_name(name, sizeof(name), id, id_len, src_size, version);
 
 	if (err)
 		return err;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT : -errno;
-	/* Only a regular file of ours (the directory is ours, 0700: anything
-	 * else was put there by somebody else, and is left alone). */
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+	dfd = open_dir(false);
+	if (dfd < 0)
+		return dfd == -ENOENT ? -ENOENT : dfd;
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		err = errno == ENOENT ? -ENOENT : -errno;
+		close(dfd);
+		return err;
+	}
+	/* Only a regular file of ours that no one else may write (one
+	 * truncated under the mapping would end the reader with SIGBUS). */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022)) {
 		close(fd);
-		return -EILSEQ;
+		close(dfd);
+		return -EPERM;
 	}
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		goto damaged;
@@ -126,41 +203,25 @@ int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
 	    h.image_len > SPROBE_DWARF_CACHE_MAX_IMAGE ||
 	    (uint64_t)st.st_size != HDR_BYTES + h.image_len)
 		goto damaged;
-	m = mmap(NULL, (size_t)h.image_len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, HDR_BYTES);
+	/* From offset 0: an mmap offset must be a multiple of the page size,
+	 * which is 16 or 64 KiB on some aarch64 kernels. */
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	err = m == MAP_FAILED ? -errno : 0;
 	close(fd);
+	close(dfd);
 	if (err)
 		return err;
 	*map = m;
-	*len = (size_t)h.image_len;
+	*len = (size_t)st.st_size;
+	*image_off = HDR_BYTES;
 	return 0;
 damaged:
 	close(fd);
-	unlink(path);
+	unlinkat(dfd, name, 0);
+	close(dfd);
 	return -EILSEQ;
 }
 
-/* mkdir -p dir, each made 0700. */
-static int make_dirs(const char *dir)
-{
-	char p[4096];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(p))
-		return -ENAMETOOLONG;
-	memcpy(p, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != '\0')
-			continue;
-		char c = p[i];
-
-		p[i] = '\0';
-		if (mkdir(p, 0700) != 0 && errno != EEXIST)
-			return -errno;
-		p[i] = c;
-	}
-	return 0;
-}
 
 static int write_all(int fd, const void *buf, size_t len)
 {
@@ -180,13 +241,36 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* Temporary files of writers that are gone (killed mid-write): removed,
+ * so nothing is left behind for good. Names: .tmp-PID-TID-SEQ. */
+static void sweep_tmp(int dfd)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		int pid;
+
+		if (sscanf(de->d_name, ".tmp-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) != 0 &&
+		    errno == ESRCH)
+			unlinkat(dfd, de->d_name, 0);
+	}
+	closedir(d);
+}
+
 int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 			    uint32_t version, const void *img, size_t len)
 {
 	static _Atomic unsigned seq;
-	char path[4400], tmp[4500];
+	char name[256], tmp[128];
 	uint8_t page[HDR_BYTES];
-	int fd, err = key_path(path, sizeof(path), id, id_len, src_size, version);
+	int dfd, fd, err = key_name(name, sizeof(name), id, id_len, src_size, version);
 
 	if (err)
 		return err;
@@ -194,14 +278,18 @@ int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 		return -EINVAL;
 	if (len > SPROBE_DWARF_CACHE_MAX_IMAGE)
 		return -EFBIG;
-	err = make_dirs(cache_dir);
-	if (err)
+	dfd = open_dir(true);
+	if (dfd < 0)
+		return dfd;
+	sweep_tmp(dfd);
+	snprintf(tmp, sizeof(tmp), ".tmp-%d-%ld-%u", (int)getpid(), (long)syscall(SYS_gettid),
+		 atomic_fetch_add(&seq, 1));
+	fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = -errno;
+		close(dfd);
 		return err;
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%d-%ld-%u", cache_dir, (int)getpid(),
-		 (long)syscall(SYS_gettid), atomic_fetch_add(&seq, 1));
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
+	}
 	memset(page, 0, sizeof(page));
 	fill_hdr((struct hdr *)page, id, id_len, src_size, version, len);
 	err = write_all(fd, page, sizeof(page));
@@ -214,9 +302,10 @@ int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 		err = -errno;
 	if (close(fd) != 0 && !err)
 		err = -errno;
-	if (!err && rename(tmp, path) != 0)
+	if (!err && renameat(dfd, tmp, dfd, name) != 0)
 		err = -errno;
 	if (err)
-		unlink(tmp);
+		unlinkat(dfd, tmp, 0);
+	close(dfd);
 	return err;
 }

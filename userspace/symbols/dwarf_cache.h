@@ -13,15 +13,21 @@
  * (sprobe_dwarf_cache__set_default()); the agent inside a profiled program
  * never does, so a profiled program never writes a file of ours.
  *
- * Where: $STACKPROBE_DWARF_CACHE if set ("off": no cache), else
- * $XDG_CACHE_HOME/stackprobe/dwarf, else $HOME/.cache/stackprobe/dwarf;
- * made 0700. A file is named by the build-id, the source file's size and
+ * Where: $STACKPROBE_DWARF_CACHE if set (an absolute path; "off", "0" or
+ * anything else: no cache), else $XDG_CACHE_HOME/stackprobe/dwarf, else
+ * $HOME/.cache/stackprobe/dwarf. Directories are made 0700, and only
+ * inside a directory of this user's (root with another user's HOME makes
+ * none there); the cache directory is used only if it is this user's and
+ * no one else may write it, and files are opened relative to it
+ * (openat), never through a symbolic link at their own name. A file is named by the build-id, the source file's size and
  * the image layout's version; it is a 4 KiB header (magic, the same key,
  * the image's length) and the image. It is written to a temporary name,
  * flushed (fdatasync) and renamed, so a reader sees a whole file or none;
  * a file that is not exactly what its header says is not used and is
- * removed; one that is not a regular file owned by this user is not used
- * either. Either way the image built instead is stored under that name.
+ * removed; one that is not a regular file of this user's alone is not
+ * used either. Either way the image built instead is stored under that
+ * name. Temporary files of writers that died are removed by the next
+ * writer.
  *
  * Thread-safety: set the directory before images are opened; get and put
  * may then run from several threads. Errors are 0 or -errno; the cache is
@@ -37,7 +43,8 @@
 /* Images larger than this are built every time, never stored. */
 #define SPROBE_DWARF_CACHE_MAX_IMAGE (1ull << 30)
 
-/* Use dir (copied; NULL or "off": no cache). Returns 0 or -ENOMEM. */
+/* Use dir (copied; NULL, "off" or a relative path: no cache). Returns 0
+ * or -ENOMEM. */
 int sprobe_dwarf_cache__set_dir(const char *dir);
 
 /* The directory from the environment (see above). Returns 0 or -ENOMEM. */
@@ -46,11 +53,14 @@ int sprobe_dwarf_cache__set_default(void);
 /* Is a directory set? */
 int sprobe_dwarf_cache__enabled(void);
 
-/* The image of (id, src_size, version): *map (MAP_PRIVATE, readable and
- * writable, of *len bytes; the caller munmaps it) and 0, or -ENOENT (not
- * cached, or no cache), -EILSEQ (a damaged file, now removed), -errno. */
+/* The image of (id, src_size, version): 0 and the file mapped at *map
+ * (MAP_PRIVATE, readable and writable, *len bytes; the caller munmaps
+ * it), the image at *map + *image_off; or -ENOENT (not cached, or no
+ * cache), -EILSEQ (a damaged file, now removed), -EPERM (the directory
+ * or the file is not this user's alone: not used, left as it is),
+ * -errno. */
 int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
-			    uint32_t version, void **map, size_t *len);
+			    uint32_t version, void **map, size_t *len, size_t *image_off);
 
 /* Store len bytes of image under (id, src_size, version). 0 or -errno
  * (-ENOENT: no cache; -EFBIG: over SPROBE_DWARF_CACHE_MAX_IMAGE). */

@@ -243,9 +243,9 @@ static struct sprobe_dwarf_image *from_cache(const uint8_t *id, uint32_t id_len,
 {
 	struct sprobe_dwarf_image *img;
 	void *m;
-	size_t len;
+	size_t len, off;
 
-	if (sprobe_dwarf_cache__get(id, id_len, src_size, IMAGE_VERSION, &m, &len) != 0)
+	if (sprobe_dwarf_cache__get(id, id_len, src_size, IMAGE_VERSION, &m, &len, &off) != 0)
 		return NULL;
 	img = calloc(1, sizeof(*img));
 	if (!img) {
@@ -255,7 +255,7 @@ static struct sprobe_dwarf_image *from_cache(const uint8_t *id, uint32_t id_len,
 	img->map = m;
 	img->map_len = len;
 	img->cached = true;
-	img->elf = elf_memory((char *)m, len);
+	img->elf = elf_memory((char *)m + off, len - off);
 	if (img->elf)
 		img->dw = dwarf_begin_elf(img->elf, DWARF_C_READ, NULL);
 	if (!img->dw) {
