@@ -45,6 +45,7 @@
 #include "userspace/common/enterable.h"
 #include "userspace/datafile/merge.h"
 #include "userspace/external/external.h"
+#include "userspace/symbols/dwarf_cache.h"
 
 #include "cli.h"
 
@@ -891,6 +892,17 @@ int cmd_record(int argc, char **argv)
 				fprintf(stderr, "stackprobe record: %s keeps no source lines%s: %s\n", output,
 					names_here ? " and no names of module files" : "",
 					lwhy[0] ? lwhy : strerror((int)-nl));
+			const char *cdir = NULL;
+			int cerr = sprobe_dwarf_cache__problem(&cdir);
+
+			if (cerr && !quiet)
+				fprintf(stderr,
+					"stackprobe record: DWARF image cache %s not used (%s): "
+					"each run inflates debug sections again "
+					"(STACKPROBE_DWARF_CACHE=DIR or off)\n",
+					cdir ? cdir : "", cerr == -EPERM
+								  ? "not this user's alone"
+								  : strerror(-cerr));
 		}
 		if (!quiet) {
 			fprintf(stderr, "stackprobe record: wrote %s (%.2f s, %u process%s", output,

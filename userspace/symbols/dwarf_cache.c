@@ -34,6 +34,21 @@ struct hdr {
 };
 
 static char *cache_dir;
+static int problem; /* the first -errno of a set directory, not a miss */
+
+static int note(int err)
+{
+	if (err && err != -ENOENT && !problem)
+		problem = err;
+	return err;
+}
+
+int sprobe_dwarf_cache__problem(const char **dir)
+{
+	if (dir)
+		*dir = cache_dir;
+	return problem;
+}
 
 /* An absolute path, or NULL: "off", "0", "" and relative paths turn the
  * cache off (a relative one would land in whatever directory record runs
@@ -179,9 +194,9 @@ int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
 
 	if (err)
 		return err;
-	dfd = open_dir(false);
+	dfd = note(open_dir(false));
 	if (dfd < 0)
-		return dfd == -ENOENT ? -ENOENT : dfd;
+		return dfd;
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		err = errno == ENOENT ? -ENOENT : -errno;
@@ -278,7 +293,7 @@ int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 		return -EINVAL;
 	if (len > SPROBE_DWARF_CACHE_MAX_IMAGE)
 		return -EFBIG;
-	dfd = open_dir(true);
+	dfd = note(open_dir(true));
 	if (dfd < 0)
 		return dfd;
 	sweep_tmp(dfd);
@@ -307,5 +322,5 @@ int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 	if (err)
 		unlinkat(dfd, tmp, 0);
 	close(dfd);
-	return err;
+	return note(err);
 }

@@ -53,6 +53,11 @@ int sprobe_dwarf_cache__set_default(void);
 /* Is a directory set? */
 int sprobe_dwarf_cache__enabled(void);
 
+/* The first reason a set directory could not be used or written (not a
+ * miss), as -errno, or 0; with the directory's path. So that the CLI can
+ * say once why every run rebuilds. */
+int sprobe_dwarf_cache__problem(const char **dir);
+
 /* The image of (id, src_size, version): 0 and the file mapped at *map
  * (MAP_PRIVATE, readable and writable, *len bytes; the caller munmaps
  * it), the image at *map + *image_off; or -ENOENT (not cached, or no
