@@ -998,11 +998,14 @@ int sprobe_sampler__stop(struct sprobe_sampler *s)
 	 * left unfinished (a reader sees it cut short), the table's name is
 	 * removed. */
 	for (;;) {
+		/* pthread_timedjoin_np (CLOCK_REALTIME), not clockjoin: the
+		 * thread sanitizers intercept only the former, and a clock step
+		 * only moves the next look at the loader. */
 		struct timespec dl;
 
-		clock_gettime(CLOCK_MONOTONIC, &dl);
+		clock_gettime(CLOCK_REALTIME, &dl);
 		dl.tv_sec += SPROBE_SAMPLER_STOP_TIMEOUT_S;
-		if (pthread_clockjoin_np(s->probe, NULL, CLOCK_MONOTONIC, &dl) != ETIMEDOUT)
+		if (pthread_timedjoin_np(s->probe, NULL, &dl) != ETIMEDOUT)
 			break;
 		if (sprobe__dl_busy()) {
 			const char *tp = s->table ? sprobe_table__path(s->table) : NULL;
