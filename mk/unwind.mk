@@ -94,3 +94,12 @@ test-aarch64-unwind: $(UNWIND_A64_DIR)/test_unwind
 		$(BUILD)/test-results/aarch64-unwind.res \
 		"$(UNWIND_QEMU) -L / $(UNWIND_A64_DIR)/test_unwind"
 TEST_LANES += test-aarch64-unwind
+
+# A C++ chain through frames with cleanups (personality + LSDA FDEs):
+# test_record checks walks go through them.
+# No frame pointers: the walk must come from the CFI.
+$(BUILD)/cxxcleanup: tests/workloads/cxxcleanup.cc | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)g++ -O2 -g -fomit-frame-pointer -fasynchronous-unwind-tables -o $@ $<
+all: $(BUILD)/cxxcleanup
+$(BUILD)/tests/test_record: $(BUILD)/cxxcleanup

@@ -513,6 +513,43 @@ static void test_record_own_pcs_named_by_record(void **state)
 	free(rep);
 }
 
+/* Walks go through frames whose FDE's CIE names a personality routine
+ * (every C++ and Rust function with a cleanup or a catch: here mid() and
+ * top() hold a std::string). libunwind reads that routine's pointer, a
+ * data word, when it parses the CIE; the unwinder refused reads of data,
+ * so every such walk ended at the first of those frames (a C++ program's
+ * stacks stopped at mid(); a Rust program's at its first function with a
+ * drop). Built without frame pointers: only the CFI can walk it. cpu and
+ * wall mode. */
+static void test_record_walks_cxx_cleanup_frames(void **state)
+{
+	for (int cpu = 0; cpu < 2; cpu++) {
+		char *out, *rep;
+		int rc = sprobe_test_run(cpu ? CLI " record -q --no-bpf --no-report --mode cpu -F 499 -o " OUT
+						"/cxx-cpu.data -- build/cxxcleanup 150"
+					     : CLI " record -q --no-bpf --no-report -F 499 -o " OUT
+						"/cxx-wall.data -- build/cxxcleanup 150",
+					 &out);
+
+		assert_int_equal(rc, 0);
+		free(out);
+		rc = sprobe_test_run(cpu ? CLI " report -i " OUT "/cxx-cpu.data -f folded"
+					 : CLI " report -i " OUT "/cxx-wall.data -f folded",
+				     &rep);
+		assert_int_equal(rc, 0);
+		unsigned long in_leaf = sprobe_test_folded_count(rep, "leaf(long)", NULL);
+		unsigned long whole = sprobe_test_folded_count(rep, ";main;top(long, int);mid(long);leaf(long)", NULL);
+
+		print_message("%s: %lu samples in leaf(), %lu of them walked to main\n",
+			      cpu ? "cpu" : "wall", in_leaf, whole);
+		assert_true(in_leaf >= 20);
+		/* every one of them: the walk does not depend on timing */
+		assert_int_equal(whole, in_leaf);
+		assert_true(sprobe_test_folded_count(rep, "_start;__libc_start_main", NULL) >= in_leaf);
+		free(rep);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -524,6 +561,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_agent_is_transparent, setup_dir),
 	cmocka_unit_test_setup(test_record_child_maps_no_libdw_libbpf, setup_dir),
 	cmocka_unit_test_setup(test_record_own_pcs_named_by_record, setup_dir),
+	cmocka_unit_test_setup(test_record_walks_cxx_cleanup_frames, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -252,6 +252,8 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		return 0;
 	}
 	mod = sprobe__modules_find(w->u->mods, addr);
+	const struct module *owner = mod;
+
 	if (mod && !sprobe_unw__mod_readable(w->u, mod)) {
 		w->unpinned = true;
 		return -UNW_EINVAL;
@@ -286,6 +288,24 @@ static int acc_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int wr
 		w->seg_base = (const uint8_t *)(uintptr_t)sg->start;
 		memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
 		return 0;
+	}
+	/* A word of a module's writable segment: what libunwind reads there is
+	 * a CIE's personality routine pointer (augmentation 'P' encoded
+	 * DW_EH_PE_indirect: a DW.ref.* or GOT slot), which unwinding never
+	 * uses. Every C++ and Rust function with a cleanup or a catch has
+	 * one, so refusing the read ended each walk at the first such frame
+	 * (a C++ program's stacks stopped at the first function holding a
+	 * std::string). It reads as 0: no data of the program is touched
+	 * (another thread may write it) and the answer is the same for
+	 * another process's file. */
+	for (uint32_t i = 0; owner && i < owner->pub.nsegs; i++) {
+		const struct sprobe_segment *sg = &owner->pub.segs[i];
+
+		if ((sg->prot & SPROBE_SEG_W) && addr >= sg->start && addr < sg->end &&
+		    sg->end - addr >= sizeof(*val)) {
+			*val = 0;
+			return 0;
+		}
 	}
 	/* A word reaching past the copy's end (or a straddling one) would
 	 * have been there had the copy been longer. */
