@@ -553,6 +553,8 @@ static void test_image_cache(void **state)
 	assert_int_equal(stat(file, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
 	assert_int_equal(open_cached(dbg), 1);
+	/* Stored and found: nothing for record to say (it prints a problem). */
+	assert_int_equal(sprobe_dwarf_cache__problem(NULL), 0);
 
 	/* Through an inventory (the cached image under sprobe__module_dwarf):
 	 * the same answers as libdw's loading of the file. */
@@ -597,9 +599,13 @@ static void test_image_cache(void **state)
 	assert_int_equal(open_cached(dbg), 1);
 
 	/* A directory others may write is not used (nor written). */
+	assert_int_equal(sprobe_dwarf_cache__problem(NULL), 0);
 	assert_int_equal(chmod(dir, 0777), 0);
 	assert_int_equal(open_cached(dbg), 0);
+	assert_int_equal(sprobe_dwarf_cache__problem(NULL), -EPERM);
 	assert_int_equal(chmod(dir, 0700), 0);
+	assert_int_equal(sprobe_dwarf_cache__set_dir(dir), 0); /* forgets it */
+	assert_int_equal(sprobe_dwarf_cache__problem(NULL), 0);
 	assert_int_equal(open_cached(dbg), 1);
 
 	/* Another user's home (root run with HOME kept, sudo -E): nothing is

@@ -550,6 +550,39 @@ static void test_record_walks_cxx_cleanup_frames(void **state)
 	}
 }
 
+/* record keeps the DWARF images it builds in the cache directory it is
+ * given and says nothing of the cache when it works: the second run finds
+ * the image the first stored. (The first-ever open of the directory set
+ * the "problem" to the descriptor it returned, so every run said "not
+ * used (Unknown error -11)" while the cache worked.) */
+static void test_record_dwarf_cache_quiet_when_used(void **state)
+{
+	char cwd[1024], cmd[4096], dir[1100], *out;
+
+	(void)state;
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	snprintf(dir, sizeof(dir), "%s/" OUT "/dwc", cwd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mkdir -m 700 %s", dir, dir);
+	assert_int_equal(system(cmd), 0);
+	for (int run = 0; run < 2; run++) {
+		snprintf(cmd, sizeof(cmd),
+			 "STACKPROBE_DWARF_CACHE=%s " CLI " record --no-bpf --no-report -F 199 -o " OUT
+			 "/dwc.data -- build/demo 1 2>&1 >/dev/null",
+			 dir);
+		int rc = sprobe_test_run(cmd, &out);
+
+		assert_int_equal(rc, 0);
+		assert_non_null(strstr(out, "stackprobe record: wrote"));
+		if (strstr(out, "DWARF image cache"))
+			fail_msg("record spoke of a cache that works: %s", out);
+		free(out);
+		snprintf(cmd, sizeof(cmd), "ls %s", dir);
+		assert_int_equal(sprobe_test_run(cmd, &out), 0);
+		assert_true(strlen(out) > 0); /* an image was stored */
+		free(out);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -562,6 +595,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_child_maps_no_libdw_libbpf, setup_dir),
 	cmocka_unit_test_setup(test_record_own_pcs_named_by_record, setup_dir),
 	cmocka_unit_test_setup(test_record_walks_cxx_cleanup_frames, setup_dir),
+	cmocka_unit_test_setup(test_record_dwarf_cache_quiet_when_used, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -36,9 +36,11 @@ struct hdr {
 static char *cache_dir;
 static int problem; /* the first -errno of a set directory, not a miss */
 
+/* err: a descriptor (>= 0) or -errno; only an error other than a miss
+ * is a problem. */
 static int note(int err)
 {
-	if (err && err != -ENOENT && !problem)
+	if (err < 0 && err != -ENOENT && !problem)
 		problem = err;
 	return err;
 }
@@ -64,6 +66,7 @@ int sprobe_dwarf_cache__set_dir(const char *dir)
 	}
 	free(cache_dir);
 	cache_dir = d;
+	problem = 0; /* a new directory has had none yet */
 	return 0;
 }
 
