@@ -16,11 +16,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stackprobe/symbolize.h>
 
 #include "run_helper.h"
+#include "userspace/symbols/perfmap.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -452,12 +454,114 @@ static void test_recording_names_node_js(void **state)
 	free(folded);
 }
 
+/* A JIT that writes its map only at exit (the JVM's -XX:+DumpPerfMapAtExit):
+ * nothing named the code while the agent ran, and record names it after
+ * the merge from the map the process left, as perf report does (before,
+ * every sample's leaf was a bare 0x address). */
+static void test_recording_names_map_written_at_exit(void **state)
+{
+	char *out = NULL, *folded = NULL, cmd[512];
+	int pid;
+	(void)state;
+
+#if !defined(__x86_64__)
+	SPROBE_SKIP("tests/workloads/jitloop.c generates x86-64 code");
+#endif
+	mkdir("build", 0755);
+	mkdir("build/test-out", 0755);
+	mkdir(OUT, 0755);
+	for (int cpu = 0; cpu < 2; cpu++) {
+		assert_int_equal(sprobe_test_run(cpu ? CLI " record -q --no-bpf -m cpu -F 499 -o " OUT
+						       "/jit-exit.data -- build/jitloop 3000000000 at-exit"
+						     : CLI " record -q --no-bpf -F 499 -o " OUT
+						       "/jit-exit.data -- build/jitloop 3000000000 at-exit",
+						 &out),
+				 0);
+		pid = atoi(out);
+		assert_true(pid > 0);
+		free(out);
+		assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/jit-exit.data --format folded",
+						 &folded),
+				 0);
+		unsigned long all = leaf_count(folded, NULL), hot = leaf_count(folded, "jit_hot_loop");
+
+		print_message("  %s mode, map written at exit: %lu of %lu samples in jit_hot_loop\n",
+			      cpu ? "cpu" : "wall", hot, all);
+		assert_true(all > 0);
+		assert_true(hot * 2 > all);
+		assert_null(strstr(folded, "jit_stub_before"));
+		free(folded);
+		snprintf(cmd, sizeof(cmd), "/tmp/perf-%d.map", pid);
+		unlink(cmd);
+	}
+}
+
+/* The reader of an exited process's map (perfmap.h): names from a fresh
+ * map; a map older than the process (an earlier process of the same pid
+ * left it), a symlink to a map, or no file: nothing. */
+static void test_exited_process_map(void **state)
+{
+	char path[256], link[256];
+	struct sprobe_symbol sym;
+	struct sprobe_perfmap_file *f;
+	int64_t now = (int64_t)time(NULL);
+	(void)state;
+
+	mkdir("build/test-out", 0755);
+	mkdir(OUT, 0755);
+	snprintf(path, sizeof(path), OUT "/exited.map");
+	snprintf(link, sizeof(link), OUT "/exited-link.map");
+	FILE *m = fopen(path, "w");
+
+	assert_non_null(m);
+	fprintf(m, "1000 100 stub_a\n2000 40 hot_b\n");
+	fclose(m);
+	f = sprobe_perfmap_file__new(path, now - 1);
+	assert_non_null(f);
+	memset(&sym, 0, sizeof(sym));
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
+	assert_string_equal(sym.name, "hot_b");
+	assert_int_equal(sym.sym_start, 0x2000);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x1800, &sym), -ENOENT);
+	sprobe_perfmap_file__free(f);
+
+	/* Two days old, the process started now: another process's map. */
+	struct timespec old[2] = { { now - 172800, 0 }, { now - 172800, 0 } };
+
+	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
+	f = sprobe_perfmap_file__new(path, now - 1);
+	assert_non_null(f);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
+	sprobe_perfmap_file__free(f);
+	/* ... and named when the process is older than it */
+	f = sprobe_perfmap_file__new(path, now - 172801);
+	assert_non_null(f);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
+	sprobe_perfmap_file__free(f);
+
+	unlink(link);
+	assert_int_equal(symlink("exited.map", link), 0);
+	f = sprobe_perfmap_file__new(link, 0);
+	assert_non_null(f);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
+	sprobe_perfmap_file__free(f);
+	unlink(link);
+	unlink(path);
+	f = sprobe_perfmap_file__new(path, 0);
+	assert_non_null(f);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
+	sprobe_perfmap_file__free(f);
+	assert_null(sprobe_perfmap_file__new(NULL, 0));
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup_teardown(test_names_and_appends, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_hostile_map, setup, teardown),
 	cmocka_unit_test_setup_teardown(test_other_process_map, setup, teardown),
 	cmocka_unit_test(test_recording_names_jit_code),
 	cmocka_unit_test(test_recording_names_node_js),
+	cmocka_unit_test(test_recording_names_map_written_at_exit),
+	cmocka_unit_test(test_exited_process_map),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -4,8 +4,11 @@
  * anonymous executable page at run time, announces it in
  * /tmp/perf-PID.map as a JIT does ("START SIZE NAME", hex), prints its pid
  * (so the test can remove the map afterwards) and runs the loop argv[1]
- * times. x86-64 only (the code is x86-64 machine code).
+ * times. With argv[2] "at-exit" the map is written only after the loop,
+ * as the JVM's -XX:+DumpPerfMapAtExit does: nothing names the code while
+ * it runs. x86-64 only (the code is x86-64 machine code).
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,21 +34,28 @@ int main(int argc, char **argv)
 	memcpy(p + 64, code, sizeof(code));
 	if (mprotect(p, (size_t)page, PROT_READ | PROT_EXEC) != 0)
 		return 1;
-	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
-	map = fopen(path, "w");
-	if (!map)
-		return 1;
-	/* a decoy before it, as a JIT's map holds many entries */
-	fprintf(map, "%lx 40 jit_stub_before\n", (unsigned long)(uintptr_t)p);
-	fprintf(map, "%lx %zx jit_hot_loop\n", (unsigned long)(uintptr_t)(p + 64), sizeof(code));
-	fclose(map);
-	printf("%d\n", (int)getpid());
-	fflush(stdout);
+	bool at_exit = argc > 2 && strcmp(argv[2], "at-exit") == 0;
 	uint64_t (*f)(uint64_t) = (uint64_t (*)(uint64_t))(void *)(p + 64);
 	volatile uint64_t sink = 0;
 
-	for (int k = 0; k < 20; k++)
-		sink += f(n / 20);
+	printf("%d\n", (int)getpid());
+	fflush(stdout);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == (at_exit ? 1 : 0)) {
+			snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+			map = fopen(path, "w");
+			if (!map)
+				return 1;
+			/* a decoy before it, as a JIT's map holds many entries */
+			fprintf(map, "%lx 40 jit_stub_before\n", (unsigned long)(uintptr_t)p);
+			fprintf(map, "%lx %zx jit_hot_loop\n", (unsigned long)(uintptr_t)(p + 64),
+				sizeof(code));
+			fclose(map);
+		}
+		if (pass == 0)
+			for (int k = 0; k < 20; k++)
+				sink += f(n / 20);
+	}
 	return sink == 0;
 #else
 	(void)argc;

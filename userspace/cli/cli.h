@@ -88,7 +88,8 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 
 /*
  * Name the pcs the agents left unnamed (symbol records with a module and
- * no name: STACKPROBE_NAMES=record) and add the source view of each named
+ * no name: STACKPROBE_NAMES=record; pcs in no module from the
+ * /tmp/perf-PID.map the process left, perfmap.h) and add the source view of each named
  * pc (srcline records, docs/FORMAT.md type 12) to the merged recording at
  * path, from the files its module records name (build-id checked):
  * `record` runs it when its agents wrote neither (STACKPROBE_LINES=record,

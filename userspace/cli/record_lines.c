@@ -36,6 +36,7 @@
 
 #include "userspace/cli/cli.h"
 #include "userspace/symbols/dwarf_cache.h"
+#include "userspace/symbols/perfmap.h"
 #include "userspace/symbols/srcline.h"
 
 /* One distinct module file of the tree (path + build-id), with an offline
@@ -65,6 +66,11 @@ struct lines_state {
 	uint64_t *pcs;
 	uint8_t *leaf;
 	size_t npcs, cappcs;
+	/* The part's process and, once a pc in no module was left unnamed,
+	 * its JIT's perf map (perfmap.h). */
+	uint32_t pid;
+	int64_t start_s;
+	struct sprobe_perfmap_file *jit;
 };
 
 static int pc_slot(const struct lines_state *s, uint64_t pc)
@@ -128,8 +134,13 @@ static uint64_t lookup_pc(const struct lines_state *s, uint64_t pc)
 	return pc ? pc - 1 : 0;
 }
 
-static void part_reset(struct lines_state *s)
+static void part_reset(struct lines_state *s, const struct sprobe_df_header *h)
 {
+	sprobe_perfmap_file__free(s->jit);
+	s->jit = NULL;
+	s->pid = h->pid;
+	/* a second of slack: the file system's time and CLOCK_REALTIME */
+	s->start_s = (int64_t)(h->start_realtime_ns / 1000000000u) - 1;
 	s->nmods = 0;
 	if (s->cappcs) {
 		memset(s->pcs, 0, s->cappcs * sizeof(*s->pcs));
@@ -238,6 +249,32 @@ static void name_symbol(struct lines_state *s, struct sprobe_df_symbol *sym)
 	sym->offset = sym->pc + shift - out.sym_start;
 }
 
+/* A pc in no module that the agent left unnamed (JIT code whose perf map
+ * line came after the agent saw the pc, or a map written only at exit:
+ * the JVM's -XX:+DumpPerfMapAtExit): named from the map the process left
+ * in /tmp, as perf report does. Only a map modified since the part
+ * started (an older one is an earlier process's of the same pid). */
+static void name_jit(struct lines_state *s, struct sprobe_df_symbol *sym)
+{
+	struct sprobe_symbol out;
+
+	if (sym->name_len || sym->module != SPROBE_DF_NO_MODULE || !s->pid || !sym->pc)
+		return;
+	if (!s->jit) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/tmp/perf-%u.map", s->pid);
+		s->jit = sprobe_perfmap_file__new(path, s->start_s);
+		if (!s->jit)
+			return;
+	}
+	if (sprobe_perfmap_file__symbolize(s->jit, lookup_pc(s, sym->pc), &out) != 0 || !out.name)
+		return;
+	sym->name = out.name;
+	sym->name_len = (uint32_t)strlen(out.name);
+	sym->offset = sym->pc - out.sym_start;
+}
+
 /* Write the srcline record of symbol record sym, when its module's DWARF
  * has lines for it. Returns 1 written, 0 none, -errno. Same text layout
  * and truncation as the agent's (userspace/sampler/emit.c). */
@@ -272,6 +309,7 @@ static void state_free(struct lines_state *s)
 		sprobe_modules__free(s->files[i].inv);
 	}
 	free(s->files);
+	sprobe_perfmap_file__free(s->jit);
 	free(s->mods);
 	free(s->pcs);
 	free(s->leaf);
@@ -321,7 +359,7 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 	while (!err && (rc = sprobe_datafile_reader__next(rd, &rec)) == 1) {
 		switch (rec.type) {
 		case SPROBE_DF_HEADER:
-			part_reset(&s);
+			part_reset(&s, &rec.header);
 			in_part = 0;
 			break;
 		case SPROBE_DF_TRAILER:
@@ -337,8 +375,10 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 		default:
 			break;
 		}
-		if (!err && rec.type == SPROBE_DF_SYMBOL)
+		if (!err && rec.type == SPROBE_DF_SYMBOL) {
 			name_symbol(&s, &rec.symbol);
+			name_jit(&s, &rec.symbol);
+		}
 		if (!err)
 			err = sprobe_datafile_writer__write(w, &rec);
 		if (!err && rec.type == SPROBE_DF_SYMBOL) {

@@ -36,6 +36,7 @@
 
 #include "userspace/common/fds.h"
 #include "userspace/symbols/modules_internal.h"
+#include "userspace/symbols/perfmap.h"
 
 #define PERFMAP_LINE_MAX 4096
 #define PERFMAP_BYTES_MAX (256u << 20)
@@ -184,11 +185,12 @@ static bool owner_ok(pid_t pid, uid_t uid)
 	return stat(path, &st) == 0 && st.st_uid == uid;
 }
 
-/* Read what was appended since the last time. 0 (also when there is no
- * map: -ENOENT is "nothing to name", not an error here), -errno. */
-static int perfmap_update(struct perfmap *pm, pid_t pid)
+/* Read what was appended to the map at path since the last time: owned
+ * by owner_pid's user or root (owner_pid 0: this process's), modified at
+ * or after not_before_s (0: any time). 0 (also when there is no map:
+ * -ENOENT is "nothing to name", not an error here), -errno. */
+static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, int64_t not_before_s)
 {
-	char path[96];
 	struct stat st;
 	int h, fd, ret = 0;
 	char *buf;
@@ -198,14 +200,14 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 
 	if (pm->capped)
 		return 0;
-	map_path(pid, path, sizeof(path));
 	h = sprobe_fd__open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0, SPROBE_FD_TRANSIENT);
 	fd = sprobe_fd__get(h);
 	if (fd < 0) {
 		sprobe_fd__close(h);
 		return 0;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owner_ok(pid, st.st_uid)) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owner_ok(owner_pid, st.st_uid) ||
+	    (int64_t)st.st_mtime < not_before_s) {
 		sprobe_fd__done(h);
 		return 0;
 	}
@@ -292,6 +294,14 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 	return ret;
 }
 
+static int perfmap_update(struct perfmap *pm, pid_t pid)
+{
+	char path[96];
+
+	map_path(pid, path, sizeof(path));
+	return perfmap_read(pm, path, pid, 0);
+}
+
 static const struct jit_sym *perfmap_find(const struct perfmap *pm, uint64_t pc)
 {
 	size_t lo = 0, hi = pm->n;
@@ -314,6 +324,18 @@ static const struct jit_sym *perfmap_find(const struct perfmap *pm, uint64_t pc)
 	return best;
 }
 
+static int fill(const struct jit_sym *e, uint64_t pc, struct sprobe_symbol *out)
+{
+	if (!e)
+		return -ENOENT;
+	out->name = e->name;
+	out->sym_start = e->start;
+	out->sym_offset = pc - e->start;
+	out->sym_size = e->size;
+	out->source = "perf-map";
+	return 0;
+}
+
 int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out)
 {
 	struct perfmap *pm = &m->jit;
@@ -329,12 +351,52 @@ int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 			return ret;
 		e = perfmap_find(pm, pc);
 	}
-	if (!e)
-		return -ENOENT;
-	out->name = e->name;
-	out->sym_start = e->start;
-	out->sym_offset = pc - e->start;
-	out->sym_size = e->size;
-	out->source = "perf-map";
-	return 0;
+	return fill(e, pc, out);
+}
+
+struct sprobe_perfmap_file {
+	struct perfmap pm;
+	char *path;
+	int64_t not_before_s;
+	bool read;
+};
+
+struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s)
+{
+	struct sprobe_perfmap_file *f = calloc(1, sizeof(*f));
+
+	if (!f || !path)
+		goto fail;
+	f->path = strdup(path);
+	if (!f->path)
+		goto fail;
+	f->not_before_s = not_before_s;
+	return f;
+fail:
+	free(f);
+	errno = path ? ENOMEM : EINVAL;
+	return NULL;
+}
+
+int sprobe_perfmap_file__symbolize(struct sprobe_perfmap_file *f, uint64_t pc,
+				   struct sprobe_symbol *out)
+{
+	if (!f->read) {
+		/* Once: the process has exited, its map no longer grows. */
+		int ret = perfmap_read(&f->pm, f->path, 0, f->not_before_s);
+
+		if (ret)
+			return ret;
+		f->read = true;
+	}
+	return fill(perfmap_find(&f->pm, pc), pc, out);
+}
+
+void sprobe_perfmap_file__free(struct sprobe_perfmap_file *f)
+{
+	if (!f)
+		return;
+	sprobe__perfmap_release(&f->pm);
+	free(f->path);
+	free(f);
 }
