@@ -15,8 +15,10 @@
  *    the JVM's threads unwound through libjvm's thread_native_entry (their
  *    start), and in cpu mode samples whose leaf is in libjvm (the JVM's
  *    own work: compilers, GC, runtime calls).
- * Frames of JIT-compiled Java code are another issue's (they show as
- * addresses here).
+ *  - with -XX:+DumpPerfMapAtExit (the JVM writes /tmp/perf-PID.map only
+ *    as it exits), JIT-compiled Java methods named from that map by
+ *    record after the merge, as perf report names them: JvmMix.spin is
+ *    where the program spends its time (cpu mode).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +73,8 @@ static void record_mode(const char *mode)
 	assert_int_equal(sprobe_test_run("rm -f " OUT "/hs_err_pid*.log", NULL), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "cd " OUT " && ../../../" CLI " record -q --no-bpf -F 499 -m %s -o jvm-%s.data -- "
-		 "java -Xcheck:jni -cp . JvmMix 1.5 2>&1",
+		 "java -Xcheck:jni -XX:+UnlockDiagnosticVMOptions -XX:+DumpPerfMapAtExit "
+		 "-cp . JvmMix 1.5 2>&1",
 		 mode, mode);
 	int st = sprobe_test_run(cmd, &out);
 	print_message("%s mode: exit %d\n%s", mode, st, out);
@@ -104,6 +107,28 @@ static void record_mode(const char *mode)
 	if (strcmp(mode, "cpu") == 0)
 		assert_true(self > 0);
 	free(res);
+
+	/* The JIT's code named from the map the JVM wrote at exit (then
+	 * removed: /tmp is everyone's). */
+	long pid = -1, spin = -1, all = -1;
+
+	snprintf(cmd, sizeof(cmd),
+		 CLI " report -i %s --format json 2>/dev/null | python3 -c 'import json,sys; "
+		 "d=json.load(sys.stdin); "
+		 "print(d[\"processes\"][0][\"pid\"], "
+		 "sum(x[\"self\"] for x in d[\"functions\"] if \"JvmMix.spin(\" in x[\"name\"]), "
+		 "sum(x[\"self\"] for x in d[\"functions\"]))'",
+		 data);
+	assert_int_equal(sprobe_test_run(cmd, &res), 0);
+	assert_int_equal(sscanf(res, "%ld %ld %ld", &pid, &spin, &all), 3);
+	free(res);
+	snprintf(cmd, sizeof(cmd), "/tmp/perf-%ld.map", pid);
+	unlink(cmd);
+	print_message("  JvmMix.spin (JIT code, named from the map): %ld of %ld samples\n", spin, all);
+	if (strcmp(mode, "cpu") == 0)
+		assert_true(spin * 4 > all);
+	else
+		assert_true(spin > 0);
 	free(out);
 }
 
