@@ -22,7 +22,8 @@ Memory: tests/workloads/idlethreads.c with 10 and 200 threads blocked in a
 condition variable, alone and under `stackprobe record` (wall and cpu
 mode, 99 Hz; and wall mode with STACKPROBE_LINES=0: the agent then names
 pcs in the program as it did before `record` took names and lines over,
-without lines); /proc/PID/smaps_rollup read SETTLE seconds after the program
+without lines), and with the agent alone (LD_PRELOAD, STACKPROBE_OUTPUT:
+no record; agent-cpu, agent-wall); /proc/PID/smaps_rollup read SETTLE seconds after the program
 says it is ready. Deltas against the run alone of the same round: RSS,
 anonymous memory, and the target of <= 1 MiB + 2 KiB per thread.
 --smaps prints the mappings that grew most, for the breakdown.
@@ -179,7 +180,15 @@ def mappings(pid):
 def mem_run(b, n, cfg):
     prog = [b.idle, str(n), str(int(b.settle) + 2)]
     env = dict(os.environ)
-    if cfg != "alone":
+    if cfg.startswith("agent-"):
+        # The agent alone (no record): LD_PRELOAD and STACKPROBE_OUTPUT by
+        # hand, as in production without the CLI; it names pcs and reads
+        # source lines in the program itself.
+        env["LD_PRELOAD"] = os.path.abspath(os.path.join(b.build, "libstackprobe.so"))
+        env["STACKPROBE_OUTPUT"] = os.path.join(b.dir, "agent.data")
+        env["STACKPROBE_MODE"] = cfg.split("-")[1]
+        env["STACKPROBE_FREQ"] = "99"
+    elif cfg != "alone":
         data = os.path.join(b.dir, "mem.data")
         sp = b.compare_sp if cfg.startswith("before:") else b.sp
         cfg = cfg.split(":")[-1]
@@ -206,7 +215,7 @@ def mem_run(b, n, cfg):
 
 def mem_bench(b):
     counts = [10, 200]
-    cfgs = ["alone", "wall", "cpu", "wall-nolines"]
+    cfgs = ["alone", "wall", "cpu", "wall-nolines", "agent-cpu", "agent-wall"]
     if b.compare:
         cfgs += ["before:wall", "before:cpu"]
     res = {}

@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stackprobe/datafile.h>
+
 #include "run_helper.h"
 #include "sprobe_test.h"
 
@@ -205,6 +207,32 @@ static bool has_line_starting(const char *text, const char *prefix)
 	return false;
 }
 
+/* record -p named what the service's agent left to the reader, in the
+ * file itself (not only in `stackprobe report`'s copy): no part still
+ * says its names and lines are left to the reader, and libc's poll has a
+ * named symbol record. */
+static void assert_named_in_file(const char *data)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(data);
+	struct sprobe_df_record rec;
+	unsigned headers = 0, left = 0, poll_named = 0;
+
+	assert_non_null(rd);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
+		if (rec.type == SPROBE_DF_HEADER) {
+			headers++;
+			left += (rec.header.flags & SPROBE_DF_HEADER_LINES_BY_READER) != 0;
+		} else if (rec.type == SPROBE_DF_SYMBOL && rec.symbol.name_len &&
+			   strstr(rec.symbol.name, "poll")) {
+			poll_named++;
+		}
+	}
+	sprobe_datafile_reader__free(rd);
+	assert_true(headers > 0);
+	assert_int_equal(left, 0);
+	assert_true(poll_named > 0);
+}
+
 /* A recording of the service has its functions, and not the agent's
  * control thread. */
 static void assert_service_profile(const char *data)
@@ -212,8 +240,18 @@ static void assert_service_profile(const char *data)
 	char *f = folded(data);
 	assert_non_null(strstr(f, "od_compute"));
 	assert_non_null(strstr(f, "od_wait_request"));
+	/* libc's frame under it named: the service's agent leaves the names
+	 * of the system's libraries to the reader, and record -p names them */
+	const char *w = strstr(f, "od_wait_request;");
+
+	assert_non_null(w);
+	w += strlen("od_wait_request;");
+	assert_true(strcspn(w, "; ") > 0);
+	assert_non_null(strstr(w, "poll"));
+	assert_true((size_t)(strstr(w, "poll") - w) < strcspn(w, "; "));
 	assert_false(has_line_starting(f, "sprobe-ctl"));
 	free(f);
+	assert_named_in_file(data);
 }
 
 /* Run `stackprobe record -p pid ARGS` in the background, its stderr

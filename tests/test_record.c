@@ -550,6 +550,41 @@ static void test_record_walks_cxx_cleanup_frames(void **state)
 	}
 }
 
+/* The agent alone (LD_PRELOAD and STACKPROBE_OUTPUT, no record) reads no
+ * DWARF into the program: it leaves the source view to the file's reader,
+ * and `stackprobe report` adds it as it reads the file, from the module
+ * files. The report's source lines are those of an agent that read them
+ * itself (STACKPROBE_LINES=1, which maps libdw into the program). */
+static void test_agent_alone_leaves_lines_to_report(void **state)
+{
+	char cmd[1024], *maps[2], *rep[2];
+
+	(void)state;
+	for (int inproc = 0; inproc < 2; inproc++) {
+		snprintf(cmd, sizeof(cmd),
+			 "%sLD_PRELOAD=$PWD/build/libstackprobe.so STACKPROBE_OUTPUT=" OUT
+			 "/alone-%d.data STACKPROBE_INHERIT=0 STACKPROBE_QUIET=1 "
+			 "sh -c 'sleep 1; cat /proc/$$/maps'",
+			 inproc ? "STACKPROBE_LINES=1 " : "", inproc);
+		assert_int_equal(sprobe_test_run(cmd, &maps[inproc]), 0);
+		assert_non_null(strstr(maps[inproc], "/libstackprobe.so"));
+		snprintf(cmd, sizeof(cmd),
+			 CLI " report -i " OUT "/alone-%d.data 2>&1 | grep -o '[^ ]*:[0-9]*  __wait4$' | sort -u",
+			 inproc);
+		assert_int_equal(sprobe_test_run(cmd, &rep[inproc]), 0);
+	}
+	print_message("  the agent alone: %s  with STACKPROBE_LINES=1: %s", rep[0], rep[1]);
+	assert_null(strstr(maps[0], "/libdw"));
+	assert_non_null(strstr(maps[1], "/libdw")); /* the test tells them apart */
+	/* the report's line view of the wait: file:line, as the agent's own */
+	assert_non_null(strstr(rep[0], ".c:"));
+	assert_string_equal(rep[0], rep[1]);
+	for (int k = 0; k < 2; k++) {
+		free(maps[k]);
+		free(rep[k]);
+	}
+}
+
 /* record keeps the DWARF images it builds in the cache directory it is
  * given and says nothing of the cache when it works: the second run finds
  * the image the first stored. (The first-ever open of the directory set
@@ -596,6 +631,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_own_pcs_named_by_record, setup_dir),
 	cmocka_unit_test_setup(test_record_walks_cxx_cleanup_frames, setup_dir),
 	cmocka_unit_test_setup(test_record_dwarf_cache_quiet_when_used, setup_dir),
+	cmocka_unit_test_setup(test_agent_alone_leaves_lines_to_report, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -96,8 +96,13 @@ enum sprobe_df_mode {
 
 /* Header flags. Bits 0..3: cpu mode's engine (enum sprobe_cpu_engine:
  * 1 perf-event, 2 cpu-timer; 0 not recorded, as in files of older
- * writers, which kept the word 0). Other bits 0. */
+ * writers, which kept the word 0). Bit 4: the writer left the source
+ * view of its pcs (srcline records) to the reader, to be made from the
+ * module files its module records name (`stackprobe record`'s pass after
+ * the merge, which clears the bit; else `stackprobe report` as it reads
+ * the file). Other bits 0. */
 #define SPROBE_DF_HEADER_CPU_ENGINE_MASK 0xfu
+#define SPROBE_DF_HEADER_LINES_BY_READER (1u << 4)
 
 /* Strings in records are (pointer, length); they need not be NUL-terminated
  * when writing. Strings handed out by the reader are NUL-terminated too. */

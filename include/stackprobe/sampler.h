@@ -160,6 +160,12 @@ struct sprobe_sampler_opts {
 	 * table is read into the program. Implies no_lines. pcs in no file
 	 * (JIT maps, the vDSO) are still named here. */
 	bool names_by_reader;
+	/* Write no srcline records and say so in the data file header
+	 * (SPROBE_DF_HEADER_LINES_BY_READER): the reader makes them from the
+	 * module files (`stackprobe record` after the merge, `stackprobe
+	 * report`), so no DWARF is read into the program. Implies no_lines;
+	 * implied by names_by_reader. */
+	bool lines_by_reader;
 };
 
 struct sprobe_sampler_stats {

@@ -22,8 +22,10 @@
  *                          process image, DIR/PID.EXEC.part, notes in DIR/events
  *   STACKPROBE_INHERIT=0   the first process only (default: every process it
  *                          starts: process_wrappers.c)
- *   STACKPROBE_LINES=0     no source lines / inlined frames (record: added by
- *                          stackprobe record after the merge)
+ *   STACKPROBE_LINES=0     no source lines / inlined frames; 1: read in the
+ *                          program; record (default): added by the file's
+ *                          reader (stackprobe record after the merge,
+ *                          stackprobe report)
  *   STACKPROBE_CPU_ENGINE  perf | poll | timer | auto (cpu mode)
  *   STACKPROBE_QUIET=1     no messages on stderr
  *   STACKPROBE_STATUS_FD   (set by `stackprobe record`) memfd for live counters
@@ -105,6 +107,8 @@ static bool agent_control, agent_idle, agent_signo_fixed;
  * constructor gave up before (ctor_done); read by
  * sprobe_agent__ondemand_ready() on the continuous thread. */
 static bool agent_base_ready, agent_ctor_done;
+/* STACKPROBE_PPROF_DIR (continuous.c) drives the samplers. */
+static bool agent_continuous;
 static struct sprobe_sampler_opts agent_base;
 static pthread_mutex_t agent_od_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -364,10 +368,15 @@ static void agent_begin(unsigned exec_count, bool forked)
 		}
 		o.no_zero_pause = zp[0] == '0';
 	}
-	/* STACKPROBE_LINES=0: no inlined frames or source lines (default 1);
-	 * =record: none from the agent, `stackprobe record` adds them after
-	 * the merge (userspace/cli/record_lines.c: the DWARF stays out of the
-	 * program's memory). */
+	/* STACKPROBE_LINES=0: no inlined frames or source lines; =1: read
+	 * here, from DWARF; =record (the default): none from the agent, the
+	 * file's reader adds them (`stackprobe record` after the merge,
+	 * `stackprobe report` as it reads a file the agent wrote alone:
+	 * userspace/cli/record_lines.c), so the DWARF stays out of the
+	 * program's memory (libc's alone is ~12 MB there, docs/PERFORMANCE.md
+	 * "Memory, the agent alone"). Continuous profiling makes its pprof
+	 * files in the program, with no reader after it: lines are read here
+	 * unless said otherwise. */
 	const char *lines = sprobe_agent__getenv("STACKPROBE_LINES");
 	if (lines && *lines) {
 		if (strcmp(lines, "0") != 0 && strcmp(lines, "1") != 0 &&
@@ -376,9 +385,15 @@ static void agent_begin(unsigned exec_count, bool forked)
 			return;
 		}
 		o.no_lines = strcmp(lines, "1") != 0;
+		o.lines_by_reader = strcmp(lines, "record") == 0;
+	} else if (!agent_continuous) {
+		o.no_lines = true;
+		o.lines_by_reader = true;
 	}
-	/* STACKPROBE_NAMES=record (set by `stackprobe record`): pcs of module
-	 * files are named after the merge, no symbol table in the program. */
+	/* STACKPROBE_NAMES=record (the default but for continuous
+	 * profiling, as for lines above): pcs of the system's module files
+	 * are named by the file's reader, no symbol table in the program;
+	 * =1: named here. */
 	const char *names = sprobe_agent__getenv("STACKPROBE_NAMES");
 	if (names && *names) {
 		if (strcmp(names, "record") != 0 && strcmp(names, "1") != 0) {
@@ -386,6 +401,8 @@ static void agent_begin(unsigned exec_count, bool forked)
 			return;
 		}
 		o.names_by_reader = strcmp(names, "record") == 0;
+	} else if (!agent_continuous && !(lines && *lines)) {
+		o.names_by_reader = true;
 	}
 	/* STACKPROBE_CPU_ENGINE=perf|timer|auto: cpu mode's engine (default
 	 * auto: perf events where allowed, else CPU timers). */
@@ -672,6 +689,7 @@ __attribute__((constructor)) static void agent_start(void)
 
 	const char *pprof = sprobe_agent__getenv("STACKPROBE_PPROF_DIR");
 	bool continuous = (!out || !*out) && (!dir || !*dir) && pprof && *pprof;
+	agent_continuous = continuous;
 	agent_idle = (!out || !*out) && (!dir || !*dir) &&
 		     (env_is("STACKPROBE_AGENT", "idle") || continuous);
 	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1") && !agent_idle)

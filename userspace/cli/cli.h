@@ -99,6 +99,11 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
  * (msg, when not empty, says why). Not thread-safe.
  */
 long cli_record_lines(const char *path, char *msg, size_t msg_len);
+/* Does the file at path leave its pcs' names and source view to its
+ * reader (header flag SPROBE_DF_HEADER_LINES_BY_READER: agents not run
+ * by `stackprobe record`, whose pass clears it)? false also when it
+ * cannot be read. */
+bool cli_lines_left_to_reader(const char *path);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);

@@ -263,6 +263,17 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		fprintf(stderr, "stackprobe record: process %d wrote nothing\n", (int)pid);
 		return CLI_EXIT_ERROR;
 	}
+	/* The service's agent left names and lines to the reader (no symbol
+	 * table or DWARF in the service): added here, as record adds them. */
+	if (cli_lines_left_to_reader(o->output)) {
+		char why[256];
+		long nl = cli_record_lines(o->output, why, sizeof(why));
+
+		if (nl < 0)
+			fprintf(stderr, "stackprobe record: %s keeps no source lines and no names of "
+					"module files: %s\n",
+				o->output, why[0] ? why : strerror((int)-nl));
+	}
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d)\n", o->output,
 			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid);

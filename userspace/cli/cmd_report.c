@@ -6,6 +6,7 @@
  * corrupt file), 2 on a usage error.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <stackprobe/datafile.h>
 #include <stackprobe/report.h>
 
 #ifdef __linux__
@@ -22,6 +24,58 @@
 #include "cli.h"
 
 #define DEFAULT_INPUT "stackprobe.data"
+
+#ifdef __linux__
+/* A copy of path in /tmp with the source view added (record's pass,
+ * record_lines.c: names of module pcs left unnamed, srcline records from
+ * the module files): its name in tmp (the caller unlinks it) and 0, or
+ * -errno with nothing left behind and msg saying why. The input is never
+ * written: it may be another user's, or read-only. */
+static int copy_with_lines(const char *path, char *tmp, size_t tmp_len, char *msg, size_t msg_len)
+{
+	char buf[65536];
+	ssize_t n = 0;
+	int in, out, err = 0;
+
+	snprintf(tmp, tmp_len, "/tmp/stackprobe-report-XXXXXX");
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	out = mkostemp(tmp, O_CLOEXEC);
+	if (out < 0) {
+		err = -errno;
+		close(in);
+		return err;
+	}
+	while (!err && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno != EINTR)
+				err = -errno;
+			continue;
+		}
+		for (ssize_t done = 0; !err && done < n;) {
+			ssize_t w = write(out, buf + done, (size_t)(n - done));
+
+			if (w < 0 && errno != EINTR)
+				err = -errno;
+			else if (w > 0)
+				done += w;
+		}
+	}
+	close(in);
+	if (close(out) != 0 && !err)
+		err = -errno;
+	if (!err) {
+		long added = cli_record_lines(tmp, msg, msg_len);
+
+		if (added < 0)
+			err = (int)added;
+	}
+	if (err)
+		unlink(tmp);
+	return err;
+}
+#endif
 
 static void usage(FILE *f)
 {
@@ -203,7 +257,21 @@ int cmd_report(int argc, char **argv)
 		}
 #endif
 	} else {
+#ifdef __linux__
+		/* The agent alone left the source view to the reader (no DWARF
+		 * in the program): added here, to a copy, as record adds it. */
+		char tmp[64], why[256] = "";
+		int lerr = cli_lines_left_to_reader(input) ? copy_with_lines(input, tmp, sizeof(tmp), why, sizeof(why)) : 1;
+
+		if (lerr < 0)
+			fprintf(stderr, "stackprobe report: %s: no source lines or inlined frames: %s\n",
+				input, why[0] ? why : strerror(-lerr));
+		err = sprobe_report__load_file(r, lerr == 0 ? tmp : input);
+		if (lerr == 0)
+			unlink(tmp);
+#else
 		err = sprobe_report__load_file(r, input);
+#endif
 	}
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -EPERM) {
 		fprintf(stderr, "stackprobe report: cannot open %s: %s%s\n", input, strerror(-err),

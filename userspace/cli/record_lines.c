@@ -315,6 +315,20 @@ static void state_free(struct lines_state *s)
 	free(s->leaf);
 }
 
+/* The first header says it for the file: one writer's, or a merge of one
+ * recording's parts. */
+bool cli_lines_left_to_reader(const char *path)
+{
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	bool left = false;
+
+	if (rd && sprobe_datafile_reader__next(rd, &rec) == 1 && rec.type == SPROBE_DF_HEADER)
+		left = rec.header.flags & SPROBE_DF_HEADER_LINES_BY_READER;
+	sprobe_datafile_reader__free(rd);
+	return left;
+}
+
 long cli_record_lines(const char *path, char *msg, size_t msg_len)
 {
 	struct lines_state s = { 0 };
@@ -360,6 +374,8 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 		switch (rec.type) {
 		case SPROBE_DF_HEADER:
 			part_reset(&s, &rec.header);
+			/* this pass is the reader the writer left them to */
+			rec.header.flags &= ~SPROBE_DF_HEADER_LINES_BY_READER;
 			in_part = 0;
 			break;
 		case SPROBE_DF_TRAILER:

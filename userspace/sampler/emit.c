@@ -88,6 +88,8 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
 	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
 	rec.header.flags = s->cpu_engine & SPROBE_DF_HEADER_CPU_ENGINE_MASK;
+	if (s->opts.lines_by_reader || s->opts.names_by_reader)
+		rec.header.flags |= SPROBE_DF_HEADER_LINES_BY_READER;
 	rec.header.start_realtime_ns = sprobe_real_ns();
 	rec.header.start_mono_ns = sprobe_mono_ns();
 	rec.header.cmdline = buf;
@@ -305,7 +307,8 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 			}
 		}
 		sprobe_stream__push(s->stream, &rec);
-		if (!rec.symbol.name || !sym.module || s->opts.no_lines || s->opts.names_by_reader)
+		if (!rec.symbol.name || !sym.module || s->opts.no_lines || s->opts.lines_by_reader ||
+		    s->opts.names_by_reader)
 			continue;
 		if (s->opts.lines_after_ns && sprobe_mono_ns() - s->t_start_ns < s->opts.lines_after_ns) {
 			/* Deferred (see the option): kept for later. */
