@@ -263,7 +263,7 @@ int cmd_report(int argc, char **argv)
 		char tmp[64], why[256] = "";
 		int lerr = cli_lines_left_to_reader(input) ? copy_with_lines(input, tmp, sizeof(tmp), why, sizeof(why)) : 1;
 
-		if (lerr < 0)
+		if (lerr < 0 && lerr != -EILSEQ) /* damage: said below, as for any file */
 			fprintf(stderr, "stackprobe report: %s: no source lines or inlined frames: %s\n",
 				input, why[0] ? why : strerror(-lerr));
 		err = sprobe_report__load_file(r, lerr == 0 ? tmp : input);
