@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <stackprobe/symbolize.h>
@@ -659,6 +661,63 @@ static void test_image_cache(void **state)
 	free(pcs);
 }
 
+/* The cache is bounded: each store removes the least recently used images
+ * (a get marks its file) until the images fit, never the one just stored. */
+static void test_cache_evicts_least_recently_used(void **state)
+{
+	char dir[] = "/tmp/sprobe-dwe-XXXXXX", file[4400];
+	static uint8_t img[64 << 10];
+	uint8_t id[4][20];
+	void *map;
+	size_t len, off;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sprobe_dwarf_cache__set_dir(dir), 0);
+	/* room for two images and a half (each is a 4 KiB header + 64 KiB) */
+	sprobe_dwarf_cache__set_max_total(5 * (sizeof(img) + 4096) / 2);
+	memset(img, 0x5a, sizeof(img));
+	for (int k = 0; k < 4; k++)
+		memset(id[k], 0x10 + k, sizeof(id[k]));
+	assert_int_equal(sprobe_dwarf_cache__put(id[0], 20, 1000, 1, img, sizeof(img)), 0);
+	assert_int_equal(sprobe_dwarf_cache__put(id[1], 20, 1000, 1, img, sizeof(img)), 0);
+	assert_int_equal(cache_files(dir, file, sizeof(file)), 2);
+	/* stored 100 and 50 s ago (file times are coarse: two stores in a
+	 * row can have the same) */
+	for (int k = 0; k < 2; k++) {
+		char path[4500], hex[41];
+		struct timespec t[2];
+
+		clock_gettime(CLOCK_REALTIME, &t[0]);
+		t[0].tv_sec -= 100 - 50 * k;
+		t[1] = t[0];
+		for (int b = 0; b < 20; b++)
+			snprintf(hex + 2 * b, 3, "%02x", id[k][b]);
+		snprintf(path, sizeof(path), "%s/%s-1000-v1.img", dir, hex);
+		assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+	}
+	/* the first is used again: the second is now the least recent */
+	assert_int_equal(sprobe_dwarf_cache__get(id[0], 20, 1000, 1, &map, &len, &off), 0);
+	munmap(map, len);
+	assert_int_equal(sprobe_dwarf_cache__put(id[2], 20, 1000, 1, img, sizeof(img)), 0);
+	assert_int_equal(cache_files(dir, file, sizeof(file)), 2);
+	assert_int_equal(sprobe_dwarf_cache__get(id[1], 20, 1000, 1, &map, &len, &off), -ENOENT);
+	assert_int_equal(sprobe_dwarf_cache__get(id[0], 20, 1000, 1, &map, &len, &off), 0);
+	munmap(map, len);
+	assert_int_equal(sprobe_dwarf_cache__get(id[2], 20, 1000, 1, &map, &len, &off), 0);
+	munmap(map, len);
+	/* a bound smaller than one image: the one just stored stays */
+	sprobe_dwarf_cache__set_max_total(1);
+	assert_int_equal(sprobe_dwarf_cache__put(id[3], 20, 1000, 1, img, sizeof(img)), 0);
+	assert_int_equal(cache_files(dir, file, sizeof(file)), 1);
+	assert_int_equal(sprobe_dwarf_cache__get(id[3], 20, 1000, 1, &map, &len, &off), 0);
+	munmap(map, len);
+	sprobe_dwarf_cache__set_max_total(SPROBE_DWARF_CACHE_MAX_TOTAL);
+	assert_int_equal(unlink(file), 0);
+	assert_int_equal(rmdir(dir), 0);
+	assert_int_equal(sprobe_dwarf_cache__set_dir("off"), 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -675,6 +734,7 @@ int main(int argc, char **argv)
 						sprobe_test_prog_teardown),
 		cmocka_unit_test_setup(test_damaged_sections, setup),
 		cmocka_unit_test_setup(test_image_cache, setup),
+		cmocka_unit_test_setup(test_cache_evicts_least_recently_used, setup),
 	};
 	const char *filter = argc > 1 ? argv[1] : getenv("SPROBE_TEST_FILTER");
 

@@ -35,6 +35,12 @@ struct hdr {
 
 static char *cache_dir;
 static int problem; /* the first -errno of a set directory, not a miss */
+static uint64_t max_total = SPROBE_DWARF_CACHE_MAX_TOTAL;
+
+void sprobe_dwarf_cache__set_max_total(uint64_t bytes)
+{
+	max_total = bytes;
+}
 
 /* err: a descriptor (>= 0) or -errno; only an error other than a miss
  * is a problem. */
@@ -225,6 +231,8 @@ int sprobe_dwarf_cache__get(const uint8_t *id, size_t id_len, uint64_t src_size,
 	 * which is 16 or 64 KiB on some aarch64 kernels. */
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	err = m == MAP_FAILED ? -errno : 0;
+	if (!err)
+		(void)futimens(fd, NULL); /* used now: the last to be evicted */
 	close(fd);
 	close(dfd);
 	if (err)
@@ -272,6 +280,7 @@ static void sweep_tmp(int dfd)
 			close(fd);
 		return;
 	}
+	rewinddir(d); /* a dup shares dfd's offset: another listing may have moved it */
 	while ((de = readdir(d))) {
 		int pid;
 
@@ -280,6 +289,73 @@ static void sweep_tmp(int dfd)
 			unlinkat(dfd, de->d_name, 0);
 	}
 	closedir(d);
+}
+
+struct img_ent {
+	struct timespec used;
+	uint64_t size;
+	char name[256];
+};
+
+static int cmp_used(const void *a, const void *b)
+{
+	const struct img_ent *x = a, *y = b;
+
+	if (x->used.tv_sec != y->used.tv_sec)
+		return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+	return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
+}
+
+/* Remove the least recently used images (by mtime: a get marks its file)
+ * until the directory's images take at most max_total bytes; keep is the
+ * one just stored. Best effort. */
+static void evict(int dfd, const char *keep)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct img_ent *v = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	rewinddir(d); /* a dup shares dfd's offset: another listing may have moved it */
+	while ((de = readdir(d))) {
+		size_t nl = strlen(de->d_name);
+		struct stat st;
+
+		if (nl < 5 || nl >= sizeof(v->name) || de->d_name[0] == '.' ||
+		    strcmp(de->d_name + nl - 4, ".img") != 0 ||
+		    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		total += (uint64_t)st.st_size;
+		if (strcmp(de->d_name, keep) == 0)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct img_ent *nv = realloc(v, nc * sizeof(*nv));
+
+			if (!nv)
+				break;
+			v = nv;
+			cap = nc;
+		}
+		v[n].used = st.st_mtim;
+		v[n].size = (uint64_t)st.st_size;
+		memcpy(v[n].name, de->d_name, nl + 1);
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_used);
+	for (size_t i = 0; i < n && total > max_total; i++)
+		if (unlinkat(dfd, v[i].name, 0) == 0)
+			total -= v[i].size;
+	free(v);
 }
 
 int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
@@ -324,6 +400,8 @@ int sprobe_dwarf_cache__put(const uint8_t *id, size_t id_len, uint64_t src_size,
 		err = -errno;
 	if (err)
 		unlinkat(dfd, tmp, 0);
+	else
+		evict(dfd, name);
 	close(dfd);
 	return note(err);
 }

@@ -27,7 +27,10 @@
  * removed; one that is not a regular file of this user's alone is not
  * used either. Either way the image built instead is stored under that
  * name. Temporary files of writers that died are removed by the next
- * writer.
+ * writer. The cache is bounded: a use marks a file (its mtime), and each
+ * store removes the least recently used images until the directory's
+ * images take at most SPROBE_DWARF_CACHE_MAX_TOTAL bytes (never the one
+ * just stored).
  *
  * Thread-safety: set the directory before images are opened; get and put
  * may then run from several threads. Errors are 0 or -errno; the cache is
@@ -42,6 +45,12 @@
 
 /* Images larger than this are built every time, never stored. */
 #define SPROBE_DWARF_CACHE_MAX_IMAGE (1ull << 30)
+/* The images of a cache directory together, after a store (libc's is
+ * ~8.6 MB; a large C++ program's can be hundreds of MB). */
+#define SPROBE_DWARF_CACHE_MAX_TOTAL (2ull << 30)
+
+/* Another bound than SPROBE_DWARF_CACHE_MAX_TOTAL (tests). */
+void sprobe_dwarf_cache__set_max_total(uint64_t bytes);
 
 /* Use dir (copied; NULL, "off" or a relative path: no cache). Returns 0
  * or -ENOMEM. */
