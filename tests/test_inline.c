@@ -405,7 +405,8 @@ static void test_recording_shows_inlined(void **state)
 /* Copy src to dst without its srcline records (each part's trailer
  * counting the records left) and with the names of module files' pcs
  * taken out, as an agent run with STACKPROBE_NAMES=record writes them
- * (module and offset from its bias); returns the srcline records removed. */
+ * (module and offset from its bias), its headers saying so (flags);
+ * returns the srcline records removed. */
 static long strip_lines_and_names(const char *src, const char *dst)
 {
 	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(src);
@@ -419,8 +420,10 @@ static long strip_lines_and_names(const char *src, const char *dst)
 	assert_non_null(rd);
 	assert_non_null(w);
 	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
-		if (rec.type == SPROBE_DF_HEADER)
+		if (rec.type == SPROBE_DF_HEADER) {
 			in_part = 0;
+			rec.header.flags |= SPROBE_DF_HEADER_LINES_BY_READER | SPROBE_DF_HEADER_NAMES_BY_READER;
+		}
 		if (rec.type == SPROBE_DF_SRCLINE) {
 			removed++;
 			in_part++;
@@ -524,7 +527,7 @@ static void test_record_adds_the_agents_lines(void **state)
 	assert_string_equal(none, "");
 	free(none);
 	char msg[256];
-	long added = cli_record_lines(OUT "/stripped.data", msg, sizeof(msg));
+	long added = cli_record_lines(OUT "/stripped.data", NULL, msg, sizeof(msg));
 
 	print_message("  agent wrote %ld srcline records, record's pass %ld\n", removed, added);
 	assert_int_equal(added, removed);
@@ -542,7 +545,7 @@ static void test_record_adds_the_agents_lines(void **state)
 
 	/* A file that is not a recording is left as it was. */
 	assert_int_equal(sprobe_test_run("echo not-a-recording > " OUT "/junk.data", NULL), 0);
-	assert_true(cli_record_lines(OUT "/junk.data", msg, sizeof(msg)) < 0);
+	assert_true(cli_record_lines(OUT "/junk.data", NULL, msg, sizeof(msg)) < 0);
 	char *junk = NULL;
 
 	assert_int_equal(sprobe_test_run("cat " OUT "/junk.data", &junk), 0);

@@ -491,7 +491,54 @@ static void test_recording_names_map_written_at_exit(void **state)
 		assert_true(hot * 2 > all);
 		assert_null(strstr(folded, "jit_stub_before"));
 		free(folded);
+		/* The names are in the file: a map written later over this
+		 * one's (the pid reused) changes nothing. */
+		snprintf(cmd, sizeof(cmd),
+			 "printf '1000 100000000000000 later_process_fn\\n' > /tmp/perf-%d.map", pid);
+		assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+		assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/jit-exit.data --format folded",
+						 &folded),
+				 0);
+		assert_null(strstr(folded, "later_process_fn"));
+		assert_true(leaf_count(folded, "jit_hot_loop") == hot);
+		free(folded);
 		snprintf(cmd, sizeof(cmd), "/tmp/perf-%d.map", pid);
+		unlink(cmd);
+	}
+
+	/* The agent alone: report names the pcs from the map the process
+	 * left, but not from a map modified after the process ended. */
+	for (int later = 0; later < 2; later++) {
+		assert_int_equal(sprobe_test_run("rm -f " OUT "/jit-alone.data && LD_PRELOAD=$PWD/build/libstackprobe.so "
+						 "STACKPROBE_OUTPUT=" OUT "/jit-alone.data STACKPROBE_FREQ=499 "
+						 "STACKPROBE_QUIET=1 build/jitloop 1500000000 at-exit",
+						 &out),
+				 0);
+		pid = atoi(out);
+		assert_true(pid > 0);
+		free(out);
+		snprintf(cmd, sizeof(cmd), "/tmp/perf-%d.map", pid);
+		if (later) {
+			struct timespec t[2];
+
+			clock_gettime(CLOCK_REALTIME, &t[0]);
+			t[0].tv_sec += 3600;
+			t[1] = t[0];
+			assert_int_equal(utimensat(AT_FDCWD, cmd, t, 0), 0);
+		}
+		assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/jit-alone.data --format folded",
+						 &folded),
+				 0);
+		unsigned long all = leaf_count(folded, NULL), hot = leaf_count(folded, "jit_hot_loop");
+
+		print_message("  the agent alone, map %s: %lu of %lu samples in jit_hot_loop\n",
+			      later ? "modified an hour after the end" : "written at exit", hot, all);
+		assert_true(all > 0);
+		if (later)
+			assert_int_equal(hot, 0);
+		else
+			assert_true(hot * 2 > all);
+		free(folded);
 		unlink(cmd);
 	}
 }
@@ -516,7 +563,7 @@ static void test_exited_process_map(void **state)
 	assert_non_null(m);
 	fprintf(m, "1000 100 stub_a\n2000 40 hot_b\n");
 	fclose(m);
-	f = sprobe_perfmap_file__new(path, now - 1);
+	f = sprobe_perfmap_file__new(path, now - 1, 0);
 	assert_non_null(f);
 	memset(&sym, 0, sizeof(sym));
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
@@ -529,29 +576,35 @@ static void test_exited_process_map(void **state)
 	struct timespec old[2] = { { now - 172800, 0 }, { now - 172800, 0 } };
 
 	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
-	f = sprobe_perfmap_file__new(path, now - 1);
+	f = sprobe_perfmap_file__new(path, now - 1, 0);
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 	/* ... and named when the process is older than it */
-	f = sprobe_perfmap_file__new(path, now - 172801);
+	f = sprobe_perfmap_file__new(path, now - 172801, 0);
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
+	sprobe_perfmap_file__free(f);
+	/* ... but not when it ended before the map was written (a later
+	 * process of that pid wrote it) */
+	f = sprobe_perfmap_file__new(path, now - 172801, now - 172800 - 10);
+	assert_non_null(f);
+	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 
 	unlink(link);
 	assert_int_equal(symlink("exited.map", link), 0);
-	f = sprobe_perfmap_file__new(link, 0);
+	f = sprobe_perfmap_file__new(link, 0, 0);
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 	unlink(link);
 	unlink(path);
-	f = sprobe_perfmap_file__new(path, 0);
+	f = sprobe_perfmap_file__new(path, 0, 0);
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
-	assert_null(sprobe_perfmap_file__new(NULL, 0));
+	assert_null(sprobe_perfmap_file__new(NULL, 0, 0));
 }
 
 static const struct CMUnitTest tests[] = {

@@ -24,7 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <stackprobe/datafile.h>
 #include <stackprobe/report.h>
+#include <stackprobe/symbolize.h>
 
 #include "run_helper.h"
 #include "sprobe_test.h"
@@ -574,6 +577,48 @@ static void test_agent_alone_leaves_lines_to_report(void **state)
 		assert_int_equal(sprobe_test_run(cmd, &rep[inproc]), 0);
 	}
 	print_message("  the agent alone: %s  with STACKPROBE_LINES=1: %s", rep[0], rep[1]);
+	/* Read from a pipe: spooled, then the same (it was read once and
+	 * had no names before). */
+	char *piped;
+
+	assert_int_equal(sprobe_test_run("cat " OUT "/alone-0.data | " CLI
+					 " report -i - -f folded | grep -c ';__wait4'",
+					 &piped),
+			 0);
+	assert_true(atoi(piped) > 0);
+	free(piped);
+	/* The same file read where libc is another build: nothing names the
+	 * pcs, and the report says why (not "install libc6-dbg"). */
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(OUT "/alone-0.data");
+	int fd = open(OUT "/alone-other.data", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct sprobe_datafile_writer *w = fd >= 0 ? sprobe_datafile_writer__new(fd, NULL) : NULL;
+	struct sprobe_df_record rec;
+	uint8_t other[SPROBE_BUILD_ID_MAX];
+	unsigned changed = 0;
+
+	assert_non_null(rd);
+	assert_non_null(w);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
+		if (rec.type == SPROBE_DF_MODULE && rec.module.path_len &&
+		    strstr(rec.module.path, "/libc.so") && rec.module.build_id_len) {
+			memcpy(other, rec.module.build_id, rec.module.build_id_len);
+			other[0] ^= 0xff;
+			rec.module.build_id = other;
+			changed++;
+		}
+		assert_int_equal(sprobe_datafile_writer__write(w, &rec), 0);
+	}
+	assert_int_equal(sprobe_datafile_writer__flush(w), 0);
+	sprobe_datafile_writer__free(w);
+	sprobe_datafile_reader__free(rd);
+	close(fd);
+	assert_true(changed > 0);
+	char *other_rep;
+
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/alone-other.data 2>&1", &other_rep), 0);
+	assert_null(strstr(other_rep, "__wait4"));
+	assert_non_null(strstr(other_rep, "libc.so.6: no symbols (its names were left to the reader"));
+	free(other_rep);
 	assert_null(strstr(maps[0], "/libdw"));
 	assert_non_null(strstr(maps[1], "/libdw")); /* the test tells them apart */
 	/* the report's line view of the wait: file:line, as the agent's own */

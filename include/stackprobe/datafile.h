@@ -98,11 +98,14 @@ enum sprobe_df_mode {
  * 1 perf-event, 2 cpu-timer; 0 not recorded, as in files of older
  * writers, which kept the word 0). Bit 4: the writer left the source
  * view of its pcs (srcline records) to the reader, to be made from the
- * module files its module records name (`stackprobe record`'s pass after
- * the merge, which clears the bit; else `stackprobe report` as it reads
- * the file). Other bits 0. */
+ * module files its module records name; bit 5: it left the names of the
+ * pcs of those files to the reader too (symbol records with a module and
+ * no name). `stackprobe record`'s pass after the merge (and `record -p`'s)
+ * does both and clears the bits; `stackprobe report` does them as it
+ * reads a file that still has them. Other bits 0. */
 #define SPROBE_DF_HEADER_CPU_ENGINE_MASK 0xfu
 #define SPROBE_DF_HEADER_LINES_BY_READER (1u << 4)
+#define SPROBE_DF_HEADER_NAMES_BY_READER (1u << 5)
 
 /* Strings in records are (pointer, length); they need not be NUL-terminated
  * when writing. Strings handed out by the reader are NUL-terminated too. */

@@ -157,14 +157,15 @@ struct sprobe_sampler_opts {
 	 * data file's reader: their symbol records carry the module and the
 	 * offset from its load bias and no name (`stackprobe record` names
 	 * them after the merge, userspace/cli/record_lines.c), so no symbol
-	 * table is read into the program. Implies no_lines. pcs in no file
-	 * (JIT maps, the vDSO) are still named here. */
+	 * table is read into the program. Implies no_lines (set
+	 * lines_by_reader for the reader to add them). pcs in no file (JIT
+	 * maps, the vDSO) are still named here. The data file header says so
+	 * (SPROBE_DF_HEADER_NAMES_BY_READER). */
 	bool names_by_reader;
 	/* Write no srcline records and say so in the data file header
 	 * (SPROBE_DF_HEADER_LINES_BY_READER): the reader makes them from the
 	 * module files (`stackprobe record` after the merge, `stackprobe
-	 * report`), so no DWARF is read into the program. Implies no_lines;
-	 * implied by names_by_reader. */
+	 * report`), so no DWARF is read into the program. Implies no_lines. */
 	bool lines_by_reader;
 };
 

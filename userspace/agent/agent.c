@@ -401,6 +401,10 @@ static void agent_begin(unsigned exec_count, bool forked)
 			return;
 		}
 		o.names_by_reader = strcmp(names, "record") == 0;
+		/* names from the files, then lines from them too, unless
+		 * STACKPROBE_LINES said otherwise */
+		if (o.names_by_reader && !(lines && *lines))
+			o.lines_by_reader = o.no_lines = true;
 	} else if (!agent_continuous && !(lines && *lines)) {
 		o.names_by_reader = true;
 	}

@@ -98,11 +98,28 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
  * the number of srcline records added, or -errno with the file unchanged
  * (msg, when not empty, says why). Not thread-safe.
  */
-long cli_record_lines(const char *path, char *msg, size_t msg_len);
-/* Does the file at path leave its pcs' names and source view to its
- * reader (header flag SPROBE_DF_HEADER_LINES_BY_READER: agents not run
- * by `stackprobe record`, whose pass clears it)? false also when it
- * cannot be read. */
+struct cli_lines_opts {
+	/* Prefix of the module files' paths and of /tmp (record -p of a
+	 * process in another mount namespace: "/proc/PID/root"), or NULL. */
+	const char *root;
+	/* Name pcs in no module from the /tmp/perf-PID.map the process left
+	 * (perfmap.h), only from a map last modified while its part ran or
+	 * within 5 s after (a map of a later process of that pid, or of an
+	 * image it exec'd, is newer); with live, a map modified since the
+	 * part began (record -p: the process still runs, the pid is its). */
+	bool jit, live;
+	/* Leave the header's by-reader bits set (report's temporary copy:
+	 * the text report then says why a module's names are missing). */
+	bool keep_flags;
+};
+long cli_record_lines(const char *path, const struct cli_lines_opts *o, char *msg, size_t msg_len);
+/* The same pass from the file at path into descriptor fd (positioned at
+ * its start): path is not written. Same returns. */
+long cli_lines_pass(const char *path, int fd, const struct cli_lines_opts *o, char *msg, size_t msg_len);
+/* Does the file at path leave its pcs' names or source view to its
+ * reader (header flags SPROBE_DF_HEADER_LINES_BY_READER, _NAMES_: agents
+ * not run by `stackprobe record`, whose pass clears them)? false also
+ * when it cannot be read. */
 bool cli_lines_left_to_reader(const char *path);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

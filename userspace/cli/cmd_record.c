@@ -884,9 +884,10 @@ int cmd_record(int argc, char **argv)
 			code = CLI_EXIT_ERROR;
 	} else {
 		remove_dir(dir);
-		if (lines_here) {
+		if (lines_here || cli_lines_left_to_reader(output)) {
 			char lwhy[256];
-			long nl = cli_record_lines(output, lwhy, sizeof(lwhy));
+			struct cli_lines_opts lo = { .jit = true };
+			long nl = cli_record_lines(output, &lo, lwhy, sizeof(lwhy));
 
 			if (nl < 0)
 				fprintf(stderr, "stackprobe record: %s keeps no source lines%s: %s\n", output,

@@ -264,10 +264,19 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		return CLI_EXIT_ERROR;
 	}
 	/* The service's agent left names and lines to the reader (no symbol
-	 * table or DWARF in the service): added here, as record adds them. */
+	 * table or DWARF in the service): added here, as record adds them,
+	 * from the files as the service sees them (its root: another mount
+	 * namespace's, a container's) while it runs, and its JIT's map. */
 	if (cli_lines_left_to_reader(o->output)) {
-		char why[256];
-		long nl = cli_record_lines(o->output, why, sizeof(why));
+		char why[256], root[64];
+		struct cli_lines_opts lo = { .jit = true };
+
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+		if (access(root, X_OK) == 0) {
+			lo.root = root;
+			lo.live = true;
+		}
+		long nl = cli_record_lines(o->output, &lo, why, sizeof(why));
 
 		if (nl < 0)
 			fprintf(stderr, "stackprobe record: %s keeps no source lines and no names of "

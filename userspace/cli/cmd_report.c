@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,53 +27,122 @@
 #define DEFAULT_INPUT "stackprobe.data"
 
 #ifdef __linux__
-/* A copy of path in /tmp with the source view added (record's pass,
- * record_lines.c: names of module pcs left unnamed, srcline records from
- * the module files): its name in tmp (the caller unlinks it) and 0, or
- * -errno with nothing left behind and msg saying why. The input is never
- * written: it may be another user's, or read-only. */
-static int copy_with_lines(const char *path, char *tmp, size_t tmp_len, char *msg, size_t msg_len)
+/* The file at path with what its writer left to the reader added
+ * (record's pass, record_lines.c: names of module pcs, srcline records
+ * from the module files), in an unlinked temporary file of $TMPDIR (or
+ * /tmp): nothing is left behind if the report is interrupted, and the
+ * input is never written (it may be another user's, or read-only).
+ * Returns its descriptor, or -errno with msg saying why. */
+/* An unlinked temporary file of $TMPDIR (or /tmp): a descriptor or -errno. */
+static int tmp_file(void)
+{
+	const char *dir = getenv("TMPDIR");
+	char tmp[PATH_MAX];
+	int fd;
+
+	if (!dir || dir[0] != '/')
+		dir = "/tmp";
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		/* a file system without O_TMPFILE: a name, removed at once */
+		if ((size_t)snprintf(tmp, sizeof(tmp), "%s/stackprobe-report-XXXXXX", dir) >= sizeof(tmp))
+			return -ENAMETOOLONG;
+		fd = mkostemp(tmp, O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		unlink(tmp);
+	}
+	return fd;
+}
+
+/* All of descriptor in into an unlinked temporary file (a pipe or FIFO
+ * can be read once; the pass and the report each read the file): its
+ * descriptor, or -errno. */
+static int spool(int in)
 {
 	char buf[65536];
-	ssize_t n = 0;
-	int in, out, err = 0;
+	int fd = tmp_file();
+	ssize_t n;
 
-	snprintf(tmp, tmp_len, "/tmp/stackprobe-report-XXXXXX");
-	in = open(path, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	out = mkostemp(tmp, O_CLOEXEC);
-	if (out < 0) {
-		err = -errno;
-		close(in);
+	while (fd >= 0 && (n = read(in, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		for (ssize_t done = 0; n > 0 && done < n;) {
+			ssize_t w = write(fd, buf + done, (size_t)(n - done));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				n = -1;
+				break;
+			}
+			done += w;
+		}
+		if (n < 0) {
+			int err = -errno;
+
+			close(fd);
+			return err ? err : -EIO;
+		}
+	}
+	return fd;
+}
+
+static int with_lines(const char *path, char *msg, size_t msg_len)
+{
+	int fd = tmp_file();
+
+	if (fd < 0)
+		return fd;
+	/* JIT names from the map the process left, only if it was last
+	 * modified while the process ran or just after (cli.h): a later
+	 * process's of the same pid is not used. Keep the header's bits: the
+	 * text report says why names are missing. */
+	struct cli_lines_opts lo = { .jit = true, .keep_flags = true };
+	long added = cli_lines_pass(path, fd, &lo, msg, msg_len);
+
+	if (added < 0) {
+		close(fd);
+		return (int)added;
+	}
+	return fd;
+}
+
+/* Load the file at path into r, through with_lines() when its writer left
+ * names or lines to the reader. A pipe or FIFO is spooled first. */
+static int load_file(struct sprobe_report *r, const char *path, const char *shown)
+{
+	struct stat st;
+	char why[256] = "", fdpath[64];
+
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		int in = open(path, O_RDONLY | O_CLOEXEC), sp = in >= 0 ? spool(in) : -errno;
+
+		if (in >= 0)
+			close(in);
+		if (sp < 0)
+			return sp;
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", sp);
+		int err = load_file(r, fdpath, shown);
+
+		close(sp);
 		return err;
 	}
-	while (!err && (n = read(in, buf, sizeof(buf))) != 0) {
-		if (n < 0) {
-			if (errno != EINTR)
-				err = -errno;
-			continue;
-		}
-		for (ssize_t done = 0; !err && done < n;) {
-			ssize_t w = write(out, buf + done, (size_t)(n - done));
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !cli_lines_left_to_reader(path))
+		return sprobe_report__load_file(r, path);
+	int fd = with_lines(path, why, sizeof(why));
 
-			if (w < 0 && errno != EINTR)
-				err = -errno;
-			else if (w > 0)
-				done += w;
-		}
+	if (fd < 0) {
+		if (fd != -EILSEQ) /* damage: said by the caller, as for any file */
+			fprintf(stderr, "stackprobe report: %s: no source lines, inlined frames or "
+					"names of the system's libraries: %s\n",
+				shown, why[0] ? why : strerror(-fd));
+		return sprobe_report__load_file(r, path);
 	}
-	close(in);
-	if (close(out) != 0 && !err)
-		err = -errno;
-	if (!err) {
-		long added = cli_record_lines(tmp, msg, msg_len);
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fd);
+	int err = sprobe_report__load_file(r, fdpath);
 
-		if (added < 0)
-			err = (int)added;
-	}
-	if (err)
-		unlink(tmp);
+	close(fd);
 	return err;
 }
 #endif
@@ -225,10 +295,35 @@ int cmd_report(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	if (strcmp(input, "-") == 0) {
+#ifdef __linux__
+		/* Spooled: the pass and the report each read it (where no
+		 * temporary file can be made: read as it comes, as it is). */
+		int probe = tmp_file();
+
+		if (probe >= 0) {
+			close(probe);
+			int sp = spool(STDIN_FILENO);
+			char fdpath[64];
+
+			if (sp >= 0) {
+				snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", sp);
+				err = load_file(r, fdpath, "standard input");
+				close(sp);
+			} else {
+				err = sp;
+			}
+		} else {
+			struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_stdio(stdin);
+
+			err = rd ? sprobe_report__load(r, rd) : -errno;
+			sprobe_datafile_reader__free(rd);
+		}
+#else
 		struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_stdio(stdin);
 
 		err = rd ? sprobe_report__load(r, rd) : -errno;
 		sprobe_datafile_reader__free(rd);
+#endif
 #ifdef __linux__
 	} else if (is_dir(input)) {
 		/* The parts `record` left when it could not merge them (killed,
@@ -246,7 +341,7 @@ int cmd_report(int argc, char **argv)
 			if (!err && !mr.parts && !mr.unsampled)
 				err = -ENOENT;
 			if (!err)
-				err = sprobe_report__load_file(r, tmp);
+				err = load_file(r, tmp, input);
 			unlink(tmp);
 		}
 		if (err == -ENOENT) {
@@ -258,17 +353,10 @@ int cmd_report(int argc, char **argv)
 #endif
 	} else {
 #ifdef __linux__
-		/* The agent alone left the source view to the reader (no DWARF
-		 * in the program): added here, to a copy, as record adds it. */
-		char tmp[64], why[256] = "";
-		int lerr = cli_lines_left_to_reader(input) ? copy_with_lines(input, tmp, sizeof(tmp), why, sizeof(why)) : 1;
-
-		if (lerr < 0 && lerr != -EILSEQ) /* damage: said below, as for any file */
-			fprintf(stderr, "stackprobe report: %s: no source lines or inlined frames: %s\n",
-				input, why[0] ? why : strerror(-lerr));
-		err = sprobe_report__load_file(r, lerr == 0 ? tmp : input);
-		if (lerr == 0)
-			unlink(tmp);
+		/* The agent alone left names and lines to the reader (no
+		 * symbol table or DWARF in the program): added here, to a
+		 * temporary copy, as record adds them. */
+		err = load_file(r, input, input);
 #else
 		err = sprobe_report__load_file(r, input);
 #endif

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,12 @@ struct lines_state {
 	uint32_t pid;
 	int64_t start_s;
 	struct sprobe_perfmap_file *jit;
+	bool lines;		/* the part's header asks for srcline records */
+	const struct cli_lines_opts *o;
+	/* Each part's end (CLOCK_REALTIME s: its trailer, else its last
+	 * sample), in file order, for the JIT maps' freshness; nparts seen. */
+	int64_t *ends;
+	size_t nends, part;
 };
 
 static int pc_slot(const struct lines_state *s, uint64_t pc)
@@ -139,6 +146,7 @@ static void part_reset(struct lines_state *s, const struct sprobe_df_header *h)
 	sprobe_perfmap_file__free(s->jit);
 	s->jit = NULL;
 	s->pid = h->pid;
+	s->lines = h->flags & SPROBE_DF_HEADER_LINES_BY_READER;
 	/* a second of slack: the file system's time and CLOCK_REALTIME */
 	s->start_s = (int64_t)(h->start_realtime_ns / 1000000000u) - 1;
 	s->nmods = 0;
@@ -182,7 +190,14 @@ static int file_of(struct lines_state *s, const struct sprobe_df_module *m)
 	memcpy(f->build_id, m->build_id, m->build_id_len);
 	f->build_id_len = m->build_id_len;
 	f->bias = m->load_bias;
-	d.path = f->path;
+	/* Another mount namespace's file (record -p of a container's
+	 * process): through its root; the build-id says it is that file. */
+	char rooted[PATH_MAX];
+
+	if (s->o->root && (size_t)snprintf(rooted, sizeof(rooted), "%s%s", s->o->root, f->path) < sizeof(rooted))
+		d.path = rooted;
+	else
+		d.path = f->path;
 	d.bias = m->load_bias;
 	for (uint32_t k = 0; k < m->nranges && k < SPROBE_MODULE_MAX_SEGS; k++) {
 		d.segs[k].start = m->ranges[k].start;
@@ -252,19 +267,25 @@ static void name_symbol(struct lines_state *s, struct sprobe_df_symbol *sym)
 /* A pc in no module that the agent left unnamed (JIT code whose perf map
  * line came after the agent saw the pc, or a map written only at exit:
  * the JVM's -XX:+DumpPerfMapAtExit): named from the map the process left
- * in /tmp, as perf report does. Only a map modified since the part
- * started (an older one is an earlier process's of the same pid). */
+ * in /tmp, as perf report does. Only a map last modified while the part
+ * ran or just after (an older one is an earlier process's of the same
+ * pid; a newer one a later process's, or an image this one exec'd); for
+ * a process that still runs (record -p), its map, modified since. */
 static void name_jit(struct lines_state *s, struct sprobe_df_symbol *sym)
 {
 	struct sprobe_symbol out;
 
-	if (sym->name_len || sym->module != SPROBE_DF_NO_MODULE || !s->pid || !sym->pc)
+	if (!s->o->jit || sym->name_len || sym->module != SPROBE_DF_NO_MODULE || !s->pid || !sym->pc)
 		return;
 	if (!s->jit) {
-		char path[64];
+		char path[PATH_MAX];
+		int64_t end = s->part < s->nends ? s->ends[s->part] : 0;
 
-		snprintf(path, sizeof(path), "/tmp/perf-%u.map", s->pid);
-		s->jit = sprobe_perfmap_file__new(path, s->start_s);
+		if (!s->o->live && !end)
+			return; /* a part with no time to bound the map by */
+		snprintf(path, sizeof(path), "%s/tmp/perf-%u.map", s->o->root ? s->o->root : "", s->pid);
+		/* a few seconds after the end: a JVM writes its map as it exits */
+		s->jit = sprobe_perfmap_file__new(path, s->start_s, s->o->live ? 0 : end + 5);
 		if (!s->jit)
 			return;
 	}
@@ -286,7 +307,7 @@ static int add_srcline(struct lines_state *s, struct sprobe_datafile_writer *w,
 	char text[4096];
 	struct sprobe_df_record rec;
 
-	if (!sym->name_len || sym->module >= s->nmods || s->mods[sym->module].file < 0)
+	if (!s->lines || !sym->name_len || sym->module >= s->nmods || s->mods[sym->module].file < 0)
 		return 0;
 	const struct mod_file *f = &s->files[s->mods[sym->module].file];
 
@@ -309,6 +330,7 @@ static void state_free(struct lines_state *s)
 		sprobe_modules__free(s->files[i].inv);
 	}
 	free(s->files);
+	free(s->ends);
 	sprobe_perfmap_file__free(s->jit);
 	free(s->mods);
 	free(s->pcs);
@@ -324,44 +346,72 @@ bool cli_lines_left_to_reader(const char *path)
 	bool left = false;
 
 	if (rd && sprobe_datafile_reader__next(rd, &rec) == 1 && rec.type == SPROBE_DF_HEADER)
-		left = rec.header.flags & SPROBE_DF_HEADER_LINES_BY_READER;
+		left = rec.header.flags &
+		       (SPROBE_DF_HEADER_LINES_BY_READER | SPROBE_DF_HEADER_NAMES_BY_READER);
 	sprobe_datafile_reader__free(rd);
 	return left;
 }
 
-long cli_record_lines(const char *path, char *msg, size_t msg_len)
+/* The end of each part, in file order (see lines_state.ends). */
+static int part_ends(const char *path, struct lines_state *s)
 {
-	struct lines_state s = { 0 };
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	uint64_t start_real = 0, start_mono = 0;
+	size_t cap = 0;
+
+	if (!rd)
+		return -(errno ? errno : EIO);
+	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
+		int64_t *e = s->nends ? &s->ends[s->nends - 1] : NULL;
+
+		if (rec.type == SPROBE_DF_HEADER) {
+			if (s->nends == cap) {
+				size_t nc = cap ? cap * 2 : 16;
+				int64_t *v = realloc(s->ends, nc * sizeof(*v));
+
+				if (!v) {
+					sprobe_datafile_reader__free(rd);
+					return -ENOMEM;
+				}
+				s->ends = v;
+				cap = nc;
+			}
+			s->ends[s->nends++] = 0;
+			start_real = rec.header.start_realtime_ns;
+			start_mono = rec.header.start_mono_ns;
+		} else if (e && rec.type == SPROBE_DF_TRAILER) {
+			*e = (int64_t)(rec.trailer.end_realtime_ns / 1000000000u) + 1;
+		} else if (e && rec.type == SPROBE_DF_SAMPLE && rec.sample.time_ns >= start_mono) {
+			int64_t t = (int64_t)((start_real + (rec.sample.time_ns - start_mono)) / 1000000000u) + 1;
+
+			if (t > *e)
+				*e = t;
+		}
+	}
+	sprobe_datafile_reader__free(rd);
+	return 0;
+}
+
+long cli_lines_pass(const char *path, int fd, const struct cli_lines_opts *o, char *msg, size_t msg_len)
+{
+	static const struct cli_lines_opts none;
+	struct lines_state s = { .o = o ? o : &none };
 	struct sprobe_datafile_reader *rd = NULL;
 	struct sprobe_datafile_writer *w = NULL;
 	struct sprobe_df_record rec;
-	struct stat st;
-	char *tmp = NULL;
 	long added = 0, in_part = 0;
-	int fd = -1, rc, err = 0;
+	int rc, err = 0;
 
 	if (msg_len)
 		msg[0] = '\0';
+	if (!path || fd < 0)
+		return -EINVAL;
 	/* Images of compressed DWARF are kept between runs (dwarf_cache.h):
 	 * the pass's largest cost, the same on every run of a program. */
 	(void)sprobe_dwarf_cache__set_default();
-	if (!path)
-		return -EINVAL;
-	if (stat(path, &st) != 0)
-		return -errno;
-	size_t tl = strlen(path) + 16;
-
-	tmp = malloc(tl);
-	if (!tmp)
-		return -ENOMEM;
-	snprintf(tmp, tl, "%s.lines.XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		return err;
-	}
-	(void)fchmod(fd, st.st_mode & 07777);
+	if (s.o->jit && (err = part_ends(path, &s)) != 0)
+		goto out;
 	rd = sprobe_datafile_reader__open(path);
 	struct sprobe_datafile_writer_opts wo = { .sz = sizeof(wo), .buffer_bytes = 1u << 20 };
 
@@ -370,12 +420,19 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 		err = -(errno ? errno : EIO);
 		goto out;
 	}
+	bool first = true;
+
 	while (!err && (rc = sprobe_datafile_reader__next(rd, &rec)) == 1) {
 		switch (rec.type) {
 		case SPROBE_DF_HEADER:
+			if (!first)
+				s.part++;
+			first = false;
 			part_reset(&s, &rec.header);
 			/* this pass is the reader the writer left them to */
-			rec.header.flags &= ~SPROBE_DF_HEADER_LINES_BY_READER;
+			if (!s.o->keep_flags)
+				rec.header.flags &= ~(SPROBE_DF_HEADER_LINES_BY_READER |
+						      SPROBE_DF_HEADER_NAMES_BY_READER);
 			in_part = 0;
 			break;
 		case SPROBE_DF_TRAILER:
@@ -415,13 +472,43 @@ long cli_record_lines(const char *path, char *msg, size_t msg_len)
 out:
 	sprobe_datafile_writer__free(w);
 	sprobe_datafile_reader__free(rd);
-	if (close(fd) != 0 && !err)
-		err = -errno;
-	if (!err && rename(tmp, path) != 0)
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	free(tmp);
 	state_free(&s);
 	return err ? err : added;
+}
+
+long cli_record_lines(const char *path, const struct cli_lines_opts *o, char *msg, size_t msg_len)
+{
+	struct stat st;
+	char *tmp;
+	long ret;
+	int fd, err = 0;
+
+	if (msg_len)
+		msg[0] = '\0';
+	if (!path)
+		return -EINVAL;
+	if (stat(path, &st) != 0)
+		return -errno;
+	size_t tl = strlen(path) + 16;
+
+	tmp = malloc(tl);
+	if (!tmp)
+		return -ENOMEM;
+	snprintf(tmp, tl, "%s.lines.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		return err;
+	}
+	(void)fchmod(fd, st.st_mode & 07777);
+	ret = cli_lines_pass(path, fd, o, msg, msg_len);
+	if (close(fd) != 0 && ret >= 0)
+		ret = -errno;
+	if (ret >= 0 && rename(tmp, path) != 0)
+		ret = -errno;
+	if (ret < 0)
+		unlink(tmp);
+	free(tmp);
+	return ret;
 }

@@ -162,9 +162,16 @@ static void text_symbols(FILE *o, const struct sprobe_report *r)
 			      strcmp(r->modules.v[j].path, m->path) == 0;
 		if (dup)
 			continue;
+		/* A writer that left names to the reader, whose pass found no
+		 * file with the module's build-id here, is not a missing
+		 * symbol table. */
+		bool left = r->header.flags & SPROBE_DF_HEADER_NAMES_BY_READER;
+
 		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
-			libc ? "install libc6-dbg for names"
-			     : "no symbol table; install its debug package (-dbgsym) or build with -g");
+			left ? "its names were left to the reader, and no file with its build-id "
+			       "is here: read the data where it was recorded, before an upgrade"
+			: libc ? "install libc6-dbg for names"
+			       : "no symbol table; install its debug package (-dbgsym) or build with -g");
 		first = false;
 	}
 }

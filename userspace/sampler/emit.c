@@ -88,8 +88,10 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	rec.header.mode = s->opts.mode == SPROBE_MODE_CPU ? SPROBE_DF_MODE_CPU : SPROBE_DF_MODE_WALL;
 	rec.header.freq_hz = (uint32_t)(s->opts.freq_hz + 0.5);
 	rec.header.flags = s->cpu_engine & SPROBE_DF_HEADER_CPU_ENGINE_MASK;
-	if (s->opts.lines_by_reader || s->opts.names_by_reader)
+	if (s->opts.lines_by_reader)
 		rec.header.flags |= SPROBE_DF_HEADER_LINES_BY_READER;
+	if (s->opts.names_by_reader)
+		rec.header.flags |= SPROBE_DF_HEADER_NAMES_BY_READER;
 	rec.header.start_realtime_ns = sprobe_real_ns();
 	rec.header.start_mono_ns = sprobe_mono_ns();
 	rec.header.cmdline = buf;

@@ -186,10 +186,11 @@ static bool owner_ok(pid_t pid, uid_t uid)
 }
 
 /* Read what was appended to the map at path since the last time: owned
- * by owner_pid's user or root (owner_pid 0: this process's), modified at
- * or after not_before_s (0: any time). 0 (also when there is no map:
- * -ENOENT is "nothing to name", not an error here), -errno. */
-static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, int64_t not_before_s)
+ * by owner_pid's user or root (owner_pid 0: this process's), modified in
+ * [not_before_s, not_after_s] (0: no bound). 0 (also when there is no
+ * map: -ENOENT is "nothing to name", not an error here), -errno. */
+static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, int64_t not_before_s,
+			int64_t not_after_s)
 {
 	struct stat st;
 	int h, fd, ret = 0;
@@ -207,7 +208,7 @@ static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, i
 		return 0;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owner_ok(owner_pid, st.st_uid) ||
-	    (int64_t)st.st_mtime < not_before_s) {
+	    (int64_t)st.st_mtime < not_before_s || (not_after_s && (int64_t)st.st_mtime > not_after_s)) {
 		sprobe_fd__done(h);
 		return 0;
 	}
@@ -299,7 +300,7 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 	char path[96];
 
 	map_path(pid, path, sizeof(path));
-	return perfmap_read(pm, path, pid, 0);
+	return perfmap_read(pm, path, pid, 0, 0);
 }
 
 static const struct jit_sym *perfmap_find(const struct perfmap *pm, uint64_t pc)
@@ -357,11 +358,12 @@ int sprobe__perfmap_symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 struct sprobe_perfmap_file {
 	struct perfmap pm;
 	char *path;
-	int64_t not_before_s;
+	int64_t not_before_s, not_after_s;
 	bool read;
 };
 
-struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s)
+struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s,
+						     int64_t not_after_s)
 {
 	struct sprobe_perfmap_file *f = calloc(1, sizeof(*f));
 
@@ -371,6 +373,7 @@ struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t n
 	if (!f->path)
 		goto fail;
 	f->not_before_s = not_before_s;
+	f->not_after_s = not_after_s;
 	return f;
 fail:
 	free(f);
@@ -383,7 +386,7 @@ int sprobe_perfmap_file__symbolize(struct sprobe_perfmap_file *f, uint64_t pc,
 {
 	if (!f->read) {
 		/* Once: the process has exited, its map no longer grows. */
-		int ret = perfmap_read(&f->pm, f->path, 0, f->not_before_s);
+		int ret = perfmap_read(&f->pm, f->path, 0, f->not_before_s, f->not_after_s);
 
 		if (ret)
 			return ret;

@@ -8,7 +8,9 @@
  * writes a line after the code it names has started to run, so a pc the
  * agent saw first may have had no line yet; the agent names a pc once.
  * `record` names those pcs after the merge from the map the process left
- * in /tmp, as `perf report` does.
+ * in /tmp, as `perf report` does (`record -p` from the map of the
+ * process it recorded, which still runs; `report` of a file the agent
+ * wrote alone), bounded by the part's times (below).
  */
 #ifndef SPROBE_SYMBOLS_PERFMAP_H
 #define SPROBE_SYMBOLS_PERFMAP_H
@@ -20,11 +22,13 @@
 struct sprobe_perfmap_file;
 
 /* A reader of the map at path (nothing is read yet). Only a regular file
- * (no symlink) owned by this user or root, modified at or after
- * not_before_s (seconds of CLOCK_REALTIME; 0: any): a map left by an
- * earlier process of the same pid is older than this one's start. NULL
- * with errno EINVAL or ENOMEM. */
-struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s);
+ * (no symlink) owned by this user or root, last modified in [not_before_s,
+ * not_after_s] (seconds of CLOCK_REALTIME; 0: no bound): a map left by an
+ * earlier process of the same pid is older than this one's start, one of
+ * a later process (the pid reused, or an image this one exec'd) newer
+ * than its end. NULL with errno EINVAL or ENOMEM. */
+struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s,
+						     int64_t not_after_s);
 
 /* Name pc: out's name (valid until the reader is freed), sym_start,
  * sym_offset, sym_size, source "perf-map". The file is read once, at the
