@@ -506,6 +506,20 @@ static void test_recording_names_map_written_at_exit(void **state)
 		unlink(cmd);
 	}
 
+	/* record reads the map whatever the agents did with names and
+	 * lines (STACKPROBE_LINES=0: no pass for lines, the map still read) */
+	assert_int_equal(sprobe_test_run("STACKPROBE_LINES=0 " CLI " record -q --no-bpf -F 499 -o " OUT
+					 "/jit-l0.data -- build/jitloop 1500000000 at-exit",
+					 &out),
+			 0);
+	pid = atoi(out);
+	free(out);
+	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/jit-l0.data --format folded", &folded), 0);
+	assert_true(leaf_count(folded, "jit_hot_loop") * 2 > leaf_count(folded, NULL));
+	free(folded);
+	snprintf(cmd, sizeof(cmd), "/tmp/perf-%d.map", pid);
+	unlink(cmd);
+
 	/* The agent alone: report names the pcs from the map the process
 	 * left, but not from a map modified after the process ended. */
 	for (int later = 0; later < 2; later++) {
@@ -563,7 +577,7 @@ static void test_exited_process_map(void **state)
 	assert_non_null(m);
 	fprintf(m, "1000 100 stub_a\n2000 40 hot_b\n");
 	fclose(m);
-	f = sprobe_perfmap_file__new(path, now - 1, 0);
+	f = sprobe_perfmap_file__new(path, now - 1, 0, geteuid());
 	assert_non_null(f);
 	memset(&sym, 0, sizeof(sym));
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
@@ -576,35 +590,47 @@ static void test_exited_process_map(void **state)
 	struct timespec old[2] = { { now - 172800, 0 }, { now - 172800, 0 } };
 
 	assert_int_equal(utimensat(AT_FDCWD, path, old, 0), 0);
-	f = sprobe_perfmap_file__new(path, now - 1, 0);
+	f = sprobe_perfmap_file__new(path, now - 1, 0, geteuid());
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 	/* ... and named when the process is older than it */
-	f = sprobe_perfmap_file__new(path, now - 172801, 0);
+	f = sprobe_perfmap_file__new(path, now - 172801, 0, geteuid());
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
 	sprobe_perfmap_file__free(f);
 	/* ... but not when it ended before the map was written (a later
 	 * process of that pid wrote it) */
-	f = sprobe_perfmap_file__new(path, now - 172801, now - 172800 - 10);
+	f = sprobe_perfmap_file__new(path, now - 172801, now - 172800 - 10, geteuid());
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 
+	/* Another user's map: refused, unless that user is the process's */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		f = sprobe_perfmap_file__new(path, 0, 0, 1000);
+		assert_non_null(f);
+		assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
+		sprobe_perfmap_file__free(f);
+		f = sprobe_perfmap_file__new(path, 0, 0, 65534);
+		assert_non_null(f);
+		assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), 0);
+		sprobe_perfmap_file__free(f);
+	}
 	unlink(link);
 	assert_int_equal(symlink("exited.map", link), 0);
-	f = sprobe_perfmap_file__new(link, 0, 0);
+	f = sprobe_perfmap_file__new(link, 0, 0, geteuid());
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
 	unlink(link);
 	unlink(path);
-	f = sprobe_perfmap_file__new(path, 0, 0);
+	f = sprobe_perfmap_file__new(path, 0, 0, geteuid());
 	assert_non_null(f);
 	assert_int_equal(sprobe_perfmap_file__symbolize(f, 0x2010, &sym), -ENOENT);
 	sprobe_perfmap_file__free(f);
-	assert_null(sprobe_perfmap_file__new(NULL, 0, 0));
+	assert_null(sprobe_perfmap_file__new(NULL, 0, 0, geteuid()));
 }
 
 static const struct CMUnitTest tests[] = {

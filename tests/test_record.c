@@ -618,7 +618,22 @@ static void test_agent_alone_leaves_lines_to_report(void **state)
 	assert_int_equal(sprobe_test_run(CLI " report -i " OUT "/alone-other.data 2>&1", &other_rep), 0);
 	assert_null(strstr(other_rep, "__wait4"));
 	assert_non_null(strstr(other_rep, "libc.so.6: no symbols (its names were left to the reader"));
+	/* dash, here with that build-id but stripped: no symbol table */
+	assert_non_null(strstr(other_rep, "dash: no symbols (no symbol table"));
 	free(other_rep);
+
+	/* STACKPROBE_LINES=1 with STACKPROBE_NAMES=record: the names from
+	 * the files, and the lines from them too */
+	char *both;
+
+	assert_int_equal(sprobe_test_run("STACKPROBE_LINES=1 STACKPROBE_NAMES=record LD_PRELOAD=$PWD/build/libstackprobe.so "
+					 "STACKPROBE_OUTPUT=" OUT "/alone-both.data STACKPROBE_INHERIT=0 STACKPROBE_QUIET=1 "
+					 "sh -c 'sleep 1' && " CLI " report -i " OUT "/alone-both.data 2>&1 | "
+					 "grep -o '[^ ]*:[0-9]*  __wait4$' | sort -u",
+					 &both),
+			 0);
+	assert_string_equal(both, rep[1]);
+	free(both);
 	assert_null(strstr(maps[0], "/libdw"));
 	assert_non_null(strstr(maps[1], "/libdw")); /* the test tells them apart */
 	/* the report's line view of the wait: file:line, as the agent's own */

@@ -401,9 +401,9 @@ static void agent_begin(unsigned exec_count, bool forked)
 			return;
 		}
 		o.names_by_reader = strcmp(names, "record") == 0;
-		/* names from the files, then lines from them too, unless
-		 * STACKPROBE_LINES said otherwise */
-		if (o.names_by_reader && !(lines && *lines))
+		/* names from the files, then lines from them too (the agent
+		 * reads none once names are not its), unless STACKPROBE_LINES=0 */
+		if (o.names_by_reader && !(lines && strcmp(lines, "0") == 0))
 			o.lines_by_reader = o.no_lines = true;
 	} else if (!agent_continuous && !(lines && *lines)) {
 		o.names_by_reader = true;

@@ -9,6 +9,7 @@
 #define SPROBE_CLI_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -111,6 +112,10 @@ struct cli_lines_opts {
 	/* Leave the header's by-reader bits set (report's temporary copy:
 	 * the text report then says why a module's names are missing). */
 	bool keep_flags;
+	/* The user whose JIT maps are taken (besides root): the recorded
+	 * process's (record -p of another user's service), else ours. */
+	bool owner_set;
+	uid_t owner;
 };
 long cli_record_lines(const char *path, const struct cli_lines_opts *o, char *msg, size_t msg_len);
 /* The same pass from the file at path into descriptor fd (positioned at

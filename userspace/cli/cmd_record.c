@@ -884,7 +884,10 @@ int cmd_record(int argc, char **argv)
 			code = CLI_EXIT_ERROR;
 	} else {
 		remove_dir(dir);
-		if (lines_here || cli_lines_left_to_reader(output)) {
+		/* Always: JIT maps written at exit are read here whatever the
+		 * agents did with names and lines (the pass adds lines only to
+		 * parts whose header asks). */
+		{
 			char lwhy[256];
 			struct cli_lines_opts lo = { .jit = true };
 			long nl = cli_record_lines(output, &lo, lwhy, sizeof(lwhy));

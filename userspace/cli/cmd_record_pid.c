@@ -271,11 +271,20 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		char why[256], root[64];
 		struct cli_lines_opts lo = { .jit = true };
 
-		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-		if (access(root, X_OK) == 0) {
-			lo.root = root;
+		struct stat rs, ms, ps;
+
+		snprintf(root, sizeof(root), "/proc/%d", (int)pid);
+		if (!gone && stat(root, &ps) == 0) {
+			/* still the image recorded: its map is its own */
 			lo.live = true;
+			lo.owner_set = true;
+			lo.owner = ps.st_uid;
 		}
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+		/* another root than ours (a container's): its files through it */
+		if (lo.live && stat(root, &rs) == 0 && stat("/", &ms) == 0 &&
+		    (rs.st_dev != ms.st_dev || rs.st_ino != ms.st_ino))
+			lo.root = root;
 		long nl = cli_record_lines(o->output, &lo, why, sizeof(why));
 
 		if (nl < 0)

@@ -116,12 +116,21 @@ static int load_file(struct sprobe_report *r, const char *path, const char *show
 	char why[256] = "", fdpath[64];
 
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		int probe = tmp_file();
+
+		if (probe < 0) /* no temporary file: read once, as it comes */
+			return sprobe_report__load_file(r, path);
+		close(probe);
 		int in = open(path, O_RDONLY | O_CLOEXEC), sp = in >= 0 ? spool(in) : -errno;
 
 		if (in >= 0)
 			close(in);
-		if (sp < 0)
-			return sp;
+		if (sp < 0) {
+			fprintf(stderr, "stackprobe report: %s: could not copy it into the temporary "
+					"directory (TMPDIR, else /tmp) to read it: %s\n",
+				shown, strerror(-sp));
+			return sp == -ENOENT ? -EIO : sp;
+		}
 		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", sp);
 		int err = load_file(r, fdpath, shown);
 
@@ -299,8 +308,15 @@ int cmd_report(int argc, char **argv)
 		/* Spooled: the pass and the report each read it (where no
 		 * temporary file can be made: read as it comes, as it is). */
 		int probe = tmp_file();
+		struct stat in_st;
 
-		if (probe >= 0) {
+		if (fstat(STDIN_FILENO, &in_st) == 0 && S_ISREG(in_st.st_mode) &&
+		    access("/proc/self/fd/0", R_OK) == 0) {
+			/* a file (-i - < FILE): read as a file, no copy */
+			if (probe >= 0)
+				close(probe);
+			err = load_file(r, "/proc/self/fd/0", "standard input");
+		} else if (probe >= 0) {
 			close(probe);
 			int sp = spool(STDIN_FILENO);
 			char fdpath[64];
@@ -310,7 +326,10 @@ int cmd_report(int argc, char **argv)
 				err = load_file(r, fdpath, "standard input");
 				close(sp);
 			} else {
-				err = sp;
+				fprintf(stderr, "stackprobe report: could not copy standard input into the "
+						"temporary directory (TMPDIR, else /tmp) to read it: %s\n",
+					strerror(-sp));
+				err = sp == -ENOENT ? -EIO : sp;
 			}
 		} else {
 			struct sprobe_datafile_reader *rd = sprobe_datafile_reader__from_stdio(stdin);
@@ -328,21 +347,21 @@ int cmd_report(int argc, char **argv)
 	} else if (is_dir(input)) {
 		/* The parts `record` left when it could not merge them (killed,
 		 * disk full): merged here into a temporary file and read. */
-		char tmp[] = "/tmp/stackprobe-parts-XXXXXX";
-		int tfd = mkstemp(tmp);
+		char tmp[64];
+		int tfd = tmp_file(); /* unlinked: nothing left if interrupted */
 		struct sprobe_merge_result mr;
 
 		if (tfd < 0) {
-			err = -errno;
+			err = tfd;
 		} else {
-			close(tfd);
+			snprintf(tmp, sizeof(tmp), "/proc/self/fd/%d", tfd);
 			struct sprobe_merge_opts mo = { .dir = input, .output = tmp };
 			err = sprobe_merge__dir(&mo, &mr);
 			if (!err && !mr.parts && !mr.unsampled)
 				err = -ENOENT;
 			if (!err)
 				err = load_file(r, tmp, input);
-			unlink(tmp);
+			close(tfd);
 		}
 		if (err == -ENOENT) {
 			fprintf(stderr, "stackprobe report: %s is a directory without parts of a "

@@ -194,7 +194,10 @@ static int file_of(struct lines_state *s, const struct sprobe_df_module *m)
 	 * process): through its root; the build-id says it is that file. */
 	char rooted[PATH_MAX];
 
-	if (s->o->root && (size_t)snprintf(rooted, sizeof(rooted), "%s%s", s->o->root, f->path) < sizeof(rooted))
+	/* Not there (the process has exited, its mounts are gone): the path
+	 * as it is here; the build-id decides whether it is that file. */
+	if (s->o->root && (size_t)snprintf(rooted, sizeof(rooted), "%s%s", s->o->root, f->path) < sizeof(rooted) &&
+	    access(rooted, R_OK) == 0)
 		d.path = rooted;
 	else
 		d.path = f->path;
@@ -285,7 +288,8 @@ static void name_jit(struct lines_state *s, struct sprobe_df_symbol *sym)
 			return; /* a part with no time to bound the map by */
 		snprintf(path, sizeof(path), "%s/tmp/perf-%u.map", s->o->root ? s->o->root : "", s->pid);
 		/* a few seconds after the end: a JVM writes its map as it exits */
-		s->jit = sprobe_perfmap_file__new(path, s->start_s, s->o->live ? 0 : end + 5);
+		s->jit = sprobe_perfmap_file__new(path, s->start_s, s->o->live ? 0 : end + 5,
+						  s->o->owner_set ? s->o->owner : geteuid());
 		if (!s->jit)
 			return;
 	}
@@ -337,17 +341,18 @@ static void state_free(struct lines_state *s)
 	free(s->leaf);
 }
 
-/* The first header says it for the file: one writer's, or a merge of one
- * recording's parts. */
+/* Any part's header (a merge may hold parts of agents with other
+ * settings): the file is read to its end when none says so. */
 bool cli_lines_left_to_reader(const char *path)
 {
 	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
 	struct sprobe_df_record rec;
 	bool left = false;
 
-	if (rd && sprobe_datafile_reader__next(rd, &rec) == 1 && rec.type == SPROBE_DF_HEADER)
-		left = rec.header.flags &
-		       (SPROBE_DF_HEADER_LINES_BY_READER | SPROBE_DF_HEADER_NAMES_BY_READER);
+	while (!left && rd && sprobe_datafile_reader__next(rd, &rec) == 1)
+		if (rec.type == SPROBE_DF_HEADER)
+			left = rec.header.flags &
+			       (SPROBE_DF_HEADER_LINES_BY_READER | SPROBE_DF_HEADER_NAMES_BY_READER);
 	sprobe_datafile_reader__free(rd);
 	return left;
 }

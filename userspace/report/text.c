@@ -5,6 +5,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#ifdef __linux__
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+#endif
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -143,6 +148,56 @@ static int cmp_thread(const void *a, const void *b, void *arg)
  * symbols too (PLT stubs), and the file does not say which symbol table
  * named the others (libc's .dynsym names read but not start_thread).
  */
+#ifdef __linux__
+/* Is the file at path (here, where the report runs) an ELF file whose GNU
+ * build-id is hex? Its program headers' notes, no libelf. */
+static bool file_has_build_id(const char *path, const char *hex)
+{
+	Elf64_Ehdr eh;
+	bool yes = false;
+	int fd = path && hex ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 256) {
+		for (unsigned i = 0; i < eh.e_phnum && !yes; i++) {
+			Elf64_Phdr ph;
+			uint8_t buf[4096];
+
+			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != (ssize_t)sizeof(ph) ||
+			    ph.p_type != PT_NOTE || ph.p_filesz > sizeof(buf) ||
+			    pread(fd, buf, ph.p_filesz, (off_t)ph.p_offset) != (ssize_t)ph.p_filesz)
+				continue;
+			size_t align = ph.p_align == 8 ? 8 : 4;
+
+			for (size_t off = 0; off + 12 <= ph.p_filesz;) {
+				uint32_t namesz, descsz, type;
+
+				memcpy(&namesz, buf + off, 4);
+				memcpy(&descsz, buf + off + 4, 4);
+				memcpy(&type, buf + off + 8, 4);
+				size_t name_at = off + 12, desc_at = name_at + ((namesz + align - 1) & ~(align - 1));
+
+				if (desc_at > ph.p_filesz || descsz > ph.p_filesz - desc_at)
+					break;
+				if (type == NT_GNU_BUILD_ID && namesz == 4 && !memcmp(buf + name_at, "GNU", 4)) {
+					char got[2 * 64 + 1] = "";
+
+					for (uint32_t k = 0; k < descsz && k < 64; k++)
+						snprintf(got + 2 * k, 3, "%02x", buf[desc_at + k]);
+					yes = strcmp(got, hex) == 0;
+					break;
+				}
+				off = desc_at + ((descsz + align - 1) & ~(align - 1));
+			}
+		}
+	}
+	close(fd);
+	return yes;
+}
+#endif
+
 static void text_symbols(FILE *o, const struct sprobe_report *r)
 {
 	bool first = true;
@@ -164,8 +219,12 @@ static void text_symbols(FILE *o, const struct sprobe_report *r)
 			continue;
 		/* A writer that left names to the reader, whose pass found no
 		 * file with the module's build-id here, is not a missing
-		 * symbol table. */
+		 * symbol table (a file that is here, stripped, is). */
 		bool left = r->header.flags & SPROBE_DF_HEADER_NAMES_BY_READER;
+#ifdef __linux__
+		if (left && file_has_build_id(m->path, m->build_id))
+			left = false;
+#endif
 
 		fprintf(o, "  %s  %s: no symbols (%s)\n", first ? "symbols:" : "        ", b,
 			left ? "its names were left to the reader, and no file with its build-id "

@@ -353,7 +353,7 @@ static void evict(int dfd, const char *keep)
 	if (n > 1)
 		qsort(v, n, sizeof(*v), cmp_used);
 	for (size_t i = 0; i < n && total > max_total; i++)
-		if (unlinkat(dfd, v[i].name, 0) == 0)
+		if (unlinkat(dfd, v[i].name, 0) == 0 || errno == ENOENT) /* or another's eviction */
 			total -= v[i].size;
 	free(v);
 }

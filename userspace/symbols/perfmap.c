@@ -190,7 +190,7 @@ static bool owner_ok(pid_t pid, uid_t uid)
  * [not_before_s, not_after_s] (0: no bound). 0 (also when there is no
  * map: -ENOENT is "nothing to name", not an error here), -errno. */
 static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, int64_t not_before_s,
-			int64_t not_after_s)
+			int64_t not_after_s, const uid_t *owner_uid)
 {
 	struct stat st;
 	int h, fd, ret = 0;
@@ -207,7 +207,8 @@ static int perfmap_read(struct perfmap *pm, const char *path, pid_t owner_pid, i
 		sprobe_fd__close(h);
 		return 0;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owner_ok(owner_pid, st.st_uid) ||
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    !(owner_uid ? st.st_uid == 0 || st.st_uid == *owner_uid : owner_ok(owner_pid, st.st_uid)) ||
 	    (int64_t)st.st_mtime < not_before_s || (not_after_s && (int64_t)st.st_mtime > not_after_s)) {
 		sprobe_fd__done(h);
 		return 0;
@@ -300,7 +301,7 @@ static int perfmap_update(struct perfmap *pm, pid_t pid)
 	char path[96];
 
 	map_path(pid, path, sizeof(path));
-	return perfmap_read(pm, path, pid, 0, 0);
+	return perfmap_read(pm, path, pid, 0, 0, NULL);
 }
 
 static const struct jit_sym *perfmap_find(const struct perfmap *pm, uint64_t pc)
@@ -359,11 +360,12 @@ struct sprobe_perfmap_file {
 	struct perfmap pm;
 	char *path;
 	int64_t not_before_s, not_after_s;
+	uid_t owner;
 	bool read;
 };
 
 struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s,
-						     int64_t not_after_s)
+						     int64_t not_after_s, uid_t owner)
 {
 	struct sprobe_perfmap_file *f = calloc(1, sizeof(*f));
 
@@ -374,6 +376,7 @@ struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t n
 		goto fail;
 	f->not_before_s = not_before_s;
 	f->not_after_s = not_after_s;
+	f->owner = owner;
 	return f;
 fail:
 	free(f);
@@ -386,7 +389,7 @@ int sprobe_perfmap_file__symbolize(struct sprobe_perfmap_file *f, uint64_t pc,
 {
 	if (!f->read) {
 		/* Once: the process has exited, its map no longer grows. */
-		int ret = perfmap_read(&f->pm, f->path, 0, f->not_before_s, f->not_after_s);
+		int ret = perfmap_read(&f->pm, f->path, 0, f->not_before_s, f->not_after_s, &f->owner);
 
 		if (ret)
 			return ret;

@@ -16,19 +16,20 @@
 #define SPROBE_SYMBOLS_PERFMAP_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <stackprobe/symbolize.h>
 
 struct sprobe_perfmap_file;
 
 /* A reader of the map at path (nothing is read yet). Only a regular file
- * (no symlink) owned by this user or root, last modified in [not_before_s,
+ * (no symlink) owned by owner or root, last modified in [not_before_s,
  * not_after_s] (seconds of CLOCK_REALTIME; 0: no bound): a map left by an
  * earlier process of the same pid is older than this one's start, one of
  * a later process (the pid reused, or an image this one exec'd) newer
  * than its end. NULL with errno EINVAL or ENOMEM. */
 struct sprobe_perfmap_file *sprobe_perfmap_file__new(const char *path, int64_t not_before_s,
-						     int64_t not_after_s);
+						     int64_t not_after_s, uid_t owner);
 
 /* Name pc: out's name (valid until the reader is freed), sym_start,
  * sym_offset, sym_size, source "perf-map". The file is read once, at the
