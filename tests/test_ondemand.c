@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -216,14 +218,18 @@ static void assert_named_in_file(const char *data)
 	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(data);
 	struct sprobe_df_record rec;
 	unsigned headers = 0, left = 0, poll_named = 0;
+	bool libc[256] = { false }; /* module index: libc's (one part here) */
 
 	assert_non_null(rd);
 	while (sprobe_datafile_reader__next(rd, &rec) == 1) {
 		if (rec.type == SPROBE_DF_HEADER) {
 			headers++;
-			left += (rec.header.flags & SPROBE_DF_HEADER_LINES_BY_READER) != 0;
-		} else if (rec.type == SPROBE_DF_SYMBOL && rec.symbol.name_len &&
-			   strstr(rec.symbol.name, "poll")) {
+			left += (rec.header.flags & (SPROBE_DF_HEADER_LINES_BY_READER |
+						     SPROBE_DF_HEADER_NAMES_BY_READER)) != 0;
+		} else if (rec.type == SPROBE_DF_MODULE && rec.module.index < 256) {
+			libc[rec.module.index] = rec.module.path_len && strstr(rec.module.path, "/libc.so");
+		} else if (rec.type == SPROBE_DF_SYMBOL && rec.symbol.name_len && rec.symbol.module < 256 &&
+			   libc[rec.symbol.module] && strstr(rec.symbol.name, "poll")) {
 			poll_named++;
 		}
 	}
@@ -329,6 +335,81 @@ static void test_three_recordings_idle_between(void **state)
 	assert_idle(s.pid);
 	assert_int_equal(ctl_switches_when_idle(s.pid), sw);
 	svc_stop(&s);
+}
+
+/* A service in another mount namespace whose libc is another build (its
+ * own file mounted over the path, as in a container): record -p names its
+ * libc frames from the service's file, through /proc/PID/root (from the
+ * host's libc, whose build-id differs, nothing would be named). Root only
+ * (a mount namespace of one's own). */
+static void test_service_in_another_mount_namespace(void **state)
+{
+	char cmd[3 * PATH_MAX], lib[PATH_MAX], *out = NULL;
+	int in[2], rdy[2];
+
+	(void)state;
+	if (geteuid() != 0)
+		SPROBE_SKIP("a mount namespace of its own needs root");
+	assert_int_equal(sprobe_test_run("ldd build/odservice | awk '/libc.so.6/ {print $3}'", &out), 0);
+	out[strcspn(out, "\n")] = '\0';
+	assert_true(out[0] == '/');
+	char libc[PATH_MAX];
+
+	snprintf(libc, sizeof(libc), "%s", out);
+	free(out);
+	/* the copy: one byte of its build-id changed */
+	snprintf(cmd, sizeof(cmd),
+		 "cp %s " OUT "/ns-libc.so.6 && python3 -c \"import re,subprocess; "
+		 "b=re.search(r'Build ID: ([0-9a-f]+)', subprocess.run(['readelf','-n','%s'],capture_output=True,text=True).stdout).group(1); "
+		 "d=bytearray(open('" OUT "/ns-libc.so.6','rb').read()); i=d.find(bytes.fromhex(b)); d[i]^=0xff; "
+		 "open('" OUT "/ns-libc.so.6','wb').write(d)\"",
+		 libc, libc);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+	assert_non_null(realpath("build/libstackprobe.so", lib));
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(rdy, O_CLOEXEC), 0);
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char copy[PATH_MAX];
+
+		if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+		    !realpath(OUT "/ns-libc.so.6", copy) || mount(copy, libc, NULL, MS_BIND, NULL) != 0)
+			_exit(126);
+		dup2(in[0], 0);
+		dup2(rdy[1], 1);
+		setenv("LD_PRELOAD", lib, 1);
+		setenv("STACKPROBE_AGENT", "idle", 1);
+		setpgid(0, 0);
+		execl("build/odservice", "odservice", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(rdy[1]);
+	char buf[16] = { 0 };
+	ssize_t n = read(rdy[0], buf, sizeof(buf) - 1);
+
+	close(rdy[0]);
+	if (n <= 0) {
+		int st = 0;
+
+		waitpid(pid, &st, 0);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 126)
+			SPROBE_SKIP("this kernel refused a mount namespace of our own");
+		fail_msg("the service did not start (status %d)", st);
+	}
+	assert_string_equal(buf, "ready\n");
+	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 0.5 -F 199 -o " OUT "/od-ns.data 2>&1", (int)pid);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	free(out);
+	assert_named_in_file(OUT "/od-ns.data");
+	close(in[1]);
+	int st = 0;
+
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	unlink(OUT "/ns-libc.so.6");
 }
 
 static void test_cpu_mode_on_demand(void **state)
@@ -934,6 +1015,7 @@ static void test_continuous_bad_dir(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
+	cmocka_unit_test_setup(test_service_in_another_mount_namespace, setup_dir),
 	cmocka_unit_test_setup(test_second_client_busy_and_ctrl_c, setup_dir),
 	cmocka_unit_test_setup(test_client_killed_agent_goes_idle, setup_dir),
 	cmocka_unit_test_setup(test_service_exits_mid_recording, setup_dir),

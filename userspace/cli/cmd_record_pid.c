@@ -280,11 +280,14 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 			lo.owner_set = true;
 			lo.owner = ps.st_uid;
 		}
-		snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
-		/* another root than ours (a container's): its files through it */
-		if (lo.live && stat(root, &rs) == 0 && stat("/", &ms) == 0 &&
-		    (rs.st_dev != ms.st_dev || rs.st_ino != ms.st_ino))
+		/* another mount namespace than ours (a container's, or files
+		 * mounted over ours): its files through its root */
+		snprintf(root, sizeof(root), "/proc/%d/ns/mnt", (int)pid);
+		if (lo.live && stat(root, &rs) == 0 && stat("/proc/self/ns/mnt", &ms) == 0 &&
+		    (rs.st_dev != ms.st_dev || rs.st_ino != ms.st_ino)) {
+			snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
 			lo.root = root;
+		}
 		long nl = cli_record_lines(o->output, &lo, why, sizeof(why));
 
 		if (nl < 0)
