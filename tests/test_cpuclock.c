@@ -234,7 +234,16 @@ static void test_four_threads_split(void **state)
 	 * switch-in of the event to its switch-out, a little more than the
 	 * scheduler's runtime the thread's own clock reads: a few us per
 	 * context switch, 3 ms over work4's 0.63 s on a loaded machine (a CI
-	 * run), so the upper bound allows 1 % more. */
+	 * run), so the upper bound allows 1 % more. The count also holds
+	 * what the thread runs after it read its own clock: its exit, which
+	 * under AddressSanitizer (its thread teardown, the instrumented
+	 * agent's exit path) took 21 ms of a 1.13 s worker in one CI run:
+	 * the sanitizer builds allow 3 % + 30 ms. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	const double over = 1.03, over_ns = 30e6;
+#else
+	const double over = 1.01, over_ns = 2e6;
+#endif
 	char *json;
 	double cpu[64];
 	int ncpu = 0;
@@ -253,7 +262,7 @@ static void test_four_threads_split(void **state)
 	qsort(truth, 4, sizeof(double), cmp_desc);
 	for (int k = 0; k < 4; k++) {
 		print_message("cpu coverage: %.3f s, measured %.3f s\n", cpu[k] / 1e9, truth[k] / 1e9);
-		assert_true(cpu[k] <= 1.01 * truth[k] + 2e6);
+		assert_true(cpu[k] <= over * truth[k] + over_ns);
 		assert_true(cpu[k] >= 0.95 * truth[k] - 10e6);
 	}
 }
