@@ -645,6 +645,50 @@ static void test_agent_alone_leaves_lines_to_report(void **state)
 	}
 }
 
+/* A node table left under the agent's pid by a dead process (killed
+ * while it made its table: a file with no header) does not keep the agent
+ * of the process that reuses the pid from sampling: it is removed. A
+ * table of another user's by that name stays (the sticky /dev/shm keeps
+ * it) and the agent says why it does not sample. */
+static void test_agent_starts_over_stale_table(void **state)
+{
+	char *out;
+
+	(void)state;
+	for (int other = 0; other < (geteuid() == 0 ? 2 : 1); other++) {
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd),
+			 "rm -f " OUT "/stale.data; sh -c 't=/dev/shm/stackprobe-$$.table; echo table $t; : > $t; %s"
+			 "exec env LD_PRELOAD=$PWD/build/libstackprobe.so STACKPROBE_OUTPUT=" OUT
+			 "/stale.data STACKPROBE_INHERIT=0 build/demo 1 >/dev/null; ' 2>&1; "
+			 "ls " OUT "/stale.data 2>/dev/null; true",
+			 other ? "chown 65534 $t; " : "");
+		assert_int_equal(sprobe_test_run(cmd, &out), 0);
+		print_message("  %s: %s", other ? "another user's table" : "a table left without a header",
+			      out);
+		if (other) {
+			char *t = strstr(out, "table /dev/shm/stackprobe-");
+
+			assert_non_null(strstr(out, "a node table for this pid already exists"));
+			assert_non_null(t);
+			t += strlen("table ");
+			t[strcspn(t, "\n")] = '\0';
+			assert_int_equal(unlink(t), 0); /* the other user's table made here */
+		} else {
+			assert_null(strstr(out, "not sampling"));
+			assert_non_null(strstr(out, OUT "/stale.data"));
+			free(out);
+			assert_int_equal(sprobe_test_run(CLI " report -i " OUT
+							 "/stale.data -f folded | grep -c main",
+							 &out),
+					 0);
+			assert_true(atoi(out) > 0);
+		}
+		free(out);
+	}
+}
+
 /* record keeps the DWARF images it builds in the cache directory it is
  * given and says nothing of the cache when it works: the second run finds
  * the image the first stored. (The first-ever open of the directory set
@@ -692,6 +736,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_walks_cxx_cleanup_frames, setup_dir),
 	cmocka_unit_test_setup(test_record_dwarf_cache_quiet_when_used, setup_dir),
 	cmocka_unit_test_setup(test_agent_alone_leaves_lines_to_report, setup_dir),
+	cmocka_unit_test_setup(test_agent_starts_over_stale_table, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -426,16 +426,18 @@ static void agent_begin(unsigned exec_count, bool forked)
 		o.table_path = table; /* one path: the first process's */
 	/* A table already named after our pid is stale: left by our previous
 	 * image (exec runs no exit handler) or by a dead process whose pid we
-	 * reuse (killed: no exit handler either). open_pid() only succeeds
-	 * on a regular file of ours whose header names our pid: remove it. */
+	 * reuse (killed: no exit handler either; killed while it made the
+	 * table, it left a file with no header, which open_pid() refuses).
+	 * Nothing of this image has made one yet (this runs before main): a
+	 * regular file of ours by that name is removed; another user's stays
+	 * (the sticky directory keeps it), and the start then says so. */
 	if (!o.no_table && !o.table_path) {
 		char tpath[64];
+		struct stat tst;
+
 		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.table", (int)getpid());
-		struct sprobe_table *old = sprobe_table__open_pid(getpid(), NULL);
-		if (old) {
-			sprobe_table__close(old);
+		if (lstat(tpath, &tst) == 0 && S_ISREG(tst.st_mode) && tst.st_uid == geteuid())
 			unlink(tpath);
-		}
 	}
 	char *path = NULL;
 	if (agent_dir) {
