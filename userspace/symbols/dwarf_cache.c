@@ -267,20 +267,30 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* A listing of directory dfd from its start, on a descriptor of its own
+ * (dfd stays open), or NULL. A dup shares dfd's offset, which another
+ * listing may have moved: rewound. */
+static DIR *listing(int dfd)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+
+	if (!d && fd >= 0)
+		close(fd);
+	if (d)
+		rewinddir(d);
+	return d;
+}
+
 /* Temporary files of writers that are gone (killed mid-write): removed,
  * so nothing is left behind for good. Names: .tmp-PID-TID-SEQ. */
 static void sweep_tmp(int dfd)
 {
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = listing(dfd);
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
-	rewinddir(d); /* a dup shares dfd's offset: another listing may have moved it */
 	while ((de = readdir(d))) {
 		int pid;
 
@@ -311,19 +321,14 @@ static int cmp_used(const void *a, const void *b)
  * one just stored. Best effort. */
 static void evict(int dfd, const char *keep)
 {
-	int fd = dup(dfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = listing(dfd);
 	struct img_ent *v = NULL;
 	size_t n = 0, cap = 0;
 	uint64_t total = 0;
 	struct dirent *de;
 
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
+	if (!d)
 		return;
-	}
-	rewinddir(d); /* a dup shares dfd's offset: another listing may have moved it */
 	while ((de = readdir(d))) {
 		size_t nl = strlen(de->d_name);
 		struct stat st;
