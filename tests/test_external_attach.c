@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * `record -p PID` of a process with no agent: the kernel samples it (the
- * external tier, issue 26 items 1, 3). A running program started without
+ * external tier). A running program started without
  * the agent (tests/workloads/attachwork.c): its threads, one started after
  * the attach, a child forked after it, its exit mid-recording; -d and
  * Ctrl-C; wall mode refused; refusals (a seccomp filter, another user, a
@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 #include <dirent.h>
 
 #include "run_helper.h"
+#include "uid_dir_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -37,6 +39,10 @@
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
+
+/* The CLI start_record runs: CLI, or its copy that NOBODY can reach while
+ * a test of another user runs (nobody_dir(), reset by its teardown). */
+static const char *record_cli = CLI;
 
 struct proc {
 	pid_t pid;
@@ -154,7 +160,7 @@ static bool start_record(pid_t pid, const char *opts, const char *out, bool as_n
 
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
 	snprintf(optbuf, sizeof(optbuf), "%s", opts);
-	argv[n++] = CLI;
+	argv[n++] = (char *)record_cli;
 	argv[n++] = "record";
 	argv[n++] = "-p";
 	argv[n++] = pidbuf;
@@ -466,15 +472,42 @@ static void test_refused_seccomp(void **state)
 	free(out);
 }
 
-/* A directory anyone may write to: refusals must come from the kernel,
- * not from the output's place. */
-static const char *open_dir(void)
-{
-	static const char d[] = OUT "/xa-shared";
+static char nobody_cli[PATH_MAX], nobody_work[PATH_MAX], nobody_out[PATH_MAX];
 
-	mkdir(d, 01777);
-	chmod(d, 01777);
-	return d;
+/* Copies of the CLI and the workload in a directory NOBODY can reach (the
+ * checkout may be in one it cannot enter): NOBODY runs them, and a record
+ * as NOBODY with CAP_SYS_PTRACE reads the workload's file. Their out/ is
+ * writable by anyone: refusals must come from the kernel, not from the
+ * output's place. The directory goes to *state for nobody_dir_teardown. */
+static void nobody_dir(void **state, unsigned flags)
+{
+	static const char *const files[] = { CLI, WORK, NULL };
+	char *dir = sprobe_test_uid_dir(NOBODY, NOBODY, files, flags);
+
+	*state = dir;
+	snprintf(nobody_cli, sizeof(nobody_cli), "%s/stackprobe", dir);
+	snprintf(nobody_work, sizeof(nobody_work), "%s/attachwork", dir);
+	snprintf(nobody_out, sizeof(nobody_out), "%s/out", dir);
+	record_cli = nobody_cli;
+}
+
+static int nobody_dir_teardown(void **state)
+{
+	record_cli = CLI;
+	return sprobe_test_uid_dir_teardown(state);
+}
+
+/* The workload at prog (a copy), its "ready PID" read. */
+static void start_copy(const char *prog, const char *mode, const char *ms, bool as_nobody,
+		       struct proc *w)
+{
+	char *argv[] = { (char *)prog, (char *)mode, (char *)ms, NULL }, line[64];
+	int pid = 0;
+
+	spawn(argv, true, false, as_nobody, 0, w);
+	assert_non_null(fgets(line, sizeof(line), w->out));
+	assert_int_equal(sscanf(line, "ready %d", &pid), 1);
+	assert_int_equal(pid, w->pid);
 }
 
 /* Another user's process, without privilege; then with CAP_PERFMON (and
@@ -482,16 +515,15 @@ static const char *open_dir(void)
 static void test_other_user(void **state)
 {
 	struct proc w, r;
-	char *seen, *rest, out[256];
+	char *seen, *rest, out[PATH_MAX + 32];
 	int rc = -1;
 
-	(void)state;
 	if (geteuid() != 0)
 		SPROBE_SKIP("needs root to run record as another user");
-	const char *dir = open_dir();
+	nobody_dir(state, 0);
+	const char *dir = nobody_out;
 	snprintf(out, sizeof(out), "%s/nopriv.data", dir);
-	unlink(out);
-	start_work("spin", false, &w);
+	start_copy(nobody_work, "spin", "300", false, &w);
 	assert_false(start_record(w.pid, "-d 5", out, true, 0, &r, &seen, &rc));
 	print_message("  %s", seen);
 	assert_int_equal(rc, 1);
@@ -533,16 +565,15 @@ static void test_other_user(void **state)
 static void test_not_dumpable(void **state)
 {
 	struct proc w, r;
-	char *seen, *rest, out[256];
+	char *seen, *rest, out[PATH_MAX + 32];
 	int rc = -1;
 
-	(void)state;
 	if (geteuid() != 0)
 		SPROBE_SKIP("needs root to run the workload and record as another user");
-	const char *dir = open_dir();
+	nobody_dir(state, 0);
+	const char *dir = nobody_out;
 	snprintf(out, sizeof(out), "%s/nodump.data", dir);
-	unlink(out);
-	start_work("nodump", true, &w);
+	start_copy(nobody_work, "nodump", "300", true, &w);
 	assert_false(start_record(w.pid, "-d 5", out, true, 0, &r, &seen, &rc));
 	print_message("  %s", seen);
 	assert_int_equal(rc, 1);
@@ -571,19 +602,16 @@ static void test_not_dumpable(void **state)
 static void test_setuid_program(void **state)
 {
 	struct proc w, r;
-	char *seen, *rest, out[256], prog[128], cmd[1024];
+	char *seen, *rest, out[PATH_MAX + 32], cmd[1024];
 	int rc = -1;
 
-	(void)state;
 	if (geteuid() != 0)
 		SPROBE_SKIP("needs root to make a set-user-ID program");
-	const char *dir = open_dir();
-	snprintf(prog, sizeof(prog), "%s/attachwork-suid", dir);
-	snprintf(cmd, sizeof(cmd), "cp " WORK " %s && chown 0:0 %s && chmod 04755 %s", prog, prog, prog);
-	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
-	char *argv[] = { prog, "spin", "0", NULL }, line[64];
-	spawn(argv, true, false, true, 0, &w);
-	assert_non_null(fgets(line, sizeof(line), w.out));
+	nobody_dir(state, SPROBE_TEST_UID_DIR_SETID);
+	const char *dir = nobody_out, *prog = nobody_work;
+	assert_int_equal(chown(prog, 0, 0), 0);
+	assert_int_equal(chmod(prog, 04755), 0);
+	start_copy(prog, "spin", "0", true, &w);
 	/* It runs as root, started by nobody: set-ID took effect. */
 	snprintf(cmd, sizeof(cmd), "grep -q '^Uid:\t65534\t0\t0' /proc/%d/status", (int)w.pid);
 	if (sprobe_test_run(cmd, NULL) != 0) {
@@ -591,7 +619,6 @@ static void test_setuid_program(void **state)
 		SPROBE_SKIP("set-user-ID does not take effect here (a nosuid mount)");
 	}
 	snprintf(out, sizeof(out), "%s/suid.data", dir);
-	unlink(out);
 	assert_false(start_record(w.pid, "-d 5", out, true, 0, &r, &seen, &rc));
 	print_message("  %s", seen);
 	assert_int_equal(rc, 1);
@@ -611,7 +638,6 @@ static void test_setuid_program(void **state)
 	free(rest);
 	free(seen);
 	assert_int_equal(finish(&w), 0);
-	unlink(prog);
 }
 
 static void test_dead_pid_and_kernel_thread(void **state)
@@ -658,9 +684,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_duration_and_ctrl_c),
 	cmocka_unit_test(test_wall_refused),
 	cmocka_unit_test(test_refused_seccomp),
-	cmocka_unit_test(test_other_user),
-	cmocka_unit_test(test_not_dumpable),
-	cmocka_unit_test(test_setuid_program),
+	cmocka_unit_test_teardown(test_other_user, nobody_dir_teardown),
+	cmocka_unit_test_teardown(test_not_dumpable, nobody_dir_teardown),
+	cmocka_unit_test_teardown(test_setuid_program, nobody_dir_teardown),
 	cmocka_unit_test(test_dead_pid_and_kernel_thread),
 };
 

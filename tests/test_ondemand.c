@@ -37,6 +37,7 @@
 #include <stackprobe/datafile.h>
 
 #include "run_helper.h"
+#include "uid_dir_helper.h"
 #include "sprobe_test.h"
 
 #define CLI "build/stackprobe"
@@ -514,25 +515,28 @@ static void test_service_exits_mid_recording(void **state)
 					 "grep -q '\"data\": \"complete\"'", NULL), 0);
 }
 
+/* Another user's client is refused by the agent, which stays idle. That
+ * user runs a copy of the CLI (record -p loads no library of ours) where
+ * it can reach it: the checkout may be in a directory it cannot enter. */
 static void test_other_uid_refused(void **state)
 {
+	static const char *const files[] = { CLI, NULL };
 	struct svc s;
-	char cli[PATH_MAX], dir[] = "/tmp/sprobe-od-XXXXXX", cmd[PATH_MAX + 128], *out = NULL;
+	char cli[PATH_MAX], cmd[PATH_MAX + 128], *out = NULL;
 
-	(void)state;
 	if (geteuid() != 0)
 		SPROBE_SKIP("needs root to run a client as another uid (nobody)");
-	assert_non_null(realpath(CLI, cli));
-	assert_non_null(mkdtemp(dir));
-	assert_int_equal(chmod(dir, 0777), 0);
+	char *dir = sprobe_test_uid_dir(65534, 65534, files, 0);
+	*state = dir;
+	snprintf(cli, sizeof(cli), "%s/stackprobe", dir);
 	svc_start(&s, "idle", NULL);
 	pid_t c = fork();
 	assert_true(c >= 0);
 	if (c == 0) {
 		char pid[16], outp[PATH_MAX], errp[PATH_MAX];
 		snprintf(pid, sizeof(pid), "%d", (int)s.pid);
-		snprintf(outp, sizeof(outp), "%s/n.data", dir);
-		snprintf(errp, sizeof(errp), "%s/n.err", dir);
+		snprintf(outp, sizeof(outp), "%s/out/n.data", dir);
+		snprintf(errp, sizeof(errp), "%s/out/n.err", dir);
 		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
 			_exit(99);
 		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -543,7 +547,7 @@ static void test_other_uid_refused(void **state)
 		_exit(127);
 	}
 	assert_int_equal(wait_status(c), 1);
-	snprintf(cmd, sizeof(cmd), "cat %s/n.err", dir);
+	snprintf(cmd, sizeof(cmd), "cat %s/out/n.err", dir);
 	assert_int_equal(sprobe_test_run(cmd, &out), 0);
 	assert_non_null(strstr(out, "refused uid 65534"));
 	free(out);
@@ -554,8 +558,6 @@ static void test_other_uid_refused(void **state)
 	assert_int_equal(sprobe_test_run(cmd, &out), 0);
 	free(out);
 	svc_stop(&s);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	sprobe_test_run(cmd, NULL);
 }
 
 static void test_dead_pid_and_no_agent(void **state)
@@ -1019,7 +1021,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_second_client_busy_and_ctrl_c, setup_dir),
 	cmocka_unit_test_setup(test_client_killed_agent_goes_idle, setup_dir),
 	cmocka_unit_test_setup(test_service_exits_mid_recording, setup_dir),
-	cmocka_unit_test_setup(test_other_uid_refused, setup_dir),
+	cmocka_unit_test_setup_teardown(test_other_uid_refused, setup_dir, sprobe_test_uid_dir_teardown),
 	cmocka_unit_test_setup(test_dead_pid_and_no_agent, setup_dir),
 	cmocka_unit_test_setup(test_bad_requests, setup_dir),
 	cmocka_unit_test_setup(test_table_agent_keeps_dump, setup_dir),

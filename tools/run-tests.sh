@@ -29,6 +29,13 @@ for prog in "$@"; do
 	[ $rc -eq 124 ] && echo "!! $prog timed out after ${timeout_s}s"
 	[ $rc -ne 0 ] && echo "!! $prog exited with status $rc"
 	if [ "$f" -gt 0 ]; then
+		# Named by the program and its last word (a test's name, the
+		# program an emulator runs), so that the PROGs of a lane that
+		# run one program with different arguments keep a log each.
+		name=$(basename "${prog%% *}")
+		last=$(basename "${prog##* }")
+		[ "$last" != "$name" ] && name="$name-$last"
+		name=$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.+-' '_')
 		# The summary (tools/test-summary.sh) prints these last, where a
 		# CI excerpt that keeps only the tail still shows why.
 		fdir="$(dirname "$res")/failures"
@@ -38,7 +45,7 @@ for prog in "$@"; do
 			grep -n -E '^\[  (FAILED|ERROR) |Sanitizer|runtime error|Segmentation fault|Aborted' "$log" | tail -n 20
 			echo "---- last 60 lines"
 			tail -n 60 "$log"
-		} > "$fdir/$(basename "$res" .res)-$(basename "${prog%% *}").log"
+		} > "$fdir/$(basename "$res" .res)-$name.log"
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 	rm -f "$log"
