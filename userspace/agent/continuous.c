@@ -45,7 +45,7 @@
 #include <stackprobe/report.h>
 #include <stackprobe/sampler.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 static pid_t period_tid;
 static sem_t period_ready;

@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "backends/linux/chain.h"
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 static sprobe_sigaction_fn real_sigaction;
 static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);

@@ -51,7 +51,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
