@@ -984,6 +984,16 @@ static void test_continuous_disk_full(void **state)
 		pause_ms(20);
 	assert_true(after > before + 1);
 	svc_stop(&s);
+	/* The first profile written once there is room holds the samples of
+	 * its period (its part was started while the disk was full). The
+	 * names sort by start time: the new ones come after the old. */
+	struct prof p;
+	char first[PATH_MAX + 128];
+	snprintf(first, sizeof(first), "%s/p/%s", dir, names[before]);
+	assert_int_equal(read_profile(first, s.pid, &p), 0);
+	print_message("first profile after the disk full: %s, %ld samples\n", names[before],
+		      (long)p.samples);
+	assert_true(p.samples > 0);
 	snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", dir, dir);
 	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
 }
