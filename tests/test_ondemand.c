@@ -1022,6 +1022,43 @@ static void test_continuous_bad_dir(void **state)
 	free(out);
 }
 
+/* A directory the service cannot write (a read-only mount): the agent
+ * says which directory and why, once for the process and the processes
+ * it starts (a shim that execs one program after another), not once per
+ * process; the programs run unharmed. */
+static void test_continuous_unwritable_dir_said_once(void **state)
+{
+	char dir[] = OUT "/od-ro-XXXXXX", cmd[3 * PATH_MAX], lib[PATH_MAX], *out = NULL;
+
+	(void)state;
+	assert_non_null(realpath("build/libstackprobe.so", lib));
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o ro,size=64k tmpfs %s 2>/dev/null", dir);
+	if (sprobe_test_run(cmd, NULL) != 0) {
+		rmdir(dir);
+		SPROBE_SKIP("cannot mount a read-only tmpfs here (needs root)");
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "LD_PRELOAD=%s STACKPROBE_PPROF_DIR=%s sh -c 'sh -c true; sh -c true; "
+		 "sh -c \"sh -c true\"; echo ran' 2>" OUT "/od-ro.err",
+		 lib, dir);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	assert_non_null(strstr(out, "ran"));
+	free(out);
+	out = NULL;
+	assert_int_equal(sprobe_test_run("cat " OUT "/od-ro.err", &out), 0);
+	print_message("stderr: %s", out);
+	int lines = 0;
+	for (char *p = out; (p = strstr(p, "cannot create")); p++)
+		lines++;
+	assert_int_equal(lines, 1);
+	assert_non_null(strstr(out, dir));
+	assert_non_null(strstr(out, "Read-only file system"));
+	free(out);
+	snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", dir, dir);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -1037,6 +1074,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_continuous_keep_bound, setup_dir),
 	cmocka_unit_test_setup(test_continuous_disk_full, setup_dir),
 	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
+	cmocka_unit_test_setup(test_continuous_unwritable_dir_said_once, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)
