@@ -856,13 +856,21 @@ static void test_continuous_five_periods(void **state)
 	snprintf(env_dir, sizeof(env_dir), "STACKPROBE_PPROF_DIR=%s", dir);
 	const char *env[] = { env_dir, "STACKPROBE_PERIOD=1", "STACKPROBE_PPROF_KEEP=100",
 			      "STACKPROBE_SERVICE=odtest", NULL };
+	mode_t mask = umask(022); /* the usual umask, inherited by the service */
+
 	svc_start_env(&s, env);
+	umask(mask);
 	for (int i = 0; i < 3000 && (n = list_profiles(dir, names, 16)) < 5; i++)
 		pause_ms(10);
 	assert_true(n >= 5);
 	svc_stop(&s);
 	for (int i = 0; i < 5; i++) {
+		struct stat st;
+
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		/* the service user's to read, as perf.data (umask 022 here) */
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
 		assert_int_equal(read_profile(path, s.pid, &p[i]), 0);
 		assert_true(p[i].samples > 0);
 		assert_true(p[i].compute);

@@ -162,10 +162,17 @@ static void write_profile(const char *part, time_t start)
 		warn_once("a period's part could not be read", -err);
 		return;
 	}
-	FILE *f = fopen(tmp, "we");
+	/* 0600, as the parts: the profile is the service user's to read
+	 * (the backend that collects them runs as that user or root). */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
 		sprobe_report__free(r);
-		warn_once(tmp, errno);
+		warn_once(tmp, e);
 		return;
 	}
 	err = sprobe_report__write(r, f, SPROBE_REPORT_PPROF);

@@ -70,7 +70,7 @@ void sprobe_agent__event(const char *line, size_t len)
 
 	if (!dir || !len || (size_t)snprintf(path, sizeof(path), "%s/events", dir) >= sizeof(path))
 		return;
-	int h = sprobe_fd__open(path, O_WRONLY | O_APPEND | O_CREAT, 0644, SPROBE_FD_TRANSIENT);
+	int h = sprobe_fd__open(path, O_WRONLY | O_APPEND | O_CREAT, 0600, SPROBE_FD_TRANSIENT);
 	int fd = sprobe_fd__get(h);
 
 	if (fd >= 0) {

@@ -229,8 +229,9 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	}
 	if (s->opts.output) {
 		/* A registry handle (fds.h): out of the program's numbers,
-		 * checked before every batch. */
-		s->fd = sprobe_fd__open(s->opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0644,
+		 * checked before every batch. 0600: what a program did is
+		 * its user's to read (as perf.data). */
+		s->fd = sprobe_fd__open(s->opts.output, O_WRONLY | O_CREAT | O_TRUNC, 0600,
 					SPROBE_FD_KEEP);
 		if (s->fd < 0) {
 			err = -s->fd;
