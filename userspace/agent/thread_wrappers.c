@@ -42,7 +42,7 @@
  *
  * A mask that blocks the capture signal but not every real-time signal is
  * a program that wants that signal itself: left alone (the sigprocmask
- * wrappers in agent.c already yield the signal to it).
+ * wrappers in signal_wrappers.c already yield the signal to it).
  */
 #include <dlfcn.h>
 #include <errno.h>

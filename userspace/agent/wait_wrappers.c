@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Captures cause no EINTR in the program (issue 19; docs/AGENT.md "Wait
+ * Captures cause no EINTR in the program (docs/AGENT.md "Wait
  * calls", docs/LIMITATIONS.md "EINTR").
  *
  * The capture handler is installed with SA_RESTART (backends/linux/capturer.c

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Private to the sampler stage: the sampler's state, shared by the rounds
- * (sampler.c) and the records they emit into the stream (emit.c).
- * Everything here runs on the probe thread, outside any window.
+ * Private to the sampler stage: the sampler's state, shared by its life
+ * cycle (sampler.c), the probe thread's rounds (probe.c), the threads
+ * table (threads.c) and the records they emit into the stream (emit.c).
+ * One way: sampler.c starts probe.c, which calls threads.c, which calls
+ * emit.c; none calls back. Everything but the life cycle runs on the
+ * probe thread, outside any window.
  */
 #ifndef SPROBE_USERSPACE_SAMPLER_INTERNAL_H
 #define SPROBE_USERSPACE_SAMPLER_INTERNAL_H
@@ -26,7 +29,7 @@ struct thread_ent {
 	uint32_t node;		/* table node index, 0: none */
 	uint64_t round;		/* last round the thread was enumerated */
 	bool named;		/* a THREAD record was pushed */
-	/* cpu engine POLL (sampler.c, poll_weight()): the thread's CPU clock
+	/* cpu engine POLL (threads.c, sprobe_sampler_poll__weight()): the thread's CPU clock
 	 * when first seen and at its last capture, CPU not yet turned into
 	 * weight (< one period), the value last written as THREAD_CPU, and
 	 * whether a capture found it blocking the signal. */
@@ -59,7 +62,7 @@ struct sprobe_sampler {
 	 * the probe either sees 1 before sleeping or is woken. */
 	_Atomic uint32_t stop;
 	int probe_error;	/* -errno that ended the probe early (probe only) */
-	uint64_t jitter_state;	/* wall mode's interval draw (probe only; sampler.c) */
+	uint64_t jitter_state;	/* wall mode's interval draw (probe only; probe.c) */
 
 	struct sprobe_capturer *capturer;
 	struct sprobe_snapshot *snap;
