@@ -222,7 +222,8 @@ static void agent_begin(unsigned exec_count, bool forked)
 	if (eng && *eng) {
 		int e = sprobe_cpu_engine__parse(eng);
 		if (e < 0) {
-			sprobe_agent__msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer, poll or auto%s", eng, "");
+			sprobe_agent__msg("STACKPROBE_CPU_ENGINE=%s: expected perf, timer, poll or auto%s",
+					  eng, "");
 			return;
 		}
 		o.cpu_engine = (uint32_t)e;
@@ -336,8 +337,8 @@ static void agent_begin(unsigned exec_count, bool forked)
 		sprobe_ag.signo = 0;
 	if (!sprobe_ag.sampler)
 		sprobe_agent__msg("not sampling: %s%s", strerror(errno),
-			  errno == EEXIST ? " (a node table for this pid already exists)"
-			  : o.mode == SPROBE_MODE_CPU && o.cpu_engine == SPROBE_CPU_ENGINE_PERF
+				  errno == EEXIST ? " (a node table for this pid already exists)"
+				  : o.mode == SPROBE_MODE_CPU && o.cpu_engine == SPROBE_CPU_ENGINE_PERF
 				  ? " (STACKPROBE_CPU_ENGINE=perf: the kernel refused a perf event: "
 				    "perf_event_paranoid, CAP_PERFMON or a seccomp profile; "
 				    "STACKPROBE_CPU_ENGINE=auto falls back)"
@@ -382,7 +383,7 @@ __attribute__((constructor)) static void agent_start(void)
 	bool continuous = (!out || !*out) && (!dir || !*dir) && pprof && *pprof;
 	sprobe_ag.continuous = continuous;
 	sprobe_ag.idle = (!out || !*out) && (!dir || !*dir) &&
-		     (env_is("STACKPROBE_AGENT", "idle") || continuous);
+			 (env_is("STACKPROBE_AGENT", "idle") || continuous);
 	if ((!out || !*out) && (!dir || !*dir) && !env_is("STACKPROBE_AGENT", "1") && !sprobe_ag.idle)
 		return;
 	sprobe_ag.quiet = env_is("STACKPROBE_QUIET", "1");
@@ -424,11 +425,12 @@ __attribute__((constructor)) static void agent_start(void)
 	/* Continuous profiling (continuous.c) drives the samplers itself:
 	 * no control channel then (`record -p` would find it busy). */
 	if (continuous)
-		sprobe_ag.control = !sprobe_ag.descendant && sprobe_agent__continuous_start(pprof, sprobe_ag.quiet) == 0;
+		sprobe_ag.control = !sprobe_ag.descendant &&
+				    sprobe_agent__continuous_start(pprof, sprobe_ag.quiet) == 0;
 	else
 		sprobe_ag.control = !sprobe_ag.dir && !sprobe_ag.output &&
-				(sprobe_ag.idle || env_is("STACKPROBE_CONTROL", "1")) &&
-				sprobe_agent__control_start(sprobe_ag.quiet) == 0;
+				    (sprobe_ag.idle || env_is("STACKPROBE_CONTROL", "1")) &&
+				    sprobe_agent__control_start(sprobe_ag.quiet) == 0;
 	if (sprobe_ag.idle && !sprobe_ag.control)
 		return;
 	agent_begin(exec_count, false);

@@ -107,7 +107,7 @@ static void agent_yield_signal(int sig, const char *verb)
 	char what[96];
 	snprintf(what, sizeof(what), "%s signal %d", verb, sig);
 	sprobe_agent__msg("the program %s, the capture signal: sampling stopped%s (set STACKPROBE_SIGNAL "
-		  "to a signal it does not use)", what, "");
+			  "to a signal it does not use)", what, "");
 	sprobe_agent__stop();
 }
 

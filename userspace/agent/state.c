@@ -142,14 +142,14 @@ void sprobe_agent__stop(void)
 		pthread_mutex_unlock(&sprobe_ag.od_lock);
 	if (err == -ESTALE || err == -EBADF)
 		sprobe_agent__msg("the program closed or replaced the data file's descriptor behind the "
-			  "agent's back (a raw close or dup2 system call, or dup2 over every free "
-			  "number): recording stopped there, and nothing was written to the file "
-			  "that has that number now%s%s", "", "");
+				  "agent's back (a raw close or dup2 system call, or dup2 over every free "
+				  "number): recording stopped there, and nothing was written to the file "
+				  "that has that number now%s%s", "", "");
 	else if (err == -ETIMEDOUT)
 		sprobe_agent__msg("stopped waiting for the probe thread after %s s: it waits in the dynamic "
-			  "loader, whose lock the exiting thread holds (exit() called inside dlopen, "
-			  "from a library's constructor); the data file is left unfinished%s",
-			  SPROBE_STR(SPROBE_SAMPLER_STOP_TIMEOUT_S), "");
+				  "loader, whose lock the exiting thread holds (exit() called inside dlopen, "
+				  "from a library's constructor); the data file is left unfinished%s",
+				  SPROBE_STR(SPROBE_SAMPLER_STOP_TIMEOUT_S), "");
 	else if (err)
 		sprobe_agent__msg("could not finish the data file: %s%s", strerror(-err), "");
 }
@@ -225,7 +225,7 @@ void sprobe_agent__forget_parent(void)
 	sprobe_ag.sampler = NULL;
 }
 
-/* ---- the switch ---------------------------------------------------------- */
+/* ---- the wait wrappers' switch (STACKPROBE_RESUME_WAITS) ------------------- */
 
 /* 0: not read yet, 1: on, 2: off. Read once; from a signal handler at
  * worst (getenv only reads environ). */

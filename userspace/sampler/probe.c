@@ -252,7 +252,8 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		if (ts->method == SPROBE_METHOD_SIGNAL)
 			bperf_release(s, ts->tid);
 		if (sprobe_sampler_poll__engine(s)) {
-			ts->weight = sprobe_sampler_poll__weight(s, e, ts->method != SPROBE_METHOD_ZERO_PAUSE);
+			ts->weight = sprobe_sampler_poll__weight(s, e,
+								 ts->method != SPROBE_METHOD_ZERO_PAUSE);
 			if (!ts->weight)
 				continue; /* used no period of CPU since its last capture */
 		}

@@ -35,7 +35,8 @@ static size_t tid_hash(pid_t tid, size_t cap)
 /* Find or insert tid. Returns NULL only when the table is full (it is sized
  * at 2x max_threads and swept every round, so that means more live threads
  * than the snapshot holds anyway). */
-struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t tid, bool *fresh)
+struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t tid,
+					       bool *fresh)
 {
 	size_t i = tid_hash(tid, s->threads_cap);
 	for (size_t n = 0; n < s->threads_cap; n++, i = (i + 1) & (s->threads_cap - 1)) {
@@ -108,9 +109,10 @@ void sprobe_sampler_threads__sweep(struct sprobe_sampler *s)
 	}
 }
 
-
+/* The node of e's thread in the node table gets this stack; a node the
+ * table dropped (or none yet) is inserted again. */
 void sprobe_sampler_threads__publish(struct sprobe_sampler *s, struct thread_ent *e,
-		    const struct sprobe_thread_sample *ts, uint64_t now)
+				     const struct sprobe_thread_sample *ts, uint64_t now)
 {
 	struct sprobe_table_frame frames[SPROBE_TABLE_MAX_FRAMES];
 	uint32_t n = ts->nframes < SPROBE_TABLE_MAX_FRAMES ? ts->nframes : SPROBE_TABLE_MAX_FRAMES;
@@ -193,7 +195,7 @@ uint32_t sprobe_sampler_poll__weight(struct sprobe_sampler *s, struct thread_ent
 /* POLL engine: a THREAD_CPU record for e if its CPU changed since the
  * last one (flags: SPROBE_CPU_USAGE_EXITED when it is being swept). */
 void sprobe_sampler_poll__emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
-			  uint32_t flags)
+				   uint32_t flags)
 {
 	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
 
