@@ -148,7 +148,7 @@ check_agent() {
 	shift
 	[ $# -gt 0 ] || die "agent: no object given"
 	# Global functions of default visibility: the helpers the agent's
-	# files share are hidden (userspace/agent/agent.h), never exported,
+	# files share are hidden (userspace/agent/agent_internal.h), never exported,
 	# and are no wrappers. readelf, since nm does not show visibility.
 	wrappers=$(readelf -sW "$@" | awk '($4 == "FUNC" || $4 == "IFUNC") &&
 		($5 == "GLOBAL" || $5 == "WEAK") && $6 == "DEFAULT" && $7 != "UND" { print $8 }' | sort -u)

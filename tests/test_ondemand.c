@@ -858,13 +858,21 @@ static void test_continuous_five_periods(void **state)
 	snprintf(env_dir, sizeof(env_dir), "STACKPROBE_PPROF_DIR=%s", dir);
 	const char *env[] = { env_dir, "STACKPROBE_PERIOD=1", "STACKPROBE_PPROF_KEEP=100",
 			      "STACKPROBE_SERVICE=odtest", NULL };
+	mode_t mask = umask(022); /* the usual umask, inherited by the service */
+
 	svc_start_env(&s, env);
+	umask(mask);
 	for (int i = 0; i < 3000 && (n = list_profiles(dir, names, 16)) < 5; i++)
 		pause_ms(10);
 	assert_true(n >= 5);
 	svc_stop(&s);
 	for (int i = 0; i < 5; i++) {
+		struct stat st;
+
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		/* the service user's to read, as perf.data (umask 022 here) */
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
 		assert_int_equal(read_profile(path, s.pid, &p[i]), 0);
 		assert_true(p[i].samples > 0);
 		assert_true(p[i].compute);
@@ -986,6 +994,16 @@ static void test_continuous_disk_full(void **state)
 		pause_ms(20);
 	assert_true(after > before + 1);
 	svc_stop(&s);
+	/* The first profile written once there is room holds the samples of
+	 * its period (its part was started while the disk was full). The
+	 * names sort by start time: the new ones come after the old. */
+	struct prof p;
+	char first[PATH_MAX + 128];
+	snprintf(first, sizeof(first), "%s/p/%s", dir, names[before]);
+	assert_int_equal(read_profile(first, s.pid, &p), 0);
+	print_message("first profile after the disk full: %s, %ld samples\n", names[before],
+		      (long)p.samples);
+	assert_true(p.samples > 0);
 	snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", dir, dir);
 	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
 }
@@ -1014,6 +1032,43 @@ static void test_continuous_bad_dir(void **state)
 	free(out);
 }
 
+/* A directory the service cannot write (a read-only mount): the agent
+ * says which directory and why, once for the process and the processes
+ * it starts (a shim that execs one program after another), not once per
+ * process; the programs run unharmed. */
+static void test_continuous_unwritable_dir_said_once(void **state)
+{
+	char dir[] = OUT "/od-ro-XXXXXX", cmd[3 * PATH_MAX], lib[PATH_MAX], *out = NULL;
+
+	(void)state;
+	assert_non_null(realpath("build/libstackprobe.so", lib));
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o ro,size=64k tmpfs %s 2>/dev/null", dir);
+	if (sprobe_test_run(cmd, NULL) != 0) {
+		rmdir(dir);
+		SPROBE_SKIP("cannot mount a read-only tmpfs here (needs root)");
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "LD_PRELOAD=%s STACKPROBE_PPROF_DIR=%s sh -c 'sh -c true; sh -c true; "
+		 "sh -c \"sh -c true\"; echo ran' 2>" OUT "/od-ro.err",
+		 lib, dir);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	assert_non_null(strstr(out, "ran"));
+	free(out);
+	out = NULL;
+	assert_int_equal(sprobe_test_run("cat " OUT "/od-ro.err", &out), 0);
+	print_message("stderr: %s", out);
+	int lines = 0;
+	for (char *p = out; (p = strstr(p, "cannot create")); p++)
+		lines++;
+	assert_int_equal(lines, 1);
+	assert_non_null(strstr(out, dir));
+	assert_non_null(strstr(out, "Read-only file system"));
+	free(out);
+	snprintf(cmd, sizeof(cmd), "umount %s && rmdir %s", dir, dir);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -1029,6 +1084,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_continuous_keep_bound, setup_dir),
 	cmocka_unit_test_setup(test_continuous_disk_full, setup_dir),
 	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
+	cmocka_unit_test_setup(test_continuous_unwritable_dir_said_once, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

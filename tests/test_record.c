@@ -722,6 +722,46 @@ static void test_record_dwarf_cache_quiet_when_used(void **state)
 	}
 }
 
+/* Data files are their user's to read, as perf.data: 0600 under umask 022
+ * for record's output, the agent's own file, its parts and the events
+ * file of a recording directory. */
+static mode_t file_mode(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_mode & 0777;
+}
+
+static void test_data_files_private(void **state)
+{
+	char *out = NULL;
+
+	(void)state;
+	unlink(OUT "/mode.data");
+	unlink(OUT "/mode-agent.data");
+	assert_int_equal(sprobe_test_run("rm -rf " OUT "/mode-dir && mkdir " OUT "/mode-dir", NULL), 0);
+	assert_int_equal(sprobe_test_run("umask 022; " CLI " record -q -o " OUT "/mode.data -- true", NULL), 0);
+	assert_int_equal(file_mode(OUT "/mode.data"), 0600);
+	assert_int_equal(sprobe_test_run("umask 022; LD_PRELOAD=$PWD/build/libstackprobe.so "
+					 "STACKPROBE_OUTPUT=" OUT "/mode-agent.data STACKPROBE_QUIET=1 "
+					 "sh -c 'exit 0'", NULL), 0);
+	assert_int_equal(file_mode(OUT "/mode-agent.data"), 0600);
+	assert_int_equal(sprobe_test_run("umask 022; LD_PRELOAD=$PWD/build/libstackprobe.so "
+					 "STACKPROBE_OUTPUT_DIR=" OUT "/mode-dir STACKPROBE_QUIET=1 "
+					 "sh -c 'exit 3'", NULL), 3);
+	assert_int_equal(sprobe_test_run("cd " OUT "/mode-dir && stat -c '%a %n' * | sort", &out), 0);
+	print_message("  %s", out);
+	assert_non_null(strstr(out, ".0.part"));
+	assert_non_null(strstr(out, "events"));
+	for (char *l = out; *l; l = strchr(l, '\n') + 1) {
+		assert_true(strncmp(l, "600 ", 4) == 0);
+		if (!strchr(l, '\n'))
+			break;
+	}
+	free(out);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -737,6 +777,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_dwarf_cache_quiet_when_used, setup_dir),
 	cmocka_unit_test_setup(test_agent_alone_leaves_lines_to_report, setup_dir),
 	cmocka_unit_test_setup(test_agent_starts_over_stale_table, setup_dir),
+	cmocka_unit_test_setup(test_data_files_private, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <ucontext.h>
 
 #include <stackprobe/capture.h>
 #include <stackprobe/symbolize.h>
@@ -74,7 +75,7 @@ int unw_blocked_futex(struct parked *p);
 int unw_blocked_sleep(struct parked *p);
 int unw_nocfi_trampoline(struct parked *p, void (*fn)(struct parked *));
 void unw_sig_victim(struct parked *p);
-void unw_sig_handler(int sig);
+void unw_sig_handler(int sig, siginfo_t *si, void *uc);
 
 /* The worker a SIGUSR2 handler parks (one at a time: a test global). */
 static struct parked *sig_parked;
@@ -196,8 +197,19 @@ __attribute__((noinline)) int unw_blocked_sleep(struct parked *p)
 	return unw_sink;
 }
 
-__attribute__((noinline)) void unw_sig_handler(int sig)
+/* The pc the signal interrupted, as the kernel saved it. */
+static uint64_t sig_interrupted_pc;
+
+__attribute__((noinline)) void unw_sig_handler(int sig, siginfo_t *si, void *uc)
 {
+	(void)si;
+#if defined(__x86_64__)
+	sig_interrupted_pc = (uint64_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+	sig_interrupted_pc = (uint64_t)((ucontext_t *)uc)->uc_mcontext.pc;
+#else
+	(void)uc;
+#endif
 	unw_marker(sig_parked);
 	unw_sink += sig;
 }
@@ -748,7 +760,8 @@ static void test_through_signal_handler(void **state)
 		SPROBE_SKIP("qemu-user's sigreturn trampoline lives in a page of its own "
 			    "with no CFI (a real kernel's vDSO has it)");
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = unw_sig_handler;
+	sa.sa_sigaction = unw_sig_handler;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
 	env_open(&e, 0);
@@ -766,6 +779,27 @@ static void test_through_signal_handler(void **state)
 	assert_int_equal(v, h + 2);
 	assert_non_null(strstr(frame_module(e.mods, &t->frames[h + 1]), "libc.so"));
 	assert_int_equal(frame_named(e.mods, t, (uint32_t)v, "park_main"), v + 1);
+	/* The interrupted loop is named at the pc the signal interrupted, not
+	 * one byte before it: it was not calling anything. */
+	assert_int_equal(sprobe_frame_lookup_pc(&t->frames[v]), sig_interrupted_pc);
+#if defined(__x86_64__)
+	{
+		/* The trampoline is named at its first instruction, where the
+		 * handler returns (glibc's sa_restorer, as the kernel holds
+		 * it), not at the padding before it. */
+		struct {
+			uint64_t handler, flags, restorer, mask;
+		} ksa;
+		struct sprobe_symbol sym;
+
+		assert_int_equal(syscall(SYS_rt_sigaction, SIGUSR2, NULL, &ksa, 8), 0);
+		assert_int_equal(sprobe_frame_lookup_pc(&t->frames[h + 1]), ksa.restorer);
+		/* Named when libc's symbols (its debug file) have it, as perf
+		 * shows it. */
+		if (sprobe_modules__symbolize(e.mods, ksa.restorer, &sym) == 0 && sym.name)
+			assert_string_equal(sym.name, "__restore_rt");
+	}
+#endif
 	assert_int_equal(why, SPROBE_UNWIND_END);
 	park_stop(&p);
 	sig_parked = NULL;

@@ -92,7 +92,11 @@ enum sprobe_frame_method {
 };
 
 struct sprobe_frame {
-	uint64_t pc;	 /* return address (or IP for frame 0) */
+	/* Frame 0: the interrupted ip. Past it: the address after the one
+	 * to name, pc - 1 being in the call (a return address) or, for a
+	 * signal's trampoline and the pc it interrupted, the instruction
+	 * itself (sprobe_frame_lookup_pc()). */
+	uint64_t pc;
 	uint64_t fp;	 /* frame pointer / CFA of this frame, 0 if unknown */
 	uint32_t method; /* enum sprobe_frame_method */
 	uint32_t _pad;

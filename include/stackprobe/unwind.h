@@ -243,7 +243,9 @@ int sprobe_capture_and_resolve(struct sprobe_capturer *c, struct sprobe_snapshot
 
 /* The address to symbolize for a frame: a return address minus one (so a
  * call at a function's very end is charged to that function), the ip as is
- * for the interrupted frame. Thread-safe, async-signal-safe (pure). */
+ * for the interrupted frame (frames a signal frame restores are stored one
+ * past their pc: struct sprobe_frame). Thread-safe, async-signal-safe
+ * (pure). */
 static inline uint64_t sprobe_frame_lookup_pc(const struct sprobe_frame *f)
 {
 	return f->method == SPROBE_FRAME_IP || f->pc == 0 ? f->pc : f->pc - 1;

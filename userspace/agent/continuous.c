@@ -20,7 +20,10 @@
  * UTC, the period), written to a hidden temporary name in DIR and renamed
  * into place, so a reader never sees half a file. Each sample carries the
  * labels pid, comm, thread_id, thread_name (the pprof writer's own) and
- * service_name, hostname. A profile that cannot be written (disk full) is
+ * service_name, hostname. A directory that cannot be made or written
+ * (read-only, another user's) is said once, with the path and the error,
+ * for the process and every process it starts (STACKPROBE_PPROF_SAID in
+ * their environment), and they run unprofiled. A profile that cannot be written (disk full) is
  * dropped, said on stderr (once per run of failures), and the periods go
  * on; the service is not disturbed. A period whose part itself could not
  * be written in full becomes a profile of what reached it, whose comment
@@ -45,7 +48,10 @@
 #include <stackprobe/report.h>
 #include <stackprobe/sampler.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
+
+/* Set to DIR once a process of the tree said DIR cannot be used. */
+#define PP_SAID_ENV "STACKPROBE_PPROF_SAID"
 
 static pid_t period_tid;
 static sem_t period_ready;
@@ -66,6 +72,24 @@ static void warn_once(const char *what, int err)
 	pp_warned = true;
 	fprintf(stderr, "stackprobe agent: %s: %s; the periods go on (said once until one "
 			"is written again)\n", what, strerror(err));
+}
+
+/* The directory cannot be used: say so once per process tree, not once
+ * per process (a shim that execs one program after another would print
+ * it for each). The first process to say it leaves the directory's name
+ * in the environment its children inherit (the constructor's thread:
+ * no other thread of the program reads the environment yet). */
+static void say_dir_once(const char *dir, const char *path, int err)
+{
+	const char *said = sprobe_agent__getenv(PP_SAID_ENV);
+
+	if (pp_quiet || (said && strcmp(said, dir) == 0))
+		return;
+	sprobe_agent__setenv(PP_SAID_ENV, dir);
+	fprintf(stderr, "stackprobe agent: STACKPROBE_PPROF_DIR=%s: cannot create %s: %s%s; no "
+			"continuous profiling (said once for this process and its children)\n",
+		dir, path, strerror(err),
+		err == EACCES || err == EPERM ? " (the service's user cannot write there)" : "");
 }
 
 /* Keep the pp_keep newest profiles of this process: the names sort by
@@ -138,10 +162,17 @@ static void write_profile(const char *part, time_t start)
 		warn_once("a period's part could not be read", -err);
 		return;
 	}
-	FILE *f = fopen(tmp, "we");
+	/* 0600, as the parts: the profile is the service user's to read
+	 * (the backend that collects them runs as that user or root). */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
 		sprobe_report__free(r);
-		warn_once(tmp, errno);
+		warn_once(tmp, e);
 		return;
 	}
 	err = sprobe_report__write(r, f, SPROBE_REPORT_PPROF);
@@ -279,9 +310,7 @@ int sprobe_agent__continuous_start(const char *dir, bool quiet)
 	pp_keep = (unsigned long)keep;
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
 		int e = errno;
-		if (!quiet)
-			fprintf(stderr, "stackprobe agent: STACKPROBE_PPROF_DIR=%s: %s; no continuous "
-					"profiling\n", dir, strerror(e));
+		say_dir_once(dir, dir, e);
 		return -e;
 	}
 	const char *svc = sprobe_agent__getenv("STACKPROBE_SERVICE");
@@ -308,8 +337,11 @@ int sprobe_agent__continuous_start(const char *dir, bool quiet)
 	sprintf(pp_labels, "service_name=%s\nhostname=%s", svc, host);
 	snprintf(pp_parts, cap, "%s/.stackprobe-%d.parts", dir, (int)getpid());
 	remove_stale_parts(dir);
-	if (mkdir(pp_parts, 0700) != 0 && errno != EEXIST)
-		return -errno;
+	if (mkdir(pp_parts, 0700) != 0 && errno != EEXIST) {
+		int e = errno;
+		say_dir_once(dir, pp_parts, e);
+		return -e;
+	}
 
 	sigset_t all, old;
 	pthread_attr_t at;

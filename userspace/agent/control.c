@@ -58,7 +58,7 @@
 
 #include <stackprobe/sampler.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/ctl_line.h"
 #include "userspace/common/fds.h"

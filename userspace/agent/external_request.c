@@ -47,7 +47,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 #define ANSWER_WAIT_MS 3000
 

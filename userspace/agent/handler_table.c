@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #include "backends/linux/chain.h"
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 /* Initial-exec: the library is preloaded (static TLS), and an access is a
  * thread-pointer-relative load, safe in a signal handler (no

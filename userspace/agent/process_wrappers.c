@@ -11,7 +11,7 @@
  *    capture period, then starts the child's own sampler with its own part.
  *    A child that execs or exits within that period (the common fork+exec
  *    of shells and make) costs that thread only: no file, no table.
- *  - exec: agent.c's exec wrappers finish the old image's part; the new
+ *  - exec: exec_wrappers.c finish the old image's part; the new
  *    image's constructor starts the next one (its exec index is the first
  *    free part name of its pid).
  *  - vfork / posix_spawn: the child runs nothing of ours until its exec
@@ -54,33 +54,10 @@
 
 #include <stackprobe/datafile.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 #include "userspace/common/clock.h"
 #include "userspace/common/enterable.h"
 #include "userspace/common/fds.h"
-
-/* ---- events ----------------------------------------------------------- */
-
-void sprobe_agent__event(const char *line, size_t len)
-{
-	const char *dir = sprobe_agent__dir();
-	char path[PATH_MAX];
-	int saved = errno;
-
-	if (!dir || !len || (size_t)snprintf(path, sizeof(path), "%s/events", dir) >= sizeof(path))
-		return;
-	int h = sprobe_fd__open(path, O_WRONLY | O_APPEND | O_CREAT, 0644, SPROBE_FD_TRANSIENT);
-	int fd = sprobe_fd__get(h);
-
-	if (fd >= 0) {
-		ssize_t n = write(fd, line, len);
-
-		(void)n;
-		sprobe_fd__put(h);
-	}
-	sprobe_fd__close(h);
-	errno = saved;
-}
 
 static void note_exit(pid_t pid, unsigned exec_index, int wstatus)
 {
@@ -108,6 +85,8 @@ static void note_exit(pid_t pid, unsigned exec_index, int wstatus)
 /* A fork child of a sampling process (or of a child still waiting to
  * start) starts its own sampler; set in the child by the handler. */
 static int fork_pending;
+/* The orchestrator's start of a fork child's sampler (process_init). */
+static void (*start_forked_fn)(void);
 
 static void *fork_start_thread(void *arg)
 {
@@ -126,7 +105,7 @@ static void *fork_start_thread(void *arg)
 	while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
 		;
 	__atomic_store_n(&fork_pending, 0, __ATOMIC_RELAXED);
-	sprobe_agent__start_forked();
+	start_forked_fn();
 	return NULL;
 }
 
@@ -156,12 +135,13 @@ static void atfork_child(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-void sprobe_agent__process_init(void)
+void sprobe_agent__process_init(void (*start_forked)(void))
 {
 	static int done;
 
 	if (__atomic_exchange_n(&done, 1, __ATOMIC_RELAXED))
 		return;
+	start_forked_fn = start_forked;
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 

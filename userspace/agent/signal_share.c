@@ -2,7 +2,7 @@
 /*
  * The program's calls on the shared capture signal (docs/AGENT.md "The
  * capture signal is shared"): the agent's sigaction and signal wrappers
- * (agent.c) send a call on the capture signal here while a sampler runs.
+ * (signal_wrappers.c) send a call on the capture signal here while a sampler runs.
  * The program's disposition is recorded by the capture backend
  * (backends/linux/chain.c), which keeps its handler in front in the kernel
  * and gives the program every delivery that is not a capture.
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "backends/linux/chain.h"
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 static sprobe_sigaction_fn real_sigaction;
 static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);

@@ -42,7 +42,7 @@
  *
  * A mask that blocks the capture signal but not every real-time signal is
  * a program that wants that signal itself: left alone (the sigprocmask
- * wrappers in agent.c already yield the signal to it).
+ * wrappers in signal_wrappers.c already yield the signal to it).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -51,7 +51,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);

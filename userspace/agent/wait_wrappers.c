@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Captures cause no EINTR in the program (issue 19; docs/AGENT.md "Wait
+ * Captures cause no EINTR in the program (docs/AGENT.md "Wait
  * calls", docs/LIMITATIONS.md "EINTR").
  *
  * The capture handler is installed with SA_RESTART (backends/linux/capturer.c
@@ -61,35 +61,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "userspace/agent/agent.h"
+#include "userspace/agent/agent_internal.h"
 
 /* Exported by glibc (the _FORTIFY_SOURCE versions of poll and ppoll a
  * fortified program calls instead), declared only under fortify. */
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
 int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask,
 		size_t fdslen);
-
-/* ---- the switch ---------------------------------------------------------- */
-
-/* 0: not read yet, 1: on, 2: off. Read once; from a signal handler at
- * worst (getenv only reads environ). */
-static int resume_state;
-
-__attribute__((constructor)) static void resume_init(void)
-{
-	const char *v = sprobe_agent__getenv("STACKPROBE_RESUME_WAITS");
-	__atomic_store_n(&resume_state, v && strcmp(v, "0") == 0 ? 2 : 1, __ATOMIC_RELAXED);
-}
-
-bool sprobe_agent__resume_waits(void)
-{
-	int s = __atomic_load_n(&resume_state, __ATOMIC_RELAXED);
-	if (!s) {
-		resume_init();
-		s = __atomic_load_n(&resume_state, __ATOMIC_RELAXED);
-	}
-	return s == 1;
-}
 
 /* ---- the next definitions -------------------------------------------------- */
 

@@ -488,7 +488,7 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	/* Fail before running anything if the output cannot be written. */
-	int probe_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int probe_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (probe_fd < 0) {
 		fprintf(stderr, "stackprobe record: cannot write %s: %s\n", output, strerror(errno));
 		return CLI_EXIT_ERROR;
@@ -714,7 +714,7 @@ int cmd_record(int argc, char **argv)
 				 (unsigned long long)sprobe_mono_ns(), argv[optind], why + 3);
 		char ev[PATH_MAX + 8];
 		snprintf(ev, sizeof(ev), "%s/events", dir);
-		int efd = open(ev, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		int efd = open(ev, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 		if (efd >= 0) {
 			if (n > 0 && (size_t)n < sizeof(line) && write(efd, line, (size_t)n) < 0)
 				n = 0;

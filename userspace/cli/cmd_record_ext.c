@@ -153,7 +153,7 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 		rmdir(dir);
 		goto fail_sig;
 	}
-	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (probe < 0) {
 		fprintf(stderr, "stackprobe record: cannot write %s: %s\n", o->output, strerror(errno));
 		sprobe_ext__free(x);

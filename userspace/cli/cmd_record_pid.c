@@ -168,7 +168,7 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		return cli_record_pid_external(o, "no stackprobe agent listens in it");
 	if (fd < 0)
 		return CLI_EXIT_ERROR;
-	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (probe < 0) {
 		fprintf(stderr, "stackprobe record: cannot write %s: %s\n", o->output, strerror(errno));
 		close(fd);

@@ -315,9 +315,14 @@ int sprobe_merge__dir(const struct sprobe_merge_opts *o, struct sprobe_merge_res
 		set_end(&ps, &o->exits[i], 3);
 	qsort(ps.v, ps.n, sizeof(ps.v[0]), cmp_part);
 
-	out.f = fopen(o->output, "wbe");
+	/* 0600, as perf.data: the recording is its user's to read. */
+	int ofd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	out.f = ofd >= 0 ? fdopen(ofd, "wb") : NULL;
 	if (!out.f) {
 		err = -errno;
+		if (ofd >= 0)
+			close(ofd);
 		goto done;
 	}
 	uint8_t pre[SPROBE_DF_PREAMBLE_SIZE] = "SPRBDATA";

@@ -32,8 +32,10 @@ struct sprobe_datafile_writer {
 	size_t scratch_cap;
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* *done: the bytes written before an error (the file holds them). */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
 {
+	*done = 0;
 	while (n) {
 		ssize_t w = write(fd, p, n);
 
@@ -46,6 +48,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 			return -EIO;
 		p += w;
 		n -= (size_t)w;
+		*done += (size_t)w;
 	}
 	return 0;
 }
@@ -55,21 +58,30 @@ static int write_all(int fd, const uint8_t *p, size_t n)
  * file it was opened on (a raw close(2) and an open by the program may
  * have given the number to a file of the program's), so the program's
  * file is never written. */
-static int w_write(struct sprobe_datafile_writer *w, const uint8_t *p, size_t n)
+static int w_write(struct sprobe_datafile_writer *w, const uint8_t *p, size_t n, size_t *done)
 {
 	int fd, err;
 
+	*done = 0;
 	if (w->fd_handle < 0)
-		return write_all(w->fd, p, n);
+		return write_all(w->fd, p, n, done);
 	err = sprobe_fd__verify(w->fd_handle);
 	if (err)
 		return err;
 	fd = sprobe_fd__get(w->fd_handle);
 	if (fd < 0)
 		return fd;
-	err = write_all(fd, p, n);
+	err = write_all(fd, p, n, done);
 	sprobe_fd__put(w->fd_handle);
 	return err;
+}
+
+/* A full disk (or quota) may get room again: the bytes not written wait
+ * in the buffer for the next flush, and the file stays a prefix of whole
+ * records. Any other error is sticky. */
+static bool transient(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
 }
 
 int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w)
@@ -79,10 +91,16 @@ int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w)
 	if (w->error)
 		return w->error;
 	if (w->len) {
-		int err = w_write(w, w->buf, w->len);
+		size_t done;
+		int err = w_write(w, w->buf, w->len, &done);
 
 		if (err) {
-			w->error = err;
+			if (!transient(err)) {
+				w->error = err;
+				return err;
+			}
+			memmove(w->buf, w->buf + done, w->len - done);
+			w->len -= done;
 			return err;
 		}
 		w->len = 0;
@@ -90,26 +108,38 @@ int sprobe_datafile_writer__flush(struct sprobe_datafile_writer *w)
 	return 0;
 }
 
-/* Append bytes to the buffer, flushing as needed; large blocks go straight
- * to the file after the buffer so the order of bytes is preserved. */
-static int wbuf_append(struct sprobe_datafile_writer *w, const void *p, size_t n)
+/* Append one record (frame + payload) whole, or nothing: a record that
+ * does not fit while the disk is full is dropped (the caller counts it),
+ * the file never gets half of one. A record larger than the buffer goes
+ * straight to the file after the buffer, so the order of bytes holds. */
+static int wbuf_record(struct sprobe_datafile_writer *w, const uint8_t *frame, size_t flen,
+		       const void *payload, size_t len)
 {
+	size_t need = flen + len, done;
 	int err;
 
-	if (w->len + n > w->cap) {
+	if (w->len + need > w->cap) {
 		err = sprobe_datafile_writer__flush(w);
-		if (err)
+		if (err && (!transient(err) || w->len + need > w->cap))
 			return err;
 	}
-	if (n > w->cap) {
-		err = w_write(w, p, n);
-		if (err)
-			w->error = err;
-		return err;
+	if (need <= w->cap - w->len) {
+		memcpy(w->buf + w->len, frame, flen);
+		if (len)
+			memcpy(w->buf + w->len + flen, payload, len);
+		w->len += need;
+		return 0;
 	}
-	memcpy(w->buf + w->len, p, n);
-	w->len += n;
-	return 0;
+	/* Larger than the buffer (which is empty now). */
+	err = w_write(w, frame, flen, &done);
+	if (!err) {
+		err = w_write(w, payload, len, &done);
+		if (err)
+			w->error = err; /* a frame without its payload: no more */
+	} else if (done || !transient(err)) {
+		w->error = err;
+	}
+	return err;
 }
 
 struct sprobe_datafile_writer *
@@ -166,12 +196,7 @@ int sprobe_datafile_writer__write_raw(struct sprobe_datafile_writer *w, uint32_t
 	if (len > SPROBE_DF_MAX_PAYLOAD)
 		return -E2BIG;
 	sprobe_df__frame(frame, type, payload, len);
-	/* Frame and payload go to the buffer together when they fit, so a
-	 * flush never separates them needlessly; correctness does not depend
-	 * on it (the reader handles any cut). */
-	err = wbuf_append(w, frame, sizeof(frame));
-	if (!err)
-		err = wbuf_append(w, payload, len);
+	err = wbuf_record(w, frame, sizeof(frame), payload, len);
 	if (!err && type != SPROBE_DF_TRAILER)
 		w->records++;
 	return err;

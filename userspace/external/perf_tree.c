@@ -496,7 +496,7 @@ static int write_part(struct sprobe_ext *x, struct ximage *im)
 		return -ENAMETOOLONG;
 	/* An agent may have written this name (a child that could be
 	 * entered): that part is the better one. */
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? 0 : -errno;
 	struct sprobe_datafile_writer *w = sprobe_datafile_writer__new(fd, NULL);

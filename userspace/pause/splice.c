@@ -67,7 +67,7 @@ static int splice_into(const char *path, const struct sprobe_pause_kwindow *kw, 
 		free(tmp);
 		return err;
 	}
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err = -errno;
 		sprobe_datafile_reader__free(rd);

@@ -19,7 +19,7 @@
  * path's copies (this process's: the stack was copied, code is read live).
  *
  * Nothing here runs in a suspend window or in a signal handler. The sampler
- * (sampler.c) decides when a thread is watched and unwatched; this file
+ * (probe.c) decides when a thread is watched and unwatched; this file
  * only opens, drains and closes.
  *
  * Descriptors: each event is a CACHE descriptor of the registry

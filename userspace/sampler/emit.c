@@ -129,26 +129,6 @@ void sprobe_sampler_emit__header(struct sprobe_sampler *s)
 	sprobe_stream__push(s->stream, &pr);
 }
 
-int sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now)
-{
-	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
-
-	for (int k = 0; k < n && s->stream; k++) {
-		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
-
-		/* A thread with CPU and no sample has no THREAD record yet:
-		 * the report names it (it is alive unless EXITED). */
-		if (!(s->usage[k].flags & SPROBE_CPU_USAGE_EXITED))
-			sprobe_sampler_emit__name_once(s, s->usage[k].tid);
-		rec.thread_cpu.time_ns = now;
-		rec.thread_cpu.tid = (uint32_t)s->usage[k].tid;
-		rec.thread_cpu.flags = s->usage[k].flags;
-		rec.thread_cpu.cpu_ns = s->usage[k].cpu_ns;
-		sprobe_stream__push(s->stream, &rec);
-	}
-	return n > 0 ? n : 0;
-}
-
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)
 {
 	char path[64], name[64];

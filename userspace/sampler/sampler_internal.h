@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Private to the sampler stage: the sampler's state, shared by the rounds
- * (sampler.c) and the records they emit into the stream (emit.c).
- * Everything here runs on the probe thread, outside any window.
+ * Private to the sampler stage: the sampler's state, shared by its life
+ * cycle (sampler.c), the probe thread's rounds (probe.c), the threads
+ * table (threads.c) and the records they emit into the stream (emit.c).
+ * One way: sampler.c starts probe.c, which calls threads.c, which calls
+ * emit.c; none calls back. Everything but the life cycle runs on the
+ * probe thread, outside any window.
  */
 #ifndef SPROBE_USERSPACE_SAMPLER_INTERNAL_H
 #define SPROBE_USERSPACE_SAMPLER_INTERNAL_H
@@ -26,7 +29,7 @@ struct thread_ent {
 	uint32_t node;		/* table node index, 0: none */
 	uint64_t round;		/* last round the thread was enumerated */
 	bool named;		/* a THREAD record was pushed */
-	/* cpu engine POLL (sampler.c, poll_weight()): the thread's CPU clock
+	/* cpu engine POLL (threads.c, sprobe_sampler_poll__weight()): the thread's CPU clock
 	 * when first seen and at its last capture, CPU not yet turned into
 	 * weight (< one period), the value last written as THREAD_CPU, and
 	 * whether a capture found it blocking the signal. */
@@ -59,7 +62,7 @@ struct sprobe_sampler {
 	 * the probe either sees 1 before sleeping or is woken. */
 	_Atomic uint32_t stop;
 	int probe_error;	/* -errno that ended the probe early (probe only) */
-	uint64_t jitter_state;	/* wall mode's interval draw (probe only; sampler.c) */
+	uint64_t jitter_state;	/* wall mode's interval draw (probe only; probe.c) */
 
 	struct sprobe_capturer *capturer;
 	struct sprobe_snapshot *snap;
@@ -114,11 +117,6 @@ struct sprobe_sampler {
 
 /* The HEADER record: the process, the clocks, the options. */
 void sprobe_sampler_emit__header(struct sprobe_sampler *s);
-/* THREAD_CPU records: the CPU time the capturer read (cpu mode). Returns
- * how many entries of s->usage it filled (>= 0). */
-int sprobe_sampler_emit__cpu_usage(struct sprobe_sampler *s, uint64_t now);
-/* A THREAD record for tid unless one was pushed (sampler.c). */
-void sprobe_sampler_emit__name_once(struct sprobe_sampler *s, pid_t tid);
 /* A THREAD record with tid's name. */
 void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid);
 /* MODULE and SYMBOL records for the pcs of ts not symbolized before (each
@@ -127,5 +125,43 @@ void sprobe_sampler_emit__symbols(struct sprobe_sampler *s, const struct sprobe_
 /* Deferred source lines: once the sampler has run opts.lines_after_ns,
  * write the srclines of the frames named before (each round calls it). */
 void sprobe_sampler_emit__pending_lines(struct sprobe_sampler *s);
+
+/* ---- the threads (threads.c); probe thread only ---------------------------- */
+
+/* Find or insert tid (*fresh: inserted). NULL only when the table is full. */
+struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t tid, bool *fresh);
+/* e was listed by this round's capture: the sweep keeps it. */
+void sprobe_sampler_threads__seen(struct sprobe_sampler *s, struct thread_ent *e);
+/* Remove the entries not seen this round, with their table nodes (POLL
+ * engine: their last CPU time written first). */
+void sprobe_sampler_threads__sweep(struct sprobe_sampler *s);
+/* cpu mode: mark seen every entry whose thread still lives (tgkill 0). */
+void sprobe_sampler_threads__keep_alive(struct sprobe_sampler *s);
+/* e's node in the node table gets ts's stack (captured at now). */
+void sprobe_sampler_threads__publish(struct sprobe_sampler *s, struct thread_ent *e,
+				     const struct sprobe_thread_sample *ts, uint64_t now);
+/* A THREAD record for tid unless one was pushed. */
+void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid);
+/* Thread tid's CPU clock of this process; false when it is gone. */
+bool sprobe_sampler_threads__cpu_clock(pid_t tid, uint64_t *ns);
+/* THREAD_CPU records: the CPU time the capturer read (cpu mode). Returns
+ * how many entries of s->usage it filled (>= 0). */
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now);
+
+/* cpu mode with the POLL engine: wall-style captures weighted by CPU. */
+bool sprobe_sampler_poll__engine(const struct sprobe_sampler *s);
+/* The CPU periods e used since its previous capture that this stack
+ * stands for (0 when not running: the CPU waits for a running capture). */
+uint32_t sprobe_sampler_poll__weight(struct sprobe_sampler *s, struct thread_ent *e, bool running);
+/* A THREAD_CPU record for e if its CPU changed (flags: EXITED when swept);
+ * __emit_usage: for every thread. */
+void sprobe_sampler_poll__emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+				   uint32_t flags);
+void sprobe_sampler_poll__emit_usage(struct sprobe_sampler *s, uint64_t now);
+
+/* ---- the probe thread (probe.c) ----------------------------------------- */
+
+/* The probe thread's body (arg: the sampler), started by __start(). */
+void *sprobe_sampler_probe__main(void *arg);
 
 #endif

@@ -89,7 +89,7 @@ struct unw_cache {
 	const void *pin_owner;
 	uint64_t pin_round;
 	int pin_state;		/* 1 readable this round, -1 not */
-	/* aarch64: ip -> "is a sigreturn trampoline", so the warm path reads
+	/* ip -> "is a sigreturn trampoline", so the warm path reads
 	 * no code (direct-mapped, UNW_NO_CFI_SLOTS entries), or NULL. */
 	struct unw_sig *sig;
 	/* Go: runtime address of runtime.asyncPreempt in this module

@@ -182,6 +182,19 @@ static void push(struct sprobe_unwinder *u, struct sprobe_thread_sample *s, uint
 }
 
 /*
+ * A frame past the first whose pc is not a return address: the sigreturn
+ * trampoline (a signal handler "returns" to its first instruction) and
+ * the pc the signal interrupted. Every frame past the first is named at
+ * pc - 1 (sprobe_frame_lookup_pc(), the data file's and the node table's
+ * readers), so such a frame is stored one past its pc: pc - 1 is then the
+ * instruction itself (__restore_rt, not the padding before it).
+ */
+static void exact_frame(struct sprobe_frame *f)
+{
+	f->pc += 1;
+}
+
+/*
  * Frame-pointer walk from (ip, sp, fp[, lr]) appended to s->frames, whose
  * last entry is already ip. first: ip is the interrupted frame, so the
  * aarch64 link register may still hold its caller.
@@ -358,15 +371,38 @@ static const struct unw_row *cold_fill(struct sprobe_unwinder *u, struct walk *w
 }
 
 /*
- * Is the frame at ip (the cursor's) a sigreturn trampoline? On aarch64
- * libunwind reads the instruction at ip: the answer is cached per ip with
- * the module (code never changes while the module lives), so the warm path
- * reads no module memory and pins nothing. A module that cannot be pinned
- * answers "no", uncached.
+ * Does the code at ip start a sigreturn trampoline? aarch64: libunwind
+ * reads the instruction at ip. x86_64: libunwind answers from the state
+ * its own unw_step() leaves, which this walk never runs (it applies
+ * cached rows), so the code is read here: glibc's __restore_rt and the
+ * kernel's are "mov $15, %rax; syscall" (rt_sigreturn).
  */
-static bool signal_frame(struct sprobe_unwinder *u, unw_cursor_t *c, uint64_t ip)
+static bool sigreturn_code(struct walk *w, unw_cursor_t *c, uint64_t ip)
 {
-#ifdef SIG_CHECK_READS_CODE
+#if defined(__x86_64__)
+	unw_word_t w0, w1;
+
+	(void)c;
+	if (sprobe_unw__accessors.access_mem(w->u->as, ip, &w0, 0, w) < 0 ||
+	    sprobe_unw__accessors.access_mem(w->u->as, ip + 8, &w1, 0, w) < 0)
+		return false;
+	return w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05;
+#else
+	(void)w;
+	(void)ip;
+	return unw_is_signal_frame(c) > 0;
+#endif
+}
+
+/*
+ * Is the frame at ip (the cursor's) a sigreturn trampoline? The answer
+ * reads the code at ip: it is cached per ip with the module (code never
+ * changes while the module lives), so the warm path reads no module
+ * memory and pins nothing. A module that cannot be pinned answers "no",
+ * uncached.
+ */
+static bool signal_frame(struct sprobe_unwinder *u, struct walk *w, unw_cursor_t *c, uint64_t ip)
+{
 	struct module *mod = sprobe__modules_find(u->mods, ip);
 	struct unw_sig *slot;
 	bool sig;
@@ -380,17 +416,12 @@ static bool signal_frame(struct sprobe_unwinder *u, unw_cursor_t *c, uint64_t ip
 	}
 	if (!sprobe_unw__mod_readable(u, mod))
 		return false;
-	sig = unw_is_signal_frame(c) > 0;
+	sig = sigreturn_code(w, c, ip);
 	if (!mod->unw.sig)
 		mod->unw.sig = calloc(UNW_NO_CFI_SLOTS, sizeof(*mod->unw.sig));
 	if (mod->unw.sig)
 		mod->unw.sig[no_cfi_slot(ip)] = (struct unw_sig){ ip, sig };
 	return sig;
-#else
-	(void)u;
-	(void)ip;
-	return unw_is_signal_frame(c) > 0;
-#endif
 }
 
 /* One walk; the caller has opened the round. */
@@ -493,7 +524,9 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 		first_only = mod->unw.cfi_first_only;
 		/* A sigreturn trampoline's caller was interrupted, not
 		 * calling: its ip is exact. */
-		sig = signal_frame(u, &c, prev_ip);
+		sig = signal_frame(u, &w, &c, prev_ip);
+		if (sig && s->nframes > 1)
+			exact_frame(&s->frames[s->nframes - 1]);
 		ret = unw_apply_reg_state(&c, mod->unw.blobs + row->blob * mod->unw.blob_size);
 		if (ret == 0) {
 			stop = SPROBE_UNWIND_END;
@@ -516,6 +549,8 @@ static int unwind_one(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 		if (sp != prev_sp)
 			same_sp = 0;
 		push(u, s, ip, sp, SPROBE_FRAME_DWARF);
+		if (sig)
+			exact_frame(&s->frames[s->nframes - 1]);
 		prev_ip = ip;
 		prev_sp = sp;
 		exact = sig;

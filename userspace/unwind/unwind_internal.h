@@ -28,9 +28,6 @@
 #define REG_SP 31
 #define REG_IP 32
 #define SEARCH_UNWIND_TABLE _Uaarch64_dwarf_search_unwind_table
-/* libunwind's aarch64 unw_is_signal_frame() reads the instruction at ip
- * (x86_64's answers from the CFI it already parsed). */
-#define SIG_CHECK_READS_CODE 1
 #else
 #error "stackprobe unwinds x86_64 and aarch64 only"
 #endif

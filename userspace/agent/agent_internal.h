@@ -1,21 +1,82 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * What the agent's files share (userspace/agent/): the LD_PRELOAD agent's
- * start/stop and the libc wrappers around it.
+ * state and configuration (state.c, a leaf every other file reads), its
+ * start (agent.c, the one file that orchestrates), and the libc wrappers
+ * around it. Shared by the folder only: no agent_internal.c, so including
+ * it is no dependency on any one file.
  *
  * Hidden: these are shared between the agent's files, not interposed, so
  * they must not be exported (the version script's sprobe_* pattern would
  * export them otherwise; tests/exports_test.sh checks).
  */
-#ifndef SPROBE_USERSPACE_AGENT_AGENT_H
-#define SPROBE_USERSPACE_AGENT_AGENT_H
+#ifndef SPROBE_USERSPACE_AGENT_AGENT_INTERNAL_H
+#define SPROBE_USERSPACE_AGENT_AGENT_INTERNAL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <stackprobe/sampler.h>
+
 #pragma GCC visibility push(hidden)
+
+/* ---- the agent's state (state.c) ---- */
+/* Written by the constructor (agent.c) before any thread of the agent
+ * runs and, for sampler and signo, by whoever starts or stops a sampler
+ * (ondemand.c under od_lock, sprobe_agent__stop, the signal wrappers);
+ * read anywhere. */
+struct sprobe_agent_state {
+	/* This image's one sampler (NULL: none); a fork child inherits the
+	 * pointer but not its threads: pid tells. Acquire/release exchanges
+	 * in sprobe_agent__stop() and ondemand.c. */
+	struct sprobe_sampler *sampler;
+	pid_t pid;
+	/* The capture signal chosen (0: none); relaxed loads by the
+	 * wrappers, compare-exchange when the program takes it. */
+	int signo;
+	bool quiet;
+	/* Where data goes (one of dir, output), whether children are
+	 * followed, this image's exec index, whether this process descends
+	 * from the one the recording started in, the rate. */
+	char *dir;
+	char *output;
+	bool inherit;
+	unsigned exec_index;
+	bool descendant;
+	double freq;
+	bool exit_registered;
+	/* On demand (ondemand.c): the control channel or continuous
+	 * profiling runs (control); STACKPROBE_AGENT=idle keeps no sampler
+	 * between recordings (idle); STACKPROBE_SIGNAL was given
+	 * (signo_fixed); STACKPROBE_PPROF_DIR drives the samplers
+	 * (continuous). base: the options the constructor read, for the
+	 * samplers started later (its strings owned here). Release stores,
+	 * once: base is complete (base_ready) or the constructor gave up
+	 * (ctor_done); acquire loads in sprobe_agent__ondemand_ready(). */
+	bool control, idle, signo_fixed, continuous;
+	bool base_ready, ctor_done;
+	struct sprobe_sampler_opts base;
+	/* Serialises on-demand starts and stops with each other and with
+	 * sprobe_agent__stop() (exit, exec). */
+	pthread_mutex_t od_lock;
+};
+extern struct sprobe_agent_state sprobe_ag;
+
+/* A message for the person recording: to DIR/events under `record`
+ * (record prints it), else to stderr; nothing with STACKPROBE_QUIET=1.
+ * msg formats fmt with two strings after "stackprobe agent: ". notice is
+ * sprobe_sampler_opts.notice. Not async-signal-safe. */
+void sprobe_agent__say(const char *prefix, const char *text);
+void sprobe_agent__msg(const char *fmt, const char *a, const char *b);
+void sprobe_agent__notice(void *ctx, const char *line);
+/* Register the on_exit handler that stops the sampler and notes the exit
+ * status in DIR/events, once per process tree (a fork child inherits it
+ * and it checks the pid). */
+void sprobe_agent__at_exit_once(void);
 
 /* The capture signal of the sampler the agent runs in this process, 0 when
  * it runs none (never started, stopped, or the signal was yielded to the
@@ -59,11 +120,11 @@ int sprobe_agent__share_sigaction(int sig, const struct sigaction *act, struct s
  * the program's previous handler, or SIG_ERR with errno. */
 sighandler_t sprobe_agent__share_signal(int sig, sighandler_t handler, int flavour);
 
-/* ---- the wait wrappers (wait_wrappers.c) ---- */
+/* ---- the wait wrappers' switch (state.c) ---- */
 /* false when STACKPROBE_RESUME_WAITS=0: no resume, no trampoline. */
 bool sprobe_agent__resume_waits(void);
 
-/* ---- the environment (agent.c) ---- */
+/* ---- the environment (state.c) ---- */
 /* getenv/setenv/unsetenv as libc has them, whatever the program defines:
  * bash exports its own getenv and setenv, which read and write its shell
  * variables (after bash's setenv, its getenv no longer sees the
@@ -74,16 +135,13 @@ const char *sprobe_agent__getenv(const char *name);
 int sprobe_agent__setenv(const char *name, const char *value);
 int sprobe_agent__unsetenv(const char *name);
 
-/* ---- the process tree (agent.c, process_wrappers.c) ---- */
+/* ---- the process tree (state.c, process_wrappers.c) ---- */
 /* Is the agent sampling in this very process (not a forked child that
  * has not started its own sampler)? Any thread. */
 bool sprobe_agent__active(void);
 /* Stop sampling in this process (flush, trailer); no-op elsewhere. Not
  * async-signal-safe. */
 void sprobe_agent__stop(void);
-/* Start a sampler in a forked child (called by process_wrappers.c's start
- * thread in the child): a new part, exec index 0. */
-void sprobe_agent__start_forked(void);
 /* The recording's directory (STACKPROBE_OUTPUT_DIR) or NULL: where the
  * parts go and the events file is appended to. */
 const char *sprobe_agent__dir(void);
@@ -104,9 +162,11 @@ void sprobe_agent__event(const char *line, size_t len);
  * registry's atfork reset) so that a new sampler can start. */
 bool sprobe_agent__forked_from_sampler(void);
 void sprobe_agent__forget_parent(void);
-/* Register the fork handler and the start thread (process_wrappers.c);
- * called once by the agent's constructor when it samples. */
-void sprobe_agent__process_init(void);
+/* Register the fork handler (process_wrappers.c); called by the agent's
+ * constructor when it samples (later calls do nothing). In a fork child
+ * of a sampling process, a thread calls start_forked one capture period
+ * later: it starts the child's sampler (a new part, exec index 0). */
+void sprobe_agent__process_init(void (*start_forked)(void));
 /* Is the program at PATH one the agent cannot enter (statically linked,
  * set-user/group-ID)? Returns SPROBE_ENTER_STATIC or _SETID with why
  * filled ("statically linked: ..."), else SPROBE_ENTER_OK (0)
@@ -131,7 +191,7 @@ bool sprobe_agent__ask_attach_spawned(pid_t child, const char *path, const char 
 /* An exec returned (it failed): forget a pending set-ID request. */
 void sprobe_agent__exec_failed(void);
 
-/* ---- on demand (agent.c, control.c; docs/AGENT.md "On demand") ---- */
+/* ---- on demand (ondemand.c, control.c, continuous.c; docs/AGENT.md "On demand") ---- */
 /* Start the control channel's thread (control.c): 0, or -errno after
  * saying why on stderr (unless quiet). Called once by the constructor. */
 int sprobe_agent__control_start(bool quiet);

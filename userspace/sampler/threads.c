@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * The sampler's threads: the tid -> thread_ent table (open addressing,
+ * swept each round of the threads a capture no longer listed), each
+ * thread's node in the node table, its THREAD record (once), and the CPU
+ * time records: the POLL engine's own clock reads and the capturer's
+ * (cpu mode). Probe thread only; nothing here captures or unwinds.
+ *
+ * Invariant: the table is sized at 2 x max_threads and swept every round,
+ * so a full table means more live threads than a snapshot holds.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/sampler.h>
+#include <stackprobe/stream.h>
+#include <stackprobe/table.h>
+
+#include "userspace/common/clock.h"
+#include "userspace/sampler/blocked_perf.h"
+#include "userspace/sampler/sampler_internal.h"
+
+/* ---- tid -> thread_ent ------------------------------------------------ */
+
+static size_t tid_hash(pid_t tid, size_t cap)
+{
+	return ((uint32_t)tid * 2654435761u) & (cap - 1);
+}
+
+/* Find or insert tid. Returns NULL only when the table is full (it is sized
+ * at 2x max_threads and swept every round, so that means more live threads
+ * than the snapshot holds anyway). */
+struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t tid,
+					       bool *fresh)
+{
+	size_t i = tid_hash(tid, s->threads_cap);
+	for (size_t n = 0; n < s->threads_cap; n++, i = (i + 1) & (s->threads_cap - 1)) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == tid) {
+			*fresh = false;
+			return e;
+		}
+		if (e->tid == 0) {
+			memset(e, 0, sizeof(*e));
+			e->tid = tid;
+			*fresh = true;
+			s->nents++;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+void sprobe_sampler_threads__seen(struct sprobe_sampler *s, struct thread_ent *e)
+{
+	if (e->round != s->round) {
+		e->round = s->round;
+		s->nseen++;
+	}
+}
+
+/* Remove entries not seen this round (backward-shift deletion keeps the
+ * probe sequences intact), dropping their table nodes (POLL engine: and
+ * writing their last CPU time first). */
+void sprobe_sampler_threads__sweep(struct sprobe_sampler *s)
+{
+	size_t cap = s->threads_cap;
+
+	/* Every entry seen: nothing to remove, and no need to walk the
+	 * whole table (2 x max_threads entries, cold by the next round). */
+	if (s->nseen == s->nents)
+		return;
+	for (size_t i = 0; i < cap; i++) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == 0 || e->round == s->round)
+			continue;
+		if (e->node && s->table)
+			sprobe_table__remove(s->table, e->node);
+		/* Its ring was drained this round; what came since is lost
+		 * (no callback here: it would insert into this table). */
+		if (s->bperf)
+			sprobe_blocked_perf__unwatch(s->bperf, e->tid, NULL, NULL);
+		if (sprobe_sampler_poll__engine(s))
+			sprobe_sampler_poll__emit_one(s, e, sprobe_mono_ns(), SPROBE_CPU_USAGE_EXITED);
+		/* backward shift */
+		size_t hole = i, j = i;
+		for (;;) {
+			j = (j + 1) & (cap - 1);
+			struct thread_ent *f = &s->threads[j];
+			if (f->tid == 0)
+				break;
+			size_t home = tid_hash(f->tid, cap);
+			bool movable = hole <= j ? (home <= hole || home > j)
+						 : (home <= hole && home > j);
+			if (movable) {
+				s->threads[hole] = *f;
+				hole = j;
+			}
+		}
+		s->threads[hole].tid = 0;
+		s->nents--;
+		if (hole != i)
+			i--; /* re-examine the entry shifted into i */
+	}
+}
+
+/* The node of e's thread in the node table gets this stack; a node the
+ * table dropped (or none yet) is inserted again. */
+void sprobe_sampler_threads__publish(struct sprobe_sampler *s, struct thread_ent *e,
+				     const struct sprobe_thread_sample *ts, uint64_t now)
+{
+	struct sprobe_table_frame frames[SPROBE_TABLE_MAX_FRAMES];
+	uint32_t n = ts->nframes < SPROBE_TABLE_MAX_FRAMES ? ts->nframes : SPROBE_TABLE_MAX_FRAMES;
+
+	for (uint32_t i = 0; i < n; i++) {
+		frames[i].pc = ts->frames[i].pc;
+		frames[i].fp = ts->frames[i].fp;
+	}
+	struct sprobe_table_record rec = {
+		.tid = ts->tid,
+		.flags = ts->truncated ? SPROBE_TABLE_NODE_STACK_TRUNCATED : 0,
+		.capture_ns = now,
+		.stack_bytes = ts->stack_top > ts->sp ? ts->stack_top - ts->sp : 0,
+		.nframes = n,
+		.frames = frames,
+	};
+	if (e->node) {
+		if (sprobe_table__update(s->table, e->node, &rec) == 0)
+			return;
+		e->node = 0;
+	}
+	int idx = sprobe_table__insert(s->table, &rec);
+	if (idx > 0)
+		e->node = (uint32_t)idx;
+	else
+		atomic_fetch_add_explicit(&s->st_table_errors, 1, memory_order_relaxed);
+}
+/* cpu mode with the POLL engine: wall-style captures, weighted by CPU. */
+bool sprobe_sampler_poll__engine(const struct sprobe_sampler *s)
+{
+	return s->opts.mode == SPROBE_MODE_CPU && s->cpu_engine == SPROBE_CPU_ENGINE_POLL;
+}
+
+/* The CPU clock of thread tid of this process (MAKE_THREAD_CPUCLOCK). */
+bool sprobe_sampler_threads__cpu_clock(pid_t tid, uint64_t *ns)
+{
+	clockid_t clk = (clockid_t)((~(unsigned)tid) << 3) | 6;
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts) < 0)
+		return false;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return true;
+}
+
+/*
+ * POLL engine: the periods of CPU thread e used since its previous
+ * capture, which the stack captured now stands for (0: it used less than
+ * a period, or it was blocked; the rest is carried). The captures come at random instants
+ * (wall_interval()), so the stack is an unbiased draw of where the CPU
+ * went, whatever the workload's period, and the weights add up to the
+ * thread's CPU time / period.
+ */
+uint32_t sprobe_sampler_poll__weight(struct sprobe_sampler *s, struct thread_ent *e, bool running)
+{
+	uint64_t now, period = (uint64_t)(1e9 / s->opts.freq_hz), w;
+
+	if (!sprobe_sampler_threads__cpu_clock(e->tid, &now))
+		return 0;
+	if (!e->cpu_known) {
+		/* A thread there at the first capture counts from now; one
+		 * born later from its start (its CPU so far was sampleable:
+		 * the first stack stands for it). */
+		e->cpu_known = true;
+		e->cpu_first = s->round <= 1 ? now : 0;
+		e->cpu_last = e->cpu_first;
+	}
+	e->cpu_carry += now > e->cpu_last ? now - e->cpu_last : 0;
+	e->cpu_last = now;
+	/* Read while blocked (zero-pause): its stack is where it waits, not
+	 * where the CPU went. The CPU waits for a capture that finds the
+	 * thread running or runnable (a later burst: the same draw). */
+	if (!running)
+		return 0;
+	w = e->cpu_carry / period;
+	e->cpu_carry -= w * period;
+	return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+}
+
+/* POLL engine: a THREAD_CPU record for e if its CPU changed since the
+ * last one (flags: SPROBE_CPU_USAGE_EXITED when it is being swept). */
+void sprobe_sampler_poll__emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
+				   uint32_t flags)
+{
+	struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+	if (!s->stream || !e->tid || !e->cpu_known || e->cpu_last - e->cpu_first == e->cpu_emitted)
+		return;
+	e->cpu_emitted = e->cpu_last - e->cpu_first;
+	if (!e->named) {
+		sprobe_sampler_emit__thread_name(s, e->tid);
+		e->named = true;
+	}
+	rec.thread_cpu.time_ns = now;
+	rec.thread_cpu.tid = (uint32_t)e->tid;
+	rec.thread_cpu.flags = flags | (e->cpu_blocked ? SPROBE_CPU_USAGE_BLOCKED : 0);
+	rec.thread_cpu.cpu_ns = e->cpu_emitted;
+	sprobe_stream__push(s->stream, &rec);
+}
+
+/* POLL engine: THREAD_CPU records for the threads whose CPU changed. */
+void sprobe_sampler_poll__emit_usage(struct sprobe_sampler *s, uint64_t now)
+{
+	for (size_t i = 0; i < s->threads_cap; i++)
+		sprobe_sampler_poll__emit_one(s, &s->threads[i], now, 0);
+}
+
+/* cpu mode: a thread that had no sample this round (it did not use a
+ * period of CPU) is kept while it lives; only exited threads are swept. */
+void sprobe_sampler_threads__keep_alive(struct sprobe_sampler *s)
+{
+	pid_t pid = getpid();
+	for (size_t i = 0; i < s->threads_cap; i++) {
+		struct thread_ent *e = &s->threads[i];
+		if (e->tid == 0 || e->round == s->round)
+			continue;
+		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
+			sprobe_sampler_threads__seen(s, e);
+	}
+}
+
+void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid)
+{
+	bool fresh;
+	struct thread_ent *e = sprobe_sampler_threads__get(s, tid, &fresh);
+
+	if (e && !e->named) {
+		sprobe_sampler_emit__thread_name(s, tid);
+		e->named = true;
+	}
+	if (e)
+		sprobe_sampler_threads__seen(s, e);
+}
+
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now)
+{
+	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
+
+	for (int k = 0; k < n && s->stream; k++) {
+		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
+
+		/* A thread with CPU and no sample has no THREAD record yet:
+		 * the report names it (it is alive unless EXITED). */
+		if (!(s->usage[k].flags & SPROBE_CPU_USAGE_EXITED))
+			sprobe_sampler_threads__name_once(s, s->usage[k].tid);
+		rec.thread_cpu.time_ns = now;
+		rec.thread_cpu.tid = (uint32_t)s->usage[k].tid;
+		rec.thread_cpu.flags = s->usage[k].flags;
+		rec.thread_cpu.cpu_ns = s->usage[k].cpu_ns;
+		sprobe_stream__push(s->stream, &rec);
+	}
+	return n > 0 ? n : 0;
+}
