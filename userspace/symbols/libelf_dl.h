@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * libelf through dlopen, for the ELF readers of the library (modules.c,
+ * libelf through dlopen, for the ELF readers of the library (modules.c, build_id.c,
  * symbolize.c, debug_frame.c, cfi_names.c, unwind/go_preempt.c).
  *
  * Why: libstackprobe.so is preloaded into every program `record` runs.

@@ -20,6 +20,7 @@
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/dl_table.h"
 #include "userspace/common/fds.h"
+#include "userspace/symbols/build_id.h"
 #include "userspace/symbols/debuginfod.h"
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/dwarf_load.h"
@@ -29,7 +30,6 @@
 void sprobe__symtab_release(struct symtab *st)
 {
 	sprobe__fde_index_free(&st->fde);
-	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf_img)
 		sprobe_dwarf_image__free(st->dwarf_img);
 	else if (st->dwarf)
@@ -121,25 +121,6 @@ static bool has_symbols(Elf *elf, Elf64_Word type)
 	Elf_Scn *scn = find_section(elf, type, NULL, &sh);
 
 	return scn && sh.sh_size >= 2 * (sh.sh_entsize ? sh.sh_entsize : 1);
-}
-
-uint32_t sprobe__elf_build_id(Elf *elf, uint8_t *out)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *d;
-		uint32_t n;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		d = elf_rawdata(scn, NULL);
-		if (d && d->d_buf &&
-		    (n = sprobe__parse_build_id(d->d_buf, d->d_size, sh.sh_addralign, out)))
-			return n;
-	}
-	return 0;
 }
 
 static int leading_underscores(const char *n)
