@@ -5,8 +5,8 @@
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_elf.c
  *         userspace/symbols/{modules,symbolize,build_id,demangle_rust{,_v0},demangle_out,
  *         perfmap,inline,cfi_names,debuginfod,dwarf_load}.c -ldw -lelf -lz -ldl
- *         (and the inline chain of each pc: the DWARF reader; seed gz-debug.so has zlib-compressed debug sections,
- *         the ones dwarf_load.c inflates itself)
+ *         (and the inline chain of each pc: the DWARF reader; seed gz-debug.so
+ *         has zlib-compressed debug sections, the ones dwarf_load.c inflates itself)
  * and run briefly by `make test` (lane test-fuzz-elf), longer by `make fuzz`.
  *
  * Each input is written to a file in a private temp directory; an inventory
