@@ -53,6 +53,17 @@ bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32
 	return true;
 }
 
+/* A PLT stub's name ("f@plt", ".plt"; symbolize.h source "plt"): made
+ * from relocations a stripped object keeps, so no sign of a symbol table
+ * either. A symbol's own name has no '@' (the version is cut off). */
+static bool plt_name(const struct sprobe_report *r, uint32_t id)
+{
+	const char *p = sprobe_rep__bytemap_key(&r->names, id);
+	size_t len = r->names.keys.v[id].len;
+
+	return (len > 4 && memcmp(p + len - 4, "@plt", 4) == 0) || strcmp(p, ".plt") == 0;
+}
+
 /* Function id of a pc key: its symbol's name, else module+0xoff, else
  * 0xpc. */
 long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
@@ -68,7 +79,8 @@ long sprobe_rep__func_of(struct sprobe_report *r, uint64_t key)
 	if (ro_map__get(&r->sym_idx, key, &si) && r->names.keys.v[r->syms.v[si].name].len) {
 		name = r->syms.v[si].name;
 		module = r->syms.v[si].module;
-		named = !sprobe_rep__cfi_name(r, module, (uint32_t)name);
+		named = !sprobe_rep__cfi_name(r, module, (uint32_t)name) &&
+			!plt_name(r, (uint32_t)name);
 	} else {
 		long mp = sprobe_rep__module_of(r, key);
 		char buf[512];

@@ -23,7 +23,11 @@ struct sym {
 	const char *name;	/* points into an open ELF's string table */
 	char *demangled;	/* lazily; SYM_NOT_MANGLED when not C++ */
 	uint8_t bind;		/* STB_* */
+	uint8_t plt;		/* SYM_PLT_*: a PLT stub's name (plt.h) */
 };
+
+#define SYM_PLT_ENTRY 1		/* name is the target's: shown "<name>@plt" */
+#define SYM_PLT_HEADER 2	/* ".plt" */
 
 #define SYM_NOT_MANGLED ((char *)1)
 
