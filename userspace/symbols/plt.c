@@ -99,7 +99,7 @@ static int read_relocs(Elf *elf, const struct sec *rel, uint32_t type_a, uint32_
 	    !gelf_getshdr(dynsym, &dsh) || dsh.sh_type != SHT_DYNSYM ||
 	    !(rd = elf_getdata(rel->scn, NULL)) || !(sd = elf_getdata(dynsym, NULL)))
 		return -ENOENT;
-	count = rel->sh.sh_size / rel->sh.sh_entsize;
+	count = rd->d_size / rel->sh.sh_entsize; /* what the file holds, not what it claims */
 	if (!count)
 		return 0;
 	*out = calloc(count, sizeof(**out));
