@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * libelf through dlopen, for the ELF readers of the library (modules.c, build_id.c,
- * symbolize.c, debug_frame.c, cfi_names.c, unwind/go_preempt.c).
+ * libelf through dlopen, for the ELF readers of the library (modules.c,
+ * build_id.c, symbolize.c, debug_file.c, plt.c, debug_frame.c, cfi_names.c,
+ * unwind/go_preempt.c).
  *
  * Why: libstackprobe.so is preloaded into every program `record` runs.
  * There the agent reads ELF files only to name the pcs of files record may
