@@ -107,7 +107,7 @@ SHLIB_LDFLAGS = -shared -Wl,-soname,libstackprobe.so.0 -Wl,-z,defs \
 	-Wl,--version-script=$(SHLIB_MAP)
 MK_FRAGMENTS := $(sort $(wildcard mk/*.mk))
 DEPS_CMD := tools/deps.sh
-DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c \
+DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/symbols/build_id.c userspace/symbols/plt.c userspace/symbols/debug_file.c \
 	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
 	userspace/symbols/debug_frame.c userspace/symbols/dwarf_load.c userspace/symbols/dwarf_cache.c \
 	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/libunwind_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/pause/libbpf_dl.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/probe.c userspace/sampler/threads.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \

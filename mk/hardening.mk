@@ -91,8 +91,8 @@ TEST_LANES += test-asan test-tsan
 # module is a temp file holding the input. libelf itself is the system's
 # (not instrumented): a wild read there still crashes and is caught.
 FUZZ_ELF := $(BUILD)/fuzz/fuzz_elf
-FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c \
-	userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
+FUZZ_ELF_SRCS := tests/fuzz_elf.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/symbols/build_id.c userspace/symbols/plt.c userspace/symbols/debug_file.c userspace/common/fds.c \
+	userspace/symbols/demangle_rust.c userspace/symbols/demangle_rust_v0.c userspace/symbols/demangle_out.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
 	userspace/symbols/dwarf_load.c userspace/symbols/dwarf_cache.c
 FUZZ_ELF_RUN ?= -runs=100000 -max_total_time=20
 FUZZ_LONG_SECONDS ?= 300

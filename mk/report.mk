@@ -12,13 +12,14 @@
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
-FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile/format.c userspace/datafile/writer.c userspace/datafile/reader.c userspace/common/fds.c userspace/report/model.c userspace/report/load.c userspace/report/formats.c userspace/report/text.c userspace/report/folded.c userspace/report/json.c userspace/report/trace_format.c userspace/report/html.c userspace/report/html_page.c \
+FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile/format.c userspace/datafile/writer.c userspace/datafile/reader.c userspace/common/fds.c userspace/report/model.c userspace/report/bytemap.c userspace/report/filter.c userspace/report/aggregate.c userspace/report/access.c userspace/report/load.c userspace/report/formats.c userspace/report/text.c userspace/report/folded.c userspace/report/json.c userspace/report/trace_format.c userspace/report/html.c userspace/report/html_tree.c userspace/report/html_timeline.c userspace/report/html_page.c \
 	userspace/pause/pause_merge.c userspace/report/trace.c userspace/report/inline.c \
 	userspace/report/coverage.c backends/names.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
 		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile/datafile_crc.h \
-		  userspace/datafile/datafile_internal.h userspace/report/report_internal.h
+		  userspace/datafile/datafile_internal.h userspace/report/report_internal.h \
+		  userspace/report/html_tree.h userspace/report/html_timeline.h
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter \

@@ -47,11 +47,27 @@ $(UNWIND_LIBDIR)/libsprobe_testlib_link.so: $(UNWIND_LIBSRC)
 	$(Q)cd $(UNWIND_LIBDIR) && $(OBJCOPY) \
 	  --add-gnu-debuglink=libsprobe_testlib_link.debug $(@F).tmp $(@F) && rm -f $(@F).tmp
 
-$(BUILD)/tests/test_symbolize: $(UNWIND_TESTLIBS)
+# PLT stubs named "<function>@plt" (userspace/symbols/plt.c): a stripped
+# library calling libc through its lazy .plt, and on x86_64 the same with
+# IBT stubs in .plt.sec (-z ibtplt: ld makes them whatever the inputs say).
+UNWIND_PLTSRC := tests/unwind_testlib/pltlib.c
+UNWIND_PLTLIBS := $(UNWIND_LIBDIR)/libsprobe_pltlib.so
+ifeq ($(ARCH),x86)
+UNWIND_PLTLIBS += $(UNWIND_LIBDIR)/libsprobe_pltlib_ibt.so
+$(UNWIND_LIBDIR)/libsprobe_pltlib_ibt.so: PLTLIB_LDFLAGS := -Wl,-z,ibtplt
+endif
+
+$(UNWIND_PLTLIBS): $(UNWIND_PLTSRC)
+	$(call msg,TESTLIB,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -fPIC -shared $(PLTLIB_LDFLAGS) -Wl,-soname,$(@F) -o $@.tmp $<
+	$(Q)$(STRIP) --strip-all -o $@ $@.tmp && rm -f $@.tmp
+
+$(BUILD)/tests/test_symbolize: $(UNWIND_TESTLIBS) $(UNWIND_PLTLIBS)
 $(BUILD)/tests/test_unwind: $(UNWIND_TESTLIBS)
 # The known-stack test: callers must be found by CFI, not frame pointers.
 $(BUILD)/tests/test_unwind: TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
-$(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2
+$(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2 -DSPROBE_TEST_CORPUS='"$(CURDIR)/tests/corpus"'
 # Both walkers must see the same 35 frames: frame pointers on.
 $(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
 
@@ -69,8 +85,8 @@ UNWIND_A64_STRIP ?= aarch64-linux-gnu-strip
 UNWIND_QEMU     ?= qemu-aarch64
 UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
 UNWIND_A64_SRCS := backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
-		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/access_file.c userspace/unwind/libunwind_dl.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/common/fds.c userspace/common/zalloc.c \
-		   userspace/symbols/demangle_rust.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/symbols/cfi_names.c userspace/symbols/debug_frame.c userspace/symbols/debuginfod.c \
+		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/access_file.c userspace/unwind/libunwind_dl.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/symbols/build_id.c userspace/symbols/plt.c userspace/symbols/debug_file.c userspace/common/fds.c userspace/common/zalloc.c \
+		   userspace/symbols/demangle_rust.c userspace/symbols/demangle_rust_v0.c userspace/symbols/demangle_out.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/symbols/cfi_names.c userspace/symbols/debug_frame.c userspace/symbols/debuginfod.c \
 		   userspace/symbols/dwarf_load.c userspace/symbols/dwarf_cache.c userspace/sampler/resolve.c
 UNWIND_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE -Iinclude -I. -Ibackends \
 		    -Itests -fomit-frame-pointer -fasynchronous-unwind-tables

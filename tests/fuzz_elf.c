@@ -3,10 +3,10 @@
  * libFuzzer target for symbolization of malformed ELF files (modules.c +
  * symbolize.c). Built by mk/hardening.mk with
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_elf.c
- *         userspace/symbols/{modules,symbolize,demangle_rust,perfmap,inline,cfi_names,debuginfod,
- *         dwarf_load}.c -ldw -lelf -lz -ldl (and the inline chain of each pc:
- *         the DWARF reader; seed gz-debug.so has zlib-compressed debug sections,
- *         the ones dwarf_load.c inflates itself)
+ *         userspace/symbols/{modules,symbolize,build_id,demangle_rust{,_v0},demangle_out,
+ *         perfmap,inline,cfi_names,debuginfod,dwarf_load}.c -ldw -lelf -lz -ldl
+ *         (and the inline chain of each pc: the DWARF reader; seed gz-debug.so
+ *         has zlib-compressed debug sections, the ones dwarf_load.c inflates itself)
  * and run briefly by `make test` (lane test-fuzz-elf), longer by `make fuzz`.
  *
  * Each input is written to a file in a private temp directory; an inventory
@@ -37,7 +37,7 @@
 
 #include <stackprobe/symbolize.h>
 
-/* modules.c: the build-id note parser (internal, not in a public header). */
+/* build_id.c: the build-id note parser (internal, not in a public header). */
 uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint8_t *out);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -339,8 +339,9 @@ static void test_modules_without_symbols(void **state)
 /* Names the agent gives from a function's FDE in a stripped module
  * ("libfoo.so+0xf0": the module's base name, "+0x", lowercase hex): pcs
  * with that name are one function, and the module still gets its "no
- * symbols" line. A real symbol, or anything after the hex, is a name: no
- * line for that module. */
+ * symbols" line; so does it with a PLT stub's name ("memcpy@plt", from
+ * relocations a stripped object keeps). A real symbol, or anything after
+ * the hex, is a name: no line for that module. */
 static void test_cfi_names_are_not_symbols(void **state)
 {
 	static const struct sprobe_df_range app_r = { 0x400000, 0x500000, 0 };
@@ -349,6 +350,7 @@ static void test_cfi_names_are_not_symbols(void **state)
 	static const uint64_t st1[] = { 0x7f1000000100, PC_MAIN };
 	static const uint64_t st2[] = { 0x7f1000000108, PC_MAIN };
 	static const uint64_t st3[] = { 0x7f2000000010, PC_MAIN };
+	static const uint64_t st4[] = { 0x7f1000000020, PC_MAIN };
 	struct df_buf b;
 
 	(void)state;
@@ -368,6 +370,7 @@ static void test_cfi_names_are_not_symbols(void **state)
 	put_samples(&b, 101, 3, st1, 2, 1000000000);
 	put_samples(&b, 101, 2, st2, 2, 1100000000);
 	put_samples(&b, 101, 1, st3, 2, 1200000000);
+	put_samples(&b, 101, 1, st4, 2, 1300000000);
 	/* libbar's name has a suffix: a name */
 	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
 		.pc = PC_MAIN, .module = 0, .name = "main", .name_len = 4 } });
@@ -377,6 +380,8 @@ static void test_cfi_names_are_not_symbols(void **state)
 		.pc = st2[0], .module = 1, .offset = 0x18, .name = "libfoo.so+0xf0", .name_len = 14 } });
 	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
 		.pc = st3[0], .module = 2, .offset = 0x0, .name = "libbar.so+0x10.cold", .name_len = 19 } });
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SYMBOL, .symbol = {
+		.pc = st4[0], .module = 1, .offset = 0x0, .name = "memcpy@plt", .name_len = 10 } });
 	assert_int_equal(sprobe_datafile_writer__finish(b.w, &(struct sprobe_df_trailer){
 		.end_mono_ns = 2000000000 }), 0);
 	assert_int_equal(df_buf_take(&b), 0);
@@ -391,6 +396,8 @@ static void test_cfi_names_are_not_symbols(void **state)
 	/* both libfoo pcs: one function, 5 self samples */
 	line_with(out, "Top functions by self samples", "  libfoo.so+0xf0", line, sizeof(line));
 	assert_int_equal(strtol(line, NULL, 10), 5);
+	line_with(out, "Top functions by self samples", "  memcpy@plt", line, sizeof(line));
+	assert_int_equal(strtol(line, NULL, 10), 1);
 	assert_null(strstr(out, "libfoo.so+0x100"));
 	assert_null(strstr(out, "libfoo.so+0x108"));
 	free(out);

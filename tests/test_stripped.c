@@ -88,8 +88,10 @@ static void hot_fn_bounds(unsigned long *start, unsigned long *end)
 }
 
 /* Every address of every FDE of the stripped program is named after that
- * FDE, with its range; addresses between FDEs get no name; hot_fn's FDE
- * is hot_fn's extent in the unstripped symbol table. */
+ * FDE, with its range, but the PLT's: its stubs are named "<f>@plt" from
+ * the relocations (test_symbolize.c checks how); addresses between FDEs
+ * get no name; hot_fn's FDE is hot_fn's extent in the unstripped symbol
+ * table. */
 static void test_names_match_readelf(void **state)
 {
 	static struct fde v[MAX_FDES];
@@ -105,11 +107,18 @@ static void test_names_match_readelf(void **state)
 	pid_t pid;
 	const struct sprobe_module *mod;
 	struct sprobe_modules *m = sprobe_test_prog_start(PROG, "stripped", &pid, &mod);
-	unsigned named = 0, gaps = 0, hot = 0;
+	unsigned named = 0, gaps = 0, hot = 0, plt = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		char want[64];
+		struct sprobe_symbol first;
 
+		assert_int_equal(sprobe_modules__symbolize(m, mod->bias + v[i].start, &first), 0);
+		if (first.source && strcmp(first.source, "plt") == 0) {
+			assert_non_null(strstr(first.name, "plt"));
+			plt++;
+			continue;
+		}
 		snprintf(want, sizeof(want), "stripped+0x%lx", v[i].start);
 		for (unsigned long a = v[i].start; a < v[i].end; a++) {
 			struct sprobe_symbol sym;
@@ -136,7 +145,9 @@ static void test_names_match_readelf(void **state)
 
 		for (size_t j = 0; j < n; j++)
 			in_next = in_next || (v[j].start <= v[i].end && v[i].end < v[j].end);
-		if (!in_next) {
+		if (sym.source && strcmp(sym.source, "plt") == 0) {
+			assert_non_null(strstr(sym.name, "@plt"));
+		} else if (!in_next) {
 			assert_null(sym.name);
 			gaps++;
 		} else {
@@ -152,8 +163,8 @@ static void test_names_match_readelf(void **state)
 
 	snprintf(want, sizeof(want), "stripped+0x%lx+0x5", hs);
 	assert_string_equal(line, want);
-	print_message("  %zu FDEs, %u addresses named like readelf (%u in hot_fn), %u gaps without a name\n", n,
-		      named, hot, gaps);
+	print_message("  %zu FDEs (%u of the PLT), %u addresses named like readelf (%u in hot_fn), "
+		      "%u gaps without a name\n", n, plt, named, hot, gaps);
 	assert_true(hot == he - hs);
 	assert_true(gaps > 0);
 	sprobe_test_prog_stop(m, pid);

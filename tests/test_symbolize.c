@@ -3,7 +3,8 @@
  * Module inventory and symbolization: names of known functions in this
  * executable and in a test library built four ways (full .symtab, stripped,
  * debug file by build-id, debug file by .gnu_debuglink), another process's
- * symbols through /proc/PID/maps, and refusal to guess in a stripped module.
+ * symbols through /proc/PID/maps, refusal to guess in a stripped module,
+ * and PLT stubs named "<function>@plt".
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -285,6 +286,127 @@ static void test_stripped_module_gives_offset(void **state)
 	assert_string_equal(buf, want);
 	sprobe_modules__free(m);
 	dlclose(h);
+}
+
+/*
+ * The PLT stubs of the object at path (mapped at bias in m) against
+ * objdump's labels for them, binutils' own synthesis: each "<f@plt>" of
+ * .plt, .plt.sec and .plt.got is named "f@plt" (source "plt") at its
+ * first and fifth bytes, and the lazy-binding header ".plt". Returns the
+ * count of stubs checked in section only (NULL: all).
+ */
+static int check_plt_names(struct sprobe_modules *m, const char *path, uint64_t bias,
+			   const char *only)
+{
+	char cmd[PATH_MAX + 96], line[1024], name[512], sec[64] = "";
+	unsigned long long a;
+	int n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec -j .plt.got '%s'", path);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (sscanf(line, "Disassembly of section %63[^:]:", sec) == 1 ||
+		    sscanf(line, "%llx <%511[^>]>:", &a, name) != 2)
+			continue;
+		if (strstr(name, "@plt-0x")) { /* the header, named after the first stub */
+			expect_name(m, bias + a + 4, ".plt", NULL);
+			continue;
+		}
+		if (strncmp(name, "*ABS*", 5) == 0 || !strstr(name, "@plt"))
+			continue; /* an IRELATIVE stub (objdump names no function), ".plt" */
+		for (int k = 0; k < 5; k += 4) {
+			struct sprobe_symbol s;
+
+			expect_name(m, bias + a + (uint64_t)k, name, NULL);
+			assert_int_equal(sprobe_modules__symbolize(m, bias + a + (uint64_t)k, &s), 0);
+			assert_string_equal(s.source, "plt");
+			assert_int_equal(s.sym_start, bias + a);
+		}
+		n += !only || strcmp(sec, only) == 0;
+	}
+	assert_int_equal(pclose(p), 0);
+	return n;
+}
+
+/* A stub is "<function>@plt", as perf names it: no symbol table covers the
+ * PLT, and its one FDE covers every stub, which made all of them one row
+ * named after the PLT's start. */
+static void test_plt_stubs_named(void **state)
+{
+	void *lazy = open_lib("libsprobe_pltlib.so");
+	void *ibt = NULL;
+	struct sprobe_modules *m;
+	const struct sprobe_module *mod;
+	char path[PATH_MAX];
+
+#if defined(__x86_64__)
+	ibt = open_lib("libsprobe_pltlib_ibt.so");
+#endif
+	m = sprobe_modules__new(NULL);
+	assert_non_null(m);
+	/* This program calls libc through its .plt. */
+	mod = sprobe_modules__find(m, (uint64_t)(uintptr_t)symtest_exe_function);
+	assert_non_null(mod);
+	assert_true(check_plt_names(m, mod->path, mod->bias, ".plt") >= 10);
+	/* A stripped library: its .plt, and __cxa_finalize in .plt.got. */
+	mod = sprobe_modules__find(m, sym_addr(lazy, "sprobe_pltlib_calls"));
+	assert_non_null(mod);
+	lib_path(path, sizeof(path), "libsprobe_pltlib.so");
+	assert_true(check_plt_names(m, path, mod->bias, ".plt") >= 3);
+#if defined(__x86_64__)
+	assert_true(check_plt_names(m, path, mod->bias, ".plt.got") >= 1);
+	/* IBT: calls go to .plt.sec's stubs. */
+	mod = sprobe_modules__find(m, sym_addr(ibt, "sprobe_pltlib_calls"));
+	assert_non_null(mod);
+	lib_path(path, sizeof(path), "libsprobe_pltlib_ibt.so");
+	assert_true(check_plt_names(m, path, mod->bias, ".plt.sec") >= 3);
+	dlclose(ibt);
+#endif
+	sprobe_modules__free(m);
+	dlclose(lazy);
+}
+
+#ifndef SPROBE_TEST_CORPUS
+#define SPROBE_TEST_CORPUS "tests/corpus"
+#endif
+
+/* aarch64's PLT, read on any host: tests/corpus/elf/a64-pac-plt.so is
+ * tests/unwind_testlib/pltlib.c built with PAC stubs (24 bytes after the
+ * 32-byte header) by
+ *   aarch64-linux-gnu-gcc -O2 -fPIC -shared -nostartfiles
+ *     -mbranch-protection=pac-ret -Wl,-z,pac-plt -Wl,-z,max-page-size=4096
+ *     -Wl,-z,noseparate-code -Wl,--build-id=none -Wl,-soname,a64-pac-plt.so
+ * and strip --strip-all -R .comment; the addresses are
+ * aarch64-linux-gnu-objdump's labels. */
+static void test_plt_stubs_aarch64(void **state)
+{
+	static const struct {
+		uint64_t addr;
+		const char *name;
+	} want[] = {
+		{ 0x360, ".plt" }, { 0x37c, ".plt" }, { 0x380, "strlen@plt" },
+		{ 0x397, "strlen@plt" }, { 0x398, "getpid@plt" }, { 0x3b0, "strtol@plt" },
+		{ 0x3c7, "strtol@plt" },
+	};
+	struct sprobe_modules_opts o = { .sz = sizeof(o), .empty = true };
+	struct sprobe_modules *m = sprobe_modules__new(&o);
+	struct sprobe_module d = { .path = SPROBE_TEST_CORPUS "/elf/a64-pac-plt.so", .nsegs = 1 };
+	struct sprobe_symbol s;
+
+	assert_non_null(m);
+	d.segs[0] = (struct sprobe_segment){ .start = 0, .end = 0x2000,
+					     .prot = SPROBE_SEG_R | SPROBE_SEG_X };
+	assert_int_equal(sprobe_modules__add(m, &d), 0);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		expect_name(m, want[i].addr, want[i].name, "a64-pac-plt.so");
+		assert_int_equal(sprobe_modules__symbolize(m, want[i].addr, &s), 0);
+		assert_string_equal(s.source, "plt");
+		assert_int_equal(s.sym_size, strcmp(want[i].name, ".plt") ? 24 : 32);
+	}
+	expect_name(m, 0x3c8, NULL, NULL); /* past the last stub */
+	sprobe_modules__free(m);
 }
 
 static void test_debug_file_by_build_id(void **state)
@@ -624,6 +746,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_source_lines),
 	cmocka_unit_test(test_no_demangle_option),
 	cmocka_unit_test(test_stripped_module_gives_offset),
+	cmocka_unit_test(test_plt_stubs_named),
+	cmocka_unit_test(test_plt_stubs_aarch64),
 	cmocka_unit_test(test_debug_file_by_build_id),
 	cmocka_unit_test(test_debug_file_by_debuglink),
 	cmocka_unit_test(test_refresh_sees_dlclose),

@@ -27,7 +27,9 @@
  * "eh-frame", so every pc of one stripped function has one name. With no
  * FDE either it comes out as module + offset only: a nearest-preceding-
  * symbol guess would name the wrong function in a stripped module, so
- * stackprobe never guesses.
+ * stackprobe never guesses. A PLT stub, which no symbol table covers
+ * either, is named "<function>@plt" from the object's PLT relocations, as
+ * perf names it (source "plt").
  *
  * C++ names are demangled with __cxa_demangle from libstdc++ (the maintained
  * demangler every GNU toolchain ships). libstdc++ is looked up with dlopen
@@ -187,6 +189,8 @@ struct sprobe_symbol {
 				 * "debug-build-id", "debug-link", "dynsym",
 				 * "memory" (vDSO), "perf-map" (JIT code),
 				 * "debuginfod" (opts.debuginfod),
+				 * "plt" (a PLT stub: "<function>@plt",
+				 * ".plt" for the lazy-binding header),
 				 * "eh-frame" (no symbol: the name is the
 				 * module's base name + "+0x" + the FDE's
 				 * start, sym_start/sym_size its range);

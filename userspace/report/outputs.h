@@ -26,7 +26,7 @@ int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_speedscope(struct sprobe_report *r, FILE *out);
 int sprobe_report__write_svg(struct sprobe_report *r, FILE *out);
 /* The labels the report was made with (sprobe_report_opts.labels), or
- * NULL; owned by r (model.c). */
+ * NULL; owned by r (access.c). */
 const char *sprobe_report__labels(const struct sprobe_report *r);
 
 /* ---- growable arrays --------------------------------------------------- */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Private to the report stage (userspace/report/): the report model that
- * load.c fills and model.c aggregates, and what the writers that read it
- * directly (text.c, folded.c, json.c, trace_format.c) share with it.
+ * load.c fills and aggregate.c aggregates, and what the writers that read
+ * it directly (text.c, folded.c, json.c, trace_format.c, html.c) share
+ * with it. Calls go one way: the writers ask the model's files (model.c,
+ * aggregate.c, inline.c), which ask the leaves (bytemap.c, filter.c).
  * formats.c is the one file that knows every format. The pprof, speedscope
  * and SVG writers read the report only through the public accessors
  * (outputs.h).
@@ -250,22 +252,50 @@ struct sprobe_report {
 extern const char *const sprobe_rep__method_names[NMETHODS];
 extern const char *const sprobe_rep__drop_names[SPROBE_DROP__COUNT];
 
-/* ---- the byte-string map (model.c) -------------------------------------- */
+/* ---- the byte-string map (bytemap.c) ------------------------------------ */
 
 /* Find KEY or add it with the next id. *added says which. Returns the id or
  * a negative errno. */
 long sprobe_rep__bytemap_intern(struct bytemap *m, const void *key, size_t len, bool *added);
 const char *sprobe_rep__bytemap_key(const struct bytemap *m, uint32_t id);
+/* Free the map's storage (not m itself); m is then empty but not reset. */
+void sprobe_rep__bytemap_free(struct bytemap *m);
 
-/* ---- aggregation and queries (model.c) ---------------------------------- */
+/* ---- the filters (filter.c) --------------------------------------------- */
 
-/* pcs -> functions, stacks, distributions; every writer runs it first
- * (sprobe_report__write()). Returns 0 or -ENOMEM. */
-int sprobe_rep__aggregate(struct sprobe_report *r);
 /* The filters (opts.tid, opts.pid): does thread tid take part? And the
  * thread at position ti (exact when tids repeat across processes). */
 bool sprobe_rep__selected(const struct sprobe_report *r, uint32_t tid);
 bool sprobe_rep__thread_selected(const struct sprobe_report *r, uint32_t ti);
+/* The label of a thread in every stack format: its name, else "thread". */
+static inline const char *sprobe_rep__thread_label(const struct thread *t)
+{
+	return t->name && *t->name ? t->name : "thread";
+}
+
+/* ---- aggregation (aggregate.c) ------------------------------------------ */
+
+/* pcs -> functions, stacks, distributions; every writer runs it first
+ * (sprobe_report__write()). Returns 0 or -ENOMEM. */
+int sprobe_rep__aggregate(struct sprobe_report *r);
+/* Drop the agent's frames (struct module.agent) from the samples loaded
+ * since the last call, in place; the innermost frame stays. 0 or -ENOMEM. */
+int sprobe_rep__elide_agent_frames(struct sprobe_report *r);
+/* Position in modules of the module of a pc key (its process's), or -1. */
+long sprobe_rep__module_of(const struct sprobe_report *r, uint64_t key);
+/* The function id of pc (interned on first sight: its symbol, else
+ * module+offset, else the bare address), or -ENOMEM. */
+long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);
+const char *sprobe_rep__func_name(const struct sprobe_report *r, uint32_t fid);
+/* Is name id the agent's name for a function known by its FDE only
+ * ("<module base name>+0x<hex>", symbolize.h source "eh-frame")? */
+bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id);
+const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t index);
+/* Function ids with at least one sample, sorted by total or self samples;
+ * the caller frees; *n gets the count. NULL on ENOMEM. */
+uint32_t *sprobe_rep__sorted_funcs(const struct sprobe_report *r, bool by_total, size_t *n);
+
+/* ---- queries over the model (model.c) ----------------------------------- */
 /* More than one process in the report. */
 static inline bool sprobe_rep__multi(const struct sprobe_report *r)
 {
@@ -278,21 +308,8 @@ const char *sprobe_rep__proc_name(const struct sprobe_report *r, uint32_t p, cha
  * string or p->note). */
 void sprobe_rep__proc_end(const struct process *p, char *buf, size_t len);
 const char *sprobe_rep__proc_data(const struct process *p);
-/* The function id of pc (interned on first sight: its symbol, else
- * module+offset, else the bare address), or -ENOMEM. */
-long sprobe_rep__func_of(struct sprobe_report *r, uint64_t pc);
-const char *sprobe_rep__func_name(const struct sprobe_report *r, uint32_t fid);
-
-/* Is name id the agent's name for a function known by its FDE only
- * ("<module base name>+0x<hex>", symbolize.h source "eh-frame")? */
-bool sprobe_rep__cfi_name(const struct sprobe_report *r, uint32_t module, uint32_t id);
-
-
-const char *sprobe_rep__module_name(const struct sprobe_report *r, uint32_t index);
+/* The file name part of path (path itself when it ends in '/'). */
 const char *sprobe_rep__base_name(const char *path);
-/* Function ids with at least one sample, sorted by total or self samples;
- * the caller frees; *n gets the count. NULL on ENOMEM. */
-uint32_t *sprobe_rep__sorted_funcs(const struct sprobe_report *r, bool by_total, size_t *n);
 /* Nearest-rank percentile p (0..100) of a sorted vector, and its sum. */
 uint64_t sprobe_rep__pct(const u64vec *v, unsigned p);
 uint64_t sprobe_rep__sum(const u64vec *v);

@@ -25,9 +25,10 @@
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/common/dl_table.h"
+#include "userspace/symbols/build_id.h"
 #include "userspace/symbols/dwarf_load.h"
 #include "userspace/symbols/dwarf_cache.h"
-#include "userspace/symbols/modules_internal.h"
+#include <stackprobe/symbolize.h>
 
 /* The sections libdw 0.188 reads for lines, scopes, ranges and names (see
  * dwarf_load.h); libdw takes the first of each name, so do we. */

@@ -161,13 +161,13 @@ static int cmp_fn(const void *a, const void *b)
 }
 
 /* The index of cu, built on first use. NULL on ENOMEM. */
-static const struct cu_index *cu_index_of(struct symtab *st, Dwarf_Die *cu)
+static const struct cu_index *cu_index_of(struct module *mod, Dwarf_Die *cu)
 {
-	struct inl_cache *c = st->inl;
+	struct inl_cache *c = mod->inl;
 	Dwarf_Off off = dwarf_dieoffset(cu);
 	size_t lo = 0, hi;
 
-	if (!c && !(c = st->inl = calloc(1, sizeof(*c))))
+	if (!c && !(c = mod->inl = calloc(1, sizeof(*c))))
 		return NULL;
 	hi = c->n;
 	while (lo < hi) {
@@ -240,9 +240,10 @@ static bool find_scopes(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, int 
 /* The scopes of pc innermost first, as dwarf_getscopes() gives them, from
  * the index: into *out (malloc'd, the caller frees). Returns their count,
  * 0 when the index does not know pc's function, -ENOMEM. */
-static int indexed_scopes(struct symtab *st, Dwarf *dw, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die **out)
+static int indexed_scopes(struct module *mod, Dwarf *dw, Dwarf_Die *cu, Dwarf_Addr pc,
+			  Dwarf_Die **out)
 {
-	const struct cu_index *ci = cu_index_of(st, cu);
+	const struct cu_index *ci = cu_index_of(mod, cu);
 	Dwarf_Die chain[SCOPES_MAX], fn;
 	size_t lo = 0, hi;
 	int depth = 0;
@@ -296,7 +297,7 @@ int sprobe_modules__inline_frames(struct sprobe_modules *m, uint64_t pc,
 		file = dwarf_linesrc(l, NULL, NULL);
 		line = (uint32_t)ln;
 	}
-	ns = indexed_scopes(&mod->st, dw, &cu, a, &scopes);
+	ns = indexed_scopes(mod, dw, &cu, a, &scopes);
 	if (ns == 0) /* not in an indexed function: the full walk */
 		ns = dwarf_getscopes(&cu, a, &scopes);
 	for (int i = 0; i < ns; i++) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * libelf through dlopen, for the ELF readers of the library (modules.c,
- * symbolize.c, debug_frame.c, cfi_names.c, unwind/go_preempt.c).
+ * build_id.c, symbolize.c, debug_file.c, plt.c, debug_frame.c, cfi_names.c,
+ * unwind/go_preempt.c).
  *
  * Why: libstackprobe.so is preloaded into every program `record` runs.
  * There the agent reads ELF files only to name the pcs of files record may
@@ -32,7 +33,8 @@
 	X(elf_version) X(elf_begin) X(elf_memory) X(elf_end) X(elf_kind) X(elf_cntl)      \
 	X(elf_getdata) X(elf_rawdata) X(elf_getphdrnum) X(elf_getshdrstrndx)             \
 	X(elf_nextscn) X(elf_rawfile) X(elf_strptr) X(elf_getident) X(gelf_getphdr)      \
-	X(gelf_getshdr) X(gelf_getsym) X(gelf_getclass) X(gelf_getehdr) X(gelf_getchdr)
+	X(gelf_getshdr) X(gelf_getsym) X(gelf_getclass) X(gelf_getehdr) X(gelf_getchdr)      \
+	X(gelf_getrela) X(elf_getscn)
 
 struct sprobe_libelf {
 #define SPROBE_LIBELF_PTR(f) __typeof__(f) *f;
@@ -81,6 +83,8 @@ Elf_Kind sprobe__elf_kind(Elf *elf);
 #define gelf_getclass (sprobe__libelf.gelf_getclass)
 #define gelf_getehdr (sprobe__libelf.gelf_getehdr)
 #define gelf_getchdr (sprobe__libelf.gelf_getchdr)
+#define gelf_getrela (sprobe__libelf.gelf_getrela)
+#define elf_getscn (sprobe__libelf.elf_getscn)
 #endif
 
 #endif /* SPROBE_SYMBOLS_LIBELF_DL_H */

@@ -18,14 +18,16 @@
 
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/fds.h"
+#include "userspace/symbols/build_id.h"
 #include "userspace/symbols/modules_internal.h"
 
-#define NT_GNU_BUILD_ID_ 3
-
+/* The inventory owns each module: its caches are released here, each by
+ * the file that fills it, so those files never call back into this one. */
 static void module_free(struct module *mod)
 {
 	if (!mod)
 		return;
+	sprobe__inline_cache_free(mod->inl);
 	sprobe__symtab_release(&mod->st);
 	free(mod->unw.rows);
 	free(mod->unw.blobs);
@@ -43,58 +45,6 @@ static const char *base_name(const char *p)
 	const char *s = strrchr(p, '/');
 
 	return s ? s + 1 : p;
-}
-
-/*
- * Parse ELF notes in [p, p + len) for NT_GNU_BUILD_ID. align is the note
- * segment's alignment (4, or 8 for some PT_NOTE segments). Copies at most
- * SPROBE_BUILD_ID_MAX bytes. Returns the id length, 0 if none.
- */
-uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align,
-			       uint8_t *out)
-{
-	size_t off = 0;
-
-	if (align != 8)
-		align = 4;
-	while (off + 12 <= len) {
-		uint32_t namesz, descsz, type;
-
-		memcpy(&namesz, p + off, 4);
-		memcpy(&descsz, p + off + 4, 4);
-		memcpy(&type, p + off + 8, 4);
-		size_t name_off = off + 12;
-		size_t desc_off = name_off + ((namesz + align - 1) & ~(align - 1));
-		size_t next = desc_off + ((descsz + align - 1) & ~(align - 1));
-
-		if (namesz > len || descsz > len || desc_off > len || desc_off + descsz > len)
-			return 0;
-		if (type == NT_GNU_BUILD_ID_ && namesz == 4 &&
-		    memcmp(p + name_off, "GNU", 4) == 0 && descsz > 0) {
-			uint32_t n = descsz < SPROBE_BUILD_ID_MAX ? descsz : SPROBE_BUILD_ID_MAX;
-
-			memcpy(out, p + desc_off, n);
-			return n;
-		}
-		if (next <= off)
-			return 0;
-		off = next;
-	}
-	return 0;
-}
-
-int sprobe_build_id__hex(const uint8_t *id, size_t len, char *buf, size_t buflen)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	if (!buf || (!id && len) || buflen < 2 * len + 1)
-		return -ENOSPC;
-	for (size_t i = 0; i < len; i++) {
-		buf[2 * i] = hex[id[i] >> 4];
-		buf[2 * i + 1] = hex[id[i] & 15];
-	}
-	buf[2 * len] = '\0';
-	return (int)(2 * len);
 }
 
 static int modules_reserve(struct sprobe_modules *m, size_t want)
@@ -119,24 +69,6 @@ static int cmp_module(const void *a, const void *b)
 	const struct module *x = *(struct module *const *)a, *y = *(struct module *const *)b;
 
 	return x->pub.start < y->pub.start ? -1 : x->pub.start > y->pub.start;
-}
-
-struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t addr)
-{
-	size_t lo = 0, hi = m->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		struct module *x = m->mods[mid];
-
-		if (addr < x->pub.start)
-			hi = mid;
-		else if (addr >= x->pub.end)
-			lo = mid + 1;
-		else
-			return x;
-	}
-	return NULL;
 }
 
 /* Set start/end from the segments. */

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Private state shared by modules.c, symbolize.c and unwind.c. Not
+ * Private state shared by the files of userspace/symbols and unwind/. Not
  * installed. Nothing here is async-signal-safe (see symbolize.h).
+ *
+ * The calls between the folder's files go one way: modules.c (the
+ * inventory, owner of every struct module) calls the files that fill a
+ * module's caches to release them (symbolize.c, inline.c, perfmap.c);
+ * those never call modules.c, and find a module with the lookup below.
  */
 #ifndef SPROBE_MODULES_INTERNAL_H
 #define SPROBE_MODULES_INTERNAL_H
@@ -18,7 +23,11 @@ struct sym {
 	const char *name;	/* points into an open ELF's string table */
 	char *demangled;	/* lazily; SYM_NOT_MANGLED when not C++ */
 	uint8_t bind;		/* STB_* */
+	uint8_t plt;		/* SYM_PLT_*: a PLT stub's name (plt.h) */
 };
+
+#define SYM_PLT_ENTRY 1		/* name is the target's: shown "<name>@plt" */
+#define SYM_PLT_HEADER 2	/* ".plt" */
 
 #define SYM_NOT_MANGLED ((char *)1)
 
@@ -56,7 +65,6 @@ struct symtab {
 	 * dwarf came from dwarf_begin_elf() on one of files[]. */
 	struct sprobe_dwarf_image *dwarf_img;
 	int dwarf_state;	/* 0 not tried, 1 open, -errno none */
-	struct inl_cache *inl;	/* inline.c: functions' DIEs by address */
 	/* files[0] is the object that was mapped (its build-id matched, or
 	 * it has none to check): its .eh_frame describes the mapped code. */
 	bool obj_trusted;
@@ -141,6 +149,9 @@ struct module {
 				 * while we run, read without a pin */
 	bool seen;		/* refresh bookkeeping */
 	struct symtab st;
+	/* inline.c: functions' DIEs by address, from st.dwarf (so freed
+	 * before it), or NULL. */
+	struct inl_cache *inl;
 	struct unw_cache unw;
 };
 
@@ -187,16 +198,25 @@ struct sprobe_modules {
 	size_t inl_n, inl_cap;
 };
 
-/* Find the module containing addr (binary search). NULL if none. */
-struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t addr);
+/* The module containing addr, or NULL (binary search over m->mods). Here,
+ * not in modules.c, so that the files modules.c calls can find modules. */
+static inline struct module *sprobe__modules_find(const struct sprobe_modules *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
 
-/* Parse ELF notes in [p, p + len) (alignment align) for the GNU build-id;
- * copies at most SPROBE_BUILD_ID_MAX bytes to out. Returns its length or 0. */
-uint32_t sprobe__parse_build_id(const uint8_t *p, size_t len, size_t align, uint8_t *out);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		struct module *x = m->mods[mid];
 
-/* The GNU build-id of an ELF file from its SHT_NOTE sections (at most
- * SPROBE_BUILD_ID_MAX bytes to out): its length, or 0. In symbolize.c. */
-uint32_t sprobe__elf_build_id(Elf *elf, uint8_t *out);
+		if (addr < x->pub.start)
+			hi = mid;
+		else if (addr >= x->pub.end)
+			lo = mid + 1;
+		else
+			return x;
+	}
+	return NULL;
+}
 
 /* Name pc (in no module) from the process's perf map: fills out's name,
  * sym_start, sym_offset, sym_size, source "perf-map". 0, -ENOENT (no map,
@@ -221,8 +241,8 @@ char *sprobe__demangle(struct sprobe_modules *m, const char *name);
 int sprobe__module_image(struct sprobe_modules *m, struct module *mod, const uint8_t **base,
 			 size_t *len, uint64_t *eh_hdr, uint64_t *eh_hdr_len);
 
-/* Inline-frame names kept for the inventory's life, and a module's index
- * of function DIEs (inline.c). */
+/* inline.c: release the inline-frame names kept for the inventory's life,
+ * and a module's index of function DIEs (NULL is ok). Called by modules.c. */
 void sprobe__inline_release(struct sprobe_modules *m);
 void sprobe__inline_cache_free(struct inl_cache *c);
 
@@ -250,7 +270,9 @@ int sprobe__fde_table(struct module *mod, const struct fde_index **out);
 int sprobe__debug_frame_eh(struct module *mod, uint64_t base, uint8_t **eh, size_t *eh_len,
 			   int32_t **table, uint64_t *count);
 
-/* Symbol-table and demangler teardown, in symbolize.c. */
+/* symbolize.c: release a module's symbol table, its files and DWARF (not
+ * the inline cache, module_free's), and the inventory's C++ demangler.
+ * Called by modules.c. */
 void sprobe__symtab_release(struct symtab *st);
 void sprobe__demangler_release(struct sprobe_modules *m);
 

@@ -16,20 +16,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
 #include "userspace/symbols/libelf_dl.h" /* libelf's names are macros from here on */
 #include "userspace/common/dl_table.h"
 #include "userspace/common/fds.h"
-#include "userspace/symbols/debuginfod.h"
+#include "userspace/symbols/build_id.h"
+#include "userspace/symbols/debug_file.h"
 #include "userspace/symbols/libdw_dl.h" /* libdw's names read its table from here on */
 #include "userspace/symbols/dwarf_load.h"
 #include "userspace/symbols/demangle_rust.h"
 #include "userspace/symbols/modules_internal.h"
+#include "userspace/symbols/plt.h"
 
 void sprobe__symtab_release(struct symtab *st)
 {
 	sprobe__fde_index_free(&st->fde);
-	sprobe__inline_cache_free(st->inl);
 	if (st->dwarf_img)
 		sprobe_dwarf_image__free(st->dwarf_img);
 	else if (st->dwarf)
@@ -56,92 +56,6 @@ void sprobe__demangler_release(struct sprobe_modules *m)
 	m->demangler_state = 0;
 }
 
-/* Open path as an ELF file. Returns 0 and fills f, or -errno. */
-static int elf_open(const char *path, struct elf_file *f)
-{
-	int h = sprobe_fd__open_file(path);
-	int fd = sprobe_fd__get(h);
-
-	f->elf = NULL;
-	f->from_file = false;
-	if (fd < 0) {
-		sprobe_fd__close(h);
-		return fd;
-	}
-	f->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	/* ELF_C_FDREAD: a mapped file needs the descriptor no more; one
-	 * libelf could not map is read in whole. Either way it can go. */
-	if (!f->elf || elf_kind(f->elf) != ELF_K_ELF || elf_cntl(f->elf, ELF_C_FDREAD) != 0) {
-		if (f->elf)
-			elf_end(f->elf);
-		f->elf = NULL;
-		sprobe_fd__done(h);
-		return -ENOEXEC;
-	}
-	sprobe_fd__done(h);
-	f->from_file = true;
-	return 0;
-}
-
-static void elf_close(struct elf_file *f)
-{
-	if (f->elf)
-		elf_end(f->elf);
-	f->elf = NULL;
-	f->from_file = false;
-}
-
-/* The first section of type type (or named name if name != NULL). */
-static Elf_Scn *find_section(Elf *elf, Elf64_Word type, const char *name, GElf_Shdr *out)
-{
-	size_t shstrndx;
-	Elf_Scn *scn = NULL;
-
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		if (!gelf_getshdr(scn, out))
-			continue;
-		if (out->sh_type != type)
-			continue;
-		if (name) {
-			const char *n = elf_strptr(elf, shstrndx, out->sh_name);
-
-			if (!n || strcmp(n, name) != 0)
-				continue;
-		}
-		return scn;
-	}
-	return NULL;
-}
-
-static bool has_symbols(Elf *elf, Elf64_Word type)
-{
-	GElf_Shdr sh;
-	Elf_Scn *scn = find_section(elf, type, NULL, &sh);
-
-	return scn && sh.sh_size >= 2 * (sh.sh_entsize ? sh.sh_entsize : 1);
-}
-
-uint32_t sprobe__elf_build_id(Elf *elf, uint8_t *out)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *d;
-		uint32_t n;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		d = elf_rawdata(scn, NULL);
-		if (d && d->d_buf &&
-		    (n = sprobe__parse_build_id(d->d_buf, d->d_size, sh.sh_addralign, out)))
-			return n;
-	}
-	return 0;
-}
-
 static int leading_underscores(const char *n)
 {
 	int k = 0;
@@ -154,12 +68,15 @@ static int leading_underscores(const char *n)
 /*
  * Order for choosing among aliases at one address, best first (perf's
  * choose_best_symbol, plus: glibc's internal "__GI_" hidden aliases last):
- * sized, not weak, global, not __GI_, fewer leading underscores, unversioned.
+ * a real symbol before a PLT stub's synthetic one, sized, not weak,
+ * global, not __GI_, fewer leading underscores, unversioned.
  */
 static int alias_cmp(const struct sym *x, const struct sym *y)
 {
 	int d;
 
+	if ((d = (x->plt != 0) - (y->plt != 0)))
+		return d;
 	if ((d = (x->size == 0) - (y->size == 0)))
 		return d;
 	if ((d = (x->bind == STB_WEAK) - (y->bind == STB_WEAK)))
@@ -224,133 +141,10 @@ static int collect(struct symtab *st, Elf *elf, Elf64_Word type, size_t *cap)
 				*cap = nc;
 			}
 			st->syms[st->n++] = (struct sym){ s.st_value, s.st_size, name, NULL,
-							  (uint8_t)GELF_ST_BIND(s.st_info) };
+							  (uint8_t)GELF_ST_BIND(s.st_info), 0 };
 		}
 	}
 	return 0;
-}
-
-static bool same_build_id(Elf *elf, const struct sprobe_module *mod)
-{
-	uint8_t id[SPROBE_BUILD_ID_MAX];
-	uint32_t n = sprobe__elf_build_id(elf, id);
-
-	return n == mod->build_id_len && memcmp(id, mod->build_id, n) == 0;
-}
-
-/* <root>/.build-id/ab/cdef....debug, checked against the module's id. */
-static int open_debug_by_build_id(struct sprobe_modules *m, const struct sprobe_module *mod,
-				  struct elf_file *f)
-{
-	char hex[2 * SPROBE_BUILD_ID_MAX + 1], path[PATH_MAX];
-
-	if (mod->build_id_len < 2 ||
-	    sprobe_build_id__hex(mod->build_id, mod->build_id_len, hex, sizeof(hex)) < 0)
-		return -ENOENT;
-	snprintf(path, sizeof(path), "%s/.build-id/%.2s/%s.debug", m->debug_root, hex, hex + 2);
-	if (elf_open(path, f) != 0)
-		return -ENOENT;
-	if (!same_build_id(f->elf, mod)) {
-		elf_close(f);
-		return -ENOENT;
-	}
-	return 0;
-}
-
-/* The debug file from a debuginfod server (debuginfod.h), build-id
- * checked: a server, or its cache, could hand back another file. */
-static int open_debug_by_debuginfod(struct sprobe_modules *m, const struct sprobe_module *mod,
-				    struct elf_file *f)
-{
-	char *path = NULL;
-	int ret;
-
-	if (!m->debuginfod || mod->build_id_len < 2)
-		return -ENOENT;
-	ret = sprobe__debuginfod_find(mod->build_id, mod->build_id_len, &path);
-	if (ret)
-		return ret;
-	ret = elf_open(path, f);
-	free(path);
-	if (ret)
-		return -ENOENT;
-	if (!same_build_id(f->elf, mod) || !has_symbols(f->elf, SHT_SYMTAB)) {
-		elf_close(f);
-		return -ENOENT;
-	}
-	return 0;
-}
-
-/* CRC32 of the whole file f was read from (.gnu_debuglink's check). */
-static int file_crc32(const struct elf_file *f, uint32_t *crc)
-{
-	size_t size = 0;
-	const char *b = elf_rawfile(f->elf, &size);
-	uLong c = crc32(0L, Z_NULL, 0);
-
-	if (!b && size)
-		return -EIO;
-	while (size) {
-		uInt chunk = size > (1u << 30) ? (1u << 30) : (uInt)size;
-
-		c = crc32(c, (const Bytef *)b, chunk);
-		b += chunk;
-		size -= chunk;
-	}
-	*crc = (uint32_t)c;
-	return 0;
-}
-
-/* .gnu_debuglink: NAME next to the object, in its .debug/, or under
- * <root>/<dir of the object>; the CRC must match. */
-static int open_debug_by_link(struct sprobe_modules *m, struct module *mod, Elf *elf,
-			      struct elf_file *f)
-{
-	GElf_Shdr sh;
-	Elf_Scn *scn = find_section(elf, SHT_PROGBITS, ".gnu_debuglink", &sh);
-	Elf_Data *d;
-	char dir[PATH_MAX], ldir[PATH_MAX], cand[3][PATH_MAX * 2];
-	uint32_t want;
-
-	if (!scn || !(d = elf_getdata(scn, NULL)) || !d->d_buf || d->d_size < 8)
-		return -ENOENT;
-	const char *name = d->d_buf;
-	size_t nlen = strnlen(name, d->d_size);
-
-	if (nlen == 0 || nlen == d->d_size || strchr(name, '/'))
-		return -ENOENT;
-	size_t crc_off = (nlen + 4) & ~(size_t)3;
-
-	if (crc_off + 4 > d->d_size)
-		return -ENOENT;
-	memcpy(&want, (const char *)d->d_buf + crc_off, 4);
-
-	snprintf(dir, sizeof(dir), "%s", mod->open_path);
-	char *slash = strrchr(dir, '/');
-
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		*slash = '\0';
-	snprintf(ldir, sizeof(ldir), "%s", mod->path);
-	slash = strrchr(ldir, '/');
-	if (!slash)
-		ldir[0] = '\0';
-	else
-		*slash = '\0';
-	snprintf(cand[0], sizeof(cand[0]), "%s/%s", dir, name);
-	snprintf(cand[1], sizeof(cand[1]), "%s/.debug/%s", dir, name);
-	snprintf(cand[2], sizeof(cand[2]), "%s%s/%s", m->debug_root, ldir, name);
-	for (int i = 0; i < 3; i++) {
-		uint32_t crc = 0;
-
-		if (elf_open(cand[i], f) != 0)
-			continue;
-		if (file_crc32(f, &crc) == 0 && crc == want)
-			return 0;
-		elf_close(f);
-	}
-	return -ENOENT;
 }
 
 /* Load the image of this process's vDSO or another process's. */
@@ -397,6 +191,62 @@ static int open_vdso(struct sprobe_modules *m, struct module *mod, struct elf_fi
 	return 0;
 }
 
+/* Sort by address, one symbol per address: the best-ranked alias. */
+static void sort_syms(struct symtab *st)
+{
+	size_t w = 0;
+
+	if (st->n) /* qsort(NULL, 0, ...) is undefined behaviour */
+		qsort(st->syms, st->n, sizeof(*st->syms), cmp_sym);
+	for (size_t i = 0; i < st->n; i++) {
+		if (w && st->syms[w - 1].start == st->syms[i].start)
+			continue;
+		st->syms[w++] = st->syms[i];
+	}
+	st->n = w;
+}
+
+static const struct sym *symtab_lookup(const struct symtab *st, uint64_t addr);
+
+/* Add the PLT stubs of the object (files[0]) to the sorted table, which
+ * names their IRELATIVE targets (the ifunc symbol at the resolver's
+ * address), and sort it again. 0 or -ENOMEM. */
+static int add_plt(struct symtab *st, size_t *cap)
+{
+	struct sprobe_plt_sym *p = NULL;
+	size_t np = 0, n0 = st->n;
+	int ret = sprobe__plt_symbols(st->files[0].elf, &p, &np);
+
+	for (size_t i = 0; ret == 0 && i < np; i++) {
+		const char *name = p[i].name;
+
+		if (!name) {
+			const struct sym *f = symtab_lookup(st, p[i].ifunc);
+
+			if (!f || f->start != p[i].ifunc || f->plt)
+				continue; /* no name rather than a guess */
+			name = f->name;
+		}
+		if (st->n == *cap) {
+			size_t nc = *cap ? *cap * 2 : 64;
+			struct sym *v = realloc(st->syms, nc * sizeof(*v));
+
+			if (!v) {
+				ret = -ENOMEM;
+				break;
+			}
+			st->syms = v;
+			*cap = nc;
+		}
+		st->syms[st->n++] = (struct sym){ p[i].start, p[i].size, name, NULL, STB_GLOBAL,
+						  p[i].header ? SYM_PLT_HEADER : SYM_PLT_ENTRY };
+	}
+	free(p);
+	if (ret == 0 && st->n != n0)
+		sort_syms(st);
+	return ret;
+}
+
 static int load_symtab(struct sprobe_modules *m, struct module *mod)
 {
 	struct symtab *st = &mod->st;
@@ -407,8 +257,8 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (strcmp(mod->path, "[vdso]") == 0)
 		ret = open_vdso(m, mod, &obj);
 	else
-		ret = elf_open(mod->open_path, &obj);
-	if (ret && m->debuginfod && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+		ret = sprobe__elf_open(mod->open_path, &obj);
+	if (ret && m->debuginfod && sprobe__debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
 		/* The object is not here (a report made on another machine):
 		 * the debug file alone has the names (its .symtab has the
 		 * object's addresses). Not trusted for .eh_frame (NOBITS). */
@@ -420,26 +270,27 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 	if (ret)
 		return ret;
 	st->files[st->nfiles++] = obj;
-	st->obj_trusted = !(obj.from_file && mod->pub.build_id_len && !same_build_id(obj.elf, &mod->pub));
+	st->obj_trusted = !(obj.from_file && mod->pub.build_id_len &&
+			    !sprobe__same_build_id(obj.elf, &mod->pub));
 	if (!st->obj_trusted) {
 		/* The file at that path is not the object that was mapped
 		 * (upgraded since, or a stale module record): its symbols
 		 * would be wrong names. Only a debug file with the right
 		 * build-id will do. */
-		if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0)
+		if (sprobe__debug_by_build_id(m, &mod->pub, &dbg) == 0)
 			st->source = "debug-build-id";
-		else if (open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0)
+		else if (sprobe__debug_by_debuginfod(m, &mod->pub, &dbg) == 0)
 			st->source = "debuginfod";
 		else
 			return -ESTALE;
 		st->files[st->nfiles++] = dbg;
 		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
-	} else if (has_symbols(obj.elf, SHT_SYMTAB)) {
+	} else if (sprobe__elf_has_symbols(obj.elf, SHT_SYMTAB)) {
 		st->source = obj.from_file ? "symtab" : "memory";
 		ret = collect(st, obj.elf, SHT_SYMTAB, &cap);
-	} else if (open_debug_by_build_id(m, &mod->pub, &dbg) == 0 ||
-		   open_debug_by_link(m, mod, obj.elf, &dbg) == 0) {
-		bool by_id = dbg.elf && same_build_id(dbg.elf, &mod->pub) &&
+	} else if (sprobe__debug_by_build_id(m, &mod->pub, &dbg) == 0 ||
+		   sprobe__debug_by_link(m, mod, obj.elf, &dbg) == 0) {
+		bool by_id = dbg.elf && sprobe__same_build_id(dbg.elf, &mod->pub) &&
 			     mod->pub.build_id_len;
 
 		st->files[st->nfiles++] = dbg;
@@ -449,7 +300,7 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 			st->source = "dynsym";
 			ret = collect(st, obj.elf, SHT_DYNSYM, &cap);
 		}
-	} else if (obj.from_file && open_debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
+	} else if (obj.from_file && sprobe__debug_by_debuginfod(m, &mod->pub, &dbg) == 0) {
 		st->files[st->nfiles++] = dbg;
 		st->source = "debuginfod";
 		ret = collect(st, dbg.elf, SHT_SYMTAB, &cap);
@@ -460,17 +311,11 @@ static int load_symtab(struct sprobe_modules *m, struct module *mod)
 sort:
 	if (ret)
 		return ret;
-	if (st->n) /* qsort(NULL, 0, ...) is undefined behaviour */
-		qsort(st->syms, st->n, sizeof(*st->syms), cmp_sym);
-	/* One symbol per address: the best-ranked alias. */
-	size_t w = 0;
-
-	for (size_t i = 0; i < st->n; i++) {
-		if (w && st->syms[w - 1].start == st->syms[i].start)
-			continue;
-		st->syms[w++] = st->syms[i];
-	}
-	st->n = w;
+	sort_syms(st);
+	/* The PLT from the mapped object's own sections (a debug file has
+	 * them as NOBITS). */
+	if (st->obj_trusted && st->files[0].from_file)
+		return add_plt(st, &cap);
 	return 0;
 }
 
@@ -535,6 +380,8 @@ char *sprobe__demangle(struct sprobe_modules *m, const char *name)
 	return NULL;
 }
 
+static const char *plt_name(struct sprobe_modules *m, struct sym *s);
+
 /*
  * The name users read: without a symbol-version suffix (.symtab of a debug
  * file spells "pthread_cond_wait@@GLIBC_2.3.2"), demangled if Rust or C++.
@@ -549,6 +396,8 @@ static const char *display_name(struct sprobe_modules *m, struct sym *s)
 
 	if (s->demangled)
 		return s->demangled == SYM_NOT_MANGLED ? s->name : s->demangled;
+	if (s->plt == SYM_PLT_ENTRY)
+		return plt_name(m, s);
 	at = strchr(s->name, '@');
 	if (at && at != s->name)
 		base = strndup(s->name, (size_t)(at - s->name));
@@ -566,6 +415,26 @@ static const char *display_name(struct sprobe_modules *m, struct sym *s)
 	}
 	s->demangled = base ? base : SYM_NOT_MANGLED;
 	return base ? base : s->name;
+}
+
+/* "<target>@plt", the target demangled as display_name() would (perf
+ * names stubs so). Out of memory: ".plt", not cached (the target's own
+ * name would be a wrong one). */
+static const char *plt_name(struct sprobe_modules *m, struct sym *s)
+{
+	struct sym target = { .name = s->name };
+	const char *t = display_name(m, &target);
+	size_t len = strlen(t) + sizeof("@plt");
+	char *d = malloc(len);
+
+	if (d)
+		snprintf(d, len, "%s@plt", t);
+	if (target.demangled != SYM_NOT_MANGLED)
+		free(target.demangled);
+	if (!d)
+		return ".plt";
+	s->demangled = d;
+	return d;
 }
 
 int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct sprobe_symbol *out)
@@ -616,7 +485,7 @@ int sprobe_modules__symbolize(struct sprobe_modules *m, uint64_t pc, struct spro
 	out->sym_start = s->start + mod->pub.bias;
 	out->sym_offset = pc - out->sym_start;
 	out->sym_size = s->size;
-	out->source = mod->st.source;
+	out->source = s->plt ? "plt" : mod->st.source;
 	return 0;
 }
 
