@@ -115,7 +115,7 @@ DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.
 	userspace/unwind/access_file.c userspace/external/perm.c userspace/common/ctl_line.c table/table_win.c \
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
-DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
+DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/cmd_diff.c userspace/cli/report_input.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
 DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
 	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
 ifeq ($(UNAME_S),Darwin)

@@ -80,7 +80,7 @@ TEST_LANES += test-install
 # must link them too, with zlib and the version string. mk/report.mk sets
 # FUZZ_DATAFILE_SRCS with := after this file is read, hence a target-specific
 # append (applied when the recipe runs). Better: list these in mk/report.mk.
-OUTPUTS_SRCS := userspace/report/outputs.c userspace/report/pprof.c \
+OUTPUTS_SRCS := userspace/report/outputs.c userspace/report/pprof.c userspace/report/protobuf.c \
 	userspace/report/speedscope.c userspace/report/svg.c userspace/common/version.c userspace/common/zlib_dl.c userspace/common/dl_table.c
 $(BUILD)/fuzz/fuzz_datafile: $(OUTPUTS_SRCS) userspace/report/outputs.h
 $(BUILD)/fuzz/fuzz_datafile: FUZZ_DATAFILE_SRCS += -DSPROBE_VERSION='"$(VERSION)"' $(OUTPUTS_SRCS) -lz

@@ -14,7 +14,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_DATAFILE := $(BUILD)/fuzz/fuzz_datafile
 FUZZ_DATAFILE_SRCS := tests/fuzz_datafile.c userspace/datafile/format.c userspace/datafile/writer.c userspace/datafile/reader.c userspace/common/fds.c userspace/report/model.c userspace/report/bytemap.c userspace/report/filter.c userspace/report/aggregate.c userspace/report/access.c userspace/report/load.c userspace/report/formats.c userspace/report/text.c userspace/report/folded.c userspace/report/json.c userspace/report/trace_format.c userspace/report/html.c userspace/report/html_tree.c userspace/report/html_timeline.c userspace/report/html_page.c \
 	userspace/pause/pause_merge.c userspace/report/trace.c userspace/report/inline.c \
-	userspace/report/coverage.c backends/names.c
+	userspace/report/coverage.c userspace/report/shares.c userspace/report/stats.c backends/names.c
 
 $(FUZZ_DATAFILE): $(FUZZ_DATAFILE_SRCS) include/stackprobe/datafile.h \
 		  include/stackprobe/report.h include/stackprobe/capture.h userspace/datafile/datafile_crc.h \

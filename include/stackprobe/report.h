@@ -121,6 +121,31 @@ int sprobe_report__debuginfod(struct sprobe_report *r);
 SPROBE_API
 int sprobe_report__write(struct sprobe_report *r, FILE *out, enum sprobe_report_format fmt);
 
+/* Options of sprobe_report__diff(). */
+struct sprobe_diff_opts {
+	size_t sz;		/* sizeof(struct sprobe_diff_opts) */
+	uint32_t top;		/* text: rows; 0: 25 */
+	double alpha;		/* family-wise significance level; 0: 0.05 */
+	const char *base_name;	/* names shown for the two inputs; NULL: BASE, NEW */
+	const char *new_name;
+};
+
+/*
+ * Compare two loaded reports (`stackprobe diff`): every function's self
+ * and total share of each report's own selected samples, the change, its
+ * 95 % interval (batch means over time: docs/OUTPUTS.md "stackprobe
+ * diff") and whether it is significant after Holm's correction over all
+ * the functions tested. Functions are matched by name. Formats: TEXT,
+ * JSON, FOLDED (difffolded.pl's "stack base new", the base scaled to the
+ * new run's weight), PPROF (the base negated and labelled pprof::base, as
+ * pprof -diff_base), HTML (a red/blue differential flame graph); others
+ * -ENOTSUP. Both reports are aggregated (as by sprobe_report__write).
+ * Returns 0, -EINVAL, -ENOTSUP, -ENOMEM or -EIO. Not thread-safe.
+ */
+SPROBE_API
+int sprobe_report__diff(struct sprobe_report *base, struct sprobe_report *now, FILE *out,
+			enum sprobe_report_format fmt, const struct sprobe_diff_opts *opts);
+
 /* "text", "folded", "json", "pprof", "speedscope", "svg", "trace", "html"
  * -> enum value;
  * -EINVAL otherwise. */

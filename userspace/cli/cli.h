@@ -127,6 +127,16 @@ long cli_lines_pass(const char *path, int fd, const struct cli_lines_opts *o, ch
  * when it cannot be read. */
 bool cli_lines_left_to_reader(const char *path);
 int cmd_report(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+
+struct sprobe_report;
+/* Load input (a data file, a parts directory, a FIFO, "-" for standard
+ * input) into r for command cmd ("report", "diff"), as `stackprobe report`
+ * reads it: names and lines the writer left to the reader added, debuginfod
+ * names when DEBUGINFOD_URLS is set (report_input.c). Every failure is said
+ * on stderr; a file cut short gets a warning and loads. Returns
+ * CLI_EXIT_OK or CLI_EXIT_ERROR. */
+int cli_report_open(const char *cmd, const char *input, struct sprobe_report *r);
 int cmd_dump(int argc, char **argv);
 int cmd_pause(int argc, char **argv);
 

@@ -17,6 +17,7 @@
 static const struct cli_command commands[] = {
 	{ "record", "run a command with the agent and record every thread", cmd_record },
 	{ "report", "print a data file: text, folded, json, pprof, speedscope, svg, trace, html", cmd_report },
+	{ "diff", "compare two data files: each function's change, its interval, significance", cmd_diff },
 	{ "dump", "print the live stacks of an agent-enabled process", cmd_dump },
 	{ "pause", "measure an agent's capture windows from the kernel (eBPF)", cmd_pause },
 	{ NULL, NULL, NULL },

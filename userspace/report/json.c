@@ -4,6 +4,7 @@
  * programs.
  */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 
 #include "userspace/common/sort_compat.h"
 #include "userspace/report/report_internal.h"
+#include "userspace/report/shares.h"
 
 /* ---- json --------------------------------------------------------------- */
 
@@ -29,6 +31,18 @@ static void jdist(FILE *o, const u64vec *v, uint64_t wall)
 		   ", \"max_ns\": %" PRIu64 ", \"total_ns\": %" PRIu64 ", \"share_of_wall\": %.9f}",
 		v->n, sprobe_rep__pct(v, 50), sprobe_rep__pct(v, 99), sprobe_rep__pct(v, 100), total,
 		wall ? (double)total / (double)wall : 0.0);
+}
+
+/* A share's 95 % interval, [lo, hi] as fractions of 1, or null. */
+static void jci(FILE *o, const struct sprobe_rep_shares *sh, double share, double se)
+{
+	double lo, hi;
+
+	sprobe_rep__share_ci(sh, share, se, &lo, &hi);
+	if (isnan(lo))
+		fputs("null", o);
+	else
+		fprintf(o, "[%.9g, %.9g]", lo, hi);
 }
 
 static void jlost(FILE *o, const uint64_t *lost)
@@ -244,9 +258,16 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 		fputc('}', o);
 	}
 	fputs("\n  ],\n  \"functions\": [", o);
+	struct sprobe_rep_shares sh;
+	int serr = sprobe_rep__shares(r, NULL, 0, &sh);
+
+	if (serr)
+		return serr;
 	ids = sprobe_rep__sorted_funcs(r, false, &nf);
-	if (!ids)
+	if (!ids) {
+		sprobe_rep__shares_free(&sh);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < nf; i++) {
 		const struct func *f = &r->funcs.v[ids[i]];
 		const char *mod = sprobe_rep__module_name(r, f->module);
@@ -260,9 +281,19 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 			fputs("null", o);
 		if (sprobe_rep__is_inlined(r, ids[i]))
 			fputs(", \"inlined\": true", o);
-		fprintf(o, ", \"self\": %" PRIu64 ", \"total\": %" PRIu64 "}", f->self, f->total);
+		fprintf(o, ", \"self\": %" PRIu64 ", \"total\": %" PRIu64, f->self, f->total);
+		if (ids[i] < sh.nfuncs) {
+			const struct sprobe_rep_share *s = &sh.f[ids[i]];
+
+			fprintf(o, ", \"self_share\": %.9g, \"self_ci95\": ", s->self);
+			jci(o, &sh, s->self, s->self_se);
+			fprintf(o, ", \"total_share\": %.9g, \"total_ci95\": ", s->total);
+			jci(o, &sh, s->total, s->total_se);
+		}
+		fputc('}', o);
 	}
 	free(ids);
+	sprobe_rep__shares_free(&sh);
 	fputs("\n  ],\n  \"stacks\": [", o);
 	for (size_t i = 0; i < r->stacks.n; i++) {
 		const struct stack *st = &r->stacks.v[i];

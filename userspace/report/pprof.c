@@ -43,60 +43,8 @@
 
 #include <stackprobe.h>
 
-#include "userspace/common/zlib_dl.h" /* zlib's names are macros from here on */
 #include "userspace/report/outputs.h"
-
-/* ---- protobuf encoding -------------------------------------------------- */
-
-enum { PB_VARINT = 0, PB_LEN = 2 };
-
-static void pb_varint(struct ro_buf *b, uint64_t v)
-{
-	uint8_t tmp[10];
-	size_t n = 0;
-
-	do {
-		tmp[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	ro_buf__put(b, tmp, n);
-}
-
-/* Varint field; proto3 omits zero (the default), so do we. */
-static void pb_uint(struct ro_buf *b, uint32_t field, uint64_t v)
-{
-	if (!v)
-		return;
-	pb_varint(b, (uint64_t)field << 3 | PB_VARINT);
-	pb_varint(b, v);
-}
-
-static void pb_bytes(struct ro_buf *b, uint32_t field, const void *p, size_t len)
-{
-	pb_varint(b, (uint64_t)field << 3 | PB_LEN);
-	pb_varint(b, len);
-	ro_buf__put(b, p, len);
-}
-
-/* Embedded message: the encoded SUB as a length-delimited field. */
-static void pb_msg(struct ro_buf *b, uint32_t field, const struct ro_buf *sub)
-{
-	if (sub->oom)
-		b->oom = true;
-	pb_bytes(b, field, sub->p, sub->n);
-}
-
-/* Packed repeated uint64/int64 (all our values are >= 0). */
-static void pb_packed(struct ro_buf *b, struct ro_buf *tmp, uint32_t field, const uint64_t *v,
-		      size_t n)
-{
-	if (!n)
-		return;
-	tmp->n = 0;
-	for (size_t i = 0; i < n; i++)
-		pb_varint(tmp, v[i]);
-	pb_msg(b, field, tmp);
-}
+#include "userspace/report/protobuf.h"
 
 /* ---- building the profile ----------------------------------------------- */
 
@@ -317,9 +265,9 @@ static void value_type(struct ro_buf *b, struct ro_buf *tmp, uint32_t field, uin
 		       uint32_t unit)
 {
 	tmp->n = 0;
-	pb_uint(tmp, 1, type);
-	pb_uint(tmp, 2, unit);
-	pb_msg(b, field, tmp);
+	sprobe_rep__pb_uint(tmp, 1, type);
+	sprobe_rep__pb_uint(tmp, 2, unit);
+	sprobe_rep__pb_msg(b, field, tmp);
 }
 
 static void comment(struct pp *p, uint64_t *ids, size_t *n, const char *fmt, ...)
@@ -398,34 +346,34 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		if (p->any_window)
 			values[nvalues++] = s->pause_ns;
 		msg.n = 0;
-		pb_packed(&msg, &tmp, 1, ids, n);
-		pb_packed(&msg, &tmp, 2, values, nvalues);
+		sprobe_rep__pb_packed(&msg, &tmp, 1, ids, n);
+		sprobe_rep__pb_packed(&msg, &tmp, 2, values, nvalues);
 		lab.n = 0;
-		pb_uint(&lab, 1, s_tid);
-		pb_uint(&lab, 3, s->tid);
-		pb_msg(&msg, 3, &lab);
+		sprobe_rep__pb_uint(&lab, 1, s_tid);
+		sprobe_rep__pb_uint(&lab, 3, s->tid);
+		sprobe_rep__pb_msg(&msg, 3, &lab);
 		lab.n = 0;
-		pb_uint(&lab, 1, s_tname);
-		pb_uint(&lab, 2, s->thread_name);
-		pb_msg(&msg, 3, &lab);
+		sprobe_rep__pb_uint(&lab, 1, s_tname);
+		sprobe_rep__pb_uint(&lab, 2, s->thread_name);
+		sprobe_rep__pb_msg(&msg, 3, &lab);
 		/* The process (Parca's and Pyroscope's label names). */
 		if (s->pid) {
 			lab.n = 0;
-			pb_uint(&lab, 1, s_pid);
-			pb_uint(&lab, 3, s->pid);
-			pb_msg(&msg, 3, &lab);
+			sprobe_rep__pb_uint(&lab, 1, s_pid);
+			sprobe_rep__pb_uint(&lab, 3, s->pid);
+			sprobe_rep__pb_msg(&msg, 3, &lab);
 			lab.n = 0;
-			pb_uint(&lab, 1, s_comm);
-			pb_uint(&lab, 2, s->comm);
-			pb_msg(&msg, 3, &lab);
+			sprobe_rep__pb_uint(&lab, 1, s_comm);
+			sprobe_rep__pb_uint(&lab, 2, s->comm);
+			sprobe_rep__pb_msg(&msg, 3, &lab);
 		}
 		for (size_t k = 0; k < next; k++) {
 			lab.n = 0;
-			pb_uint(&lab, 1, ext_key[k]);
-			pb_uint(&lab, 2, ext_val[k]);
-			pb_msg(&msg, 3, &lab);
+			sprobe_rep__pb_uint(&lab, 1, ext_key[k]);
+			sprobe_rep__pb_uint(&lab, 2, ext_val[k]);
+			sprobe_rep__pb_msg(&msg, 3, &lab);
 		}
-		pb_msg(b, 2, &msg);
+		sprobe_rep__pb_msg(b, 2, &msg);
 	}
 
 	/* mapping = 3 */
@@ -433,14 +381,14 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		const struct pp_mapping *m = &p->maps[i];
 
 		msg.n = 0;
-		pb_uint(&msg, 1, i + 1);
-		pb_uint(&msg, 2, m->start);
-		pb_uint(&msg, 3, m->limit);
-		pb_uint(&msg, 4, m->file_offset);
-		pb_uint(&msg, 5, m->path);
-		pb_uint(&msg, 6, m->build_id);
-		pb_uint(&msg, 7, m->used && m->all_symbolized);
-		pb_msg(b, 3, &msg);
+		sprobe_rep__pb_uint(&msg, 1, i + 1);
+		sprobe_rep__pb_uint(&msg, 2, m->start);
+		sprobe_rep__pb_uint(&msg, 3, m->limit);
+		sprobe_rep__pb_uint(&msg, 4, m->file_offset);
+		sprobe_rep__pb_uint(&msg, 5, m->path);
+		sprobe_rep__pb_uint(&msg, 6, m->build_id);
+		sprobe_rep__pb_uint(&msg, 7, m->used && m->all_symbolized);
+		sprobe_rep__pb_msg(b, 3, &msg);
 	}
 
 	/* location = 4, with one Line per function (inlined ones first) */
@@ -448,26 +396,26 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 		const struct pp_location *l = &p->locs[i];
 
 		msg.n = 0;
-		pb_uint(&msg, 1, i + 1);
-		pb_uint(&msg, 2, l->mapping);
-		pb_uint(&msg, 3, l->pc);
+		sprobe_rep__pb_uint(&msg, 1, i + 1);
+		sprobe_rep__pb_uint(&msg, 2, l->mapping);
+		sprobe_rep__pb_uint(&msg, 3, l->pc);
 		for (uint32_t k = 0; k < l->nlines; k++) {
 			tmp.n = 0;
-			pb_uint(&tmp, 1, l->lines[k].function);
-			pb_uint(&tmp, 2, l->lines[k].line);
-			pb_msg(&msg, 4, &tmp);
+			sprobe_rep__pb_uint(&tmp, 1, l->lines[k].function);
+			sprobe_rep__pb_uint(&tmp, 2, l->lines[k].line);
+			sprobe_rep__pb_msg(&msg, 4, &tmp);
 		}
-		pb_msg(b, 4, &msg);
+		sprobe_rep__pb_msg(b, 4, &msg);
 	}
 
 	/* function = 5: name and system_name */
 	for (size_t i = 0; i < p->nfuncs; i++) {
 		msg.n = 0;
-		pb_uint(&msg, 1, i + 1);
-		pb_uint(&msg, 2, p->fname_str[i]);
-		pb_uint(&msg, 3, p->fname_str[i]);
-		pb_uint(&msg, 4, p->ffile_str[i]);
-		pb_msg(b, 5, &msg);
+		sprobe_rep__pb_uint(&msg, 1, i + 1);
+		sprobe_rep__pb_uint(&msg, 2, p->fname_str[i]);
+		sprobe_rep__pb_uint(&msg, 3, p->fname_str[i]);
+		sprobe_rep__pb_uint(&msg, 4, p->ffile_str[i]);
+		sprobe_rep__pb_msg(b, 5, &msg);
 	}
 
 	/* comment = 13 (strings, interned before the table is written) */
@@ -492,21 +440,21 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 
 	/* string_table = 6: id 0 is "" (interned first in write_pprof) */
 	for (size_t i = 0; i < p->strs.n; i++)
-		pb_bytes(b, 6, ro_strtab__get(&p->strs, (uint32_t)i),
+		sprobe_rep__pb_bytes(b, 6, ro_strtab__get(&p->strs, (uint32_t)i),
 			 ro_strtab__len(&p->strs, (uint32_t)i));
 
-	pb_uint(b, 9, info->start_realtime_ns);
-	pb_uint(b, 10, info->wall_ns);
+	sprobe_rep__pb_uint(b, 9, info->start_realtime_ns);
+	sprobe_rep__pb_uint(b, 10, info->wall_ns);
 	if (period) {
 		value_type(b, &tmp, 11, s_time, s_ns);
-		pb_uint(b, 12, period);
+		sprobe_rep__pb_uint(b, 12, period);
 	} else {
 		value_type(b, &tmp, 11, s_samples, s_count);
-		pb_uint(b, 12, 1);
+		sprobe_rep__pb_uint(b, 12, 1);
 	}
-	pb_packed(b, &tmp, 13, comments, ncomments);
+	sprobe_rep__pb_packed(b, &tmp, 13, comments, ncomments);
 	/* default_sample_type = 14: the time type when there is one. */
-	pb_uint(b, 14, period ? s_time : s_samples);
+	sprobe_rep__pb_uint(b, 14, period ? s_time : s_samples);
 
 	if (msg.oom || tmp.oom || lab.oom)
 		b->oom = true;
@@ -514,48 +462,6 @@ static int pp_encode(struct pp *p, const struct sprobe_report_info *info, struct
 	ro_buf__free(&tmp);
 	ro_buf__free(&lab);
 	return b->oom ? -ENOMEM : p->err;
-}
-
-/* gzip (RFC 1952) of buf[0..len) to OUT. */
-static int gzip_write(FILE *out, const uint8_t *buf, size_t len)
-{
-	z_stream zs = { 0 };
-	uint8_t chunk[65536];
-	int zr, err = 0;
-
-	/* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
-	if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	zs.next_in = (Bytef *)buf;
-	do {
-		/* avail_in is a uInt: feed at most 1 GiB per round. */
-		size_t take = len > (1u << 30) ? (1u << 30) : len;
-
-		zs.next_in = (Bytef *)buf;
-		zs.avail_in = (uInt)take;
-		buf += take;
-		len -= take;
-		do {
-			zs.next_out = chunk;
-			zs.avail_out = sizeof(chunk);
-			zr = deflate(&zs, len ? Z_NO_FLUSH : Z_FINISH);
-			if (zr == Z_STREAM_ERROR) {
-				err = -EIO;
-				goto out;
-			}
-			size_t have = sizeof(chunk) - zs.avail_out;
-
-			if (have && fwrite(chunk, 1, have, out) != have) {
-				err = -EIO;
-				goto out;
-			}
-		} while (zs.avail_out == 0);
-	} while (len);
-	if (zr != Z_STREAM_END)
-		err = -EIO;
-out:
-	deflateEnd(&zs);
-	return err;
 }
 
 int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out)
@@ -577,7 +483,7 @@ int sprobe_report__write_pprof(struct sprobe_report *r, FILE *out)
 	if (!err)
 		err = pp_encode(&p, &info, &b);
 	if (!err)
-		err = gzip_write(out, b.p, b.n);
+		err = sprobe_rep__gzip_write(out, b.p, b.n);
 	ro_buf__free(&b);
 	ro_strtab__free(&p.strs);
 	ro_strtab__free(&p.fnames);

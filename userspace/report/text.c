@@ -4,6 +4,7 @@
  * hints and the hottest functions, for a terminal.
  */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #ifdef __linux__
 #include <elf.h>
@@ -22,6 +23,7 @@
 
 #include "userspace/common/sort_compat.h"
 #include "userspace/report/report_internal.h"
+#include "userspace/report/shares.h"
 
 /* ---- text --------------------------------------------------------------- */
 
@@ -279,6 +281,15 @@ static void text_processes(FILE *o, const struct sprobe_report *r)
 		fprintf(o, "  (processes without samples beyond 40 not listed)\n");
 }
 
+/* The half-width of a share's 95 % interval in points, or "-". */
+static void half_width(char *buf, size_t len, const struct sprobe_rep_shares *sh, double se)
+{
+	if (isnan(se) || isnan(sh->tq))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.2f", 100.0 * sh->tq * se);
+}
+
 int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 {
 	uint64_t wall = sprobe_rep__wall_ns(r);
@@ -329,25 +340,44 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 
 	text_symbols(o, r);
 
+	struct sprobe_rep_shares sh;
+	int serr = sprobe_rep__shares(r, NULL, 0, &sh);
+
+	if (serr)
+		return serr;
+	if (sh.batches)
+		fprintf(o, "  error:    \u00b1 is the half-width of a share's 95 %% interval, from %u "
+			   "batches of time\n            (samples in a row are not independent: "
+			   "docs/OUTPUTS.md)\n", sh.batches);
+	else if (nsel)
+		fprintf(o, "  error:    too few samples (%" PRIu64 ") for intervals (\u00b1 shows -)\n",
+			sh.samples);
 	for (int pass = 0; pass < 2; pass++) {
 		ids = sprobe_rep__sorted_funcs(r, pass == 1, &nf);
-		if (!ids)
+		if (!ids) {
+			sprobe_rep__shares_free(&sh);
 			return -ENOMEM;
+		}
 		fprintf(o, "\nTop functions by %s samples\n", pass ? "total" : "self");
-		fprintf(o, "  %8s %7s %8s %7s  %s\n", "self", "self%", "total", "total%", "function");
+		/* "±" is two bytes: the header is spelt out to stay aligned */
+		fputs("      self   self%      \u00b1    total  total%      \u00b1  function\n", o);
 		for (size_t i = 0; i < nf && i < r->top; i++) {
 			const struct func *f = &r->funcs.v[ids[i]];
+			char es[16], et[16];
 
 			if (pass == 0 && !f->self)
 				break;
-			fprintf(o, "  %8" PRIu64 " %6.2f%% %8" PRIu64 " %6.2f%%  %s\n", f->self,
-				pcnt(f->self, nsel), f->total, pcnt(f->total, nsel),
+			half_width(es, sizeof(es), &sh, ids[i] < sh.nfuncs ? sh.f[ids[i]].self_se : NAN);
+			half_width(et, sizeof(et), &sh, ids[i] < sh.nfuncs ? sh.f[ids[i]].total_se : NAN);
+			fprintf(o, "  %8" PRIu64 " %6.2f%% %6s %8" PRIu64 " %6.2f%% %6s  %s\n", f->self,
+				pcnt(f->self, nsel), es, f->total, pcnt(f->total, nsel), et,
 				sprobe_rep__func_name(r, ids[i]));
 		}
 		if (!nf)
 			fprintf(o, "  (no samples)\n");
 		free(ids);
 	}
+	sprobe_rep__shares_free(&sh);
 
 	if (sprobe_rep__write_top_lines(r, o))
 		return -ENOMEM;

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * stackprobe diff: each function's self and total share in two reports,
+ * the change, its 95 % interval and whether it is significant (Holm's
+ * correction over every function tested), as text, JSON or folded stacks
+ * (diff_writers.c has the pprof and HTML forms).
+ *
+ * Functions are matched by name across the two reports (and across the
+ * processes of one report), as every report names them. Shares are of
+ * each report's own selected samples, so runs of different length or rate
+ * compare. The change's variance is the sum of the two shares' (the runs
+ * are independent), its degrees of freedom Welch-Satterthwaite's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stackprobe/report.h>
+
+#include "userspace/common/sort_compat.h"
+#include "userspace/report/diff.h"
+#include "userspace/report/report_internal.h"
+
+/* Group the function ids of r by name into d's name table. */
+static int group_names(struct sprobe_rep_diff *d, struct sprobe_report *r, uint32_t **out)
+{
+	uint32_t *g = malloc((r->funcs.n ? r->funcs.n : 1) * sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->funcs.n; i++) {
+		const char *name = sprobe_rep__func_name(r, (uint32_t)i);
+		bool added;
+		long id;
+
+		g[i] = UINT32_MAX;
+		if (!r->funcs.v[i].total)
+			continue;
+		id = sprobe_rep__bytemap_intern(&d->names, name, strlen(name) + 1, &added);
+		if (id < 0) {
+			free(g);
+			return (int)id;
+		}
+		g[i] = (uint32_t)id;
+	}
+	*out = g;
+	return 0;
+}
+
+static void compare(const struct sprobe_rep_shares *b, const struct sprobe_rep_shares *n,
+		    double pb, double seb, double pn, double sen, struct sprobe_rep_change *c)
+{
+	double vb = seb * seb, vn = sen * sen, v = vb + vn, tq;
+
+	c->base = pb;
+	c->now = pn;
+	c->delta = pn - pb;
+	c->lo = c->hi = c->p = NAN;
+	sprobe_rep__share_ci(b, pb, seb, &c->base_lo, &c->base_hi);
+	sprobe_rep__share_ci(n, pn, sen, &c->now_lo, &c->now_hi);
+	if (isnan(v) || !b->batches || !n->batches)
+		return;
+	c->df = v > 0 ? v * v / (vb * vb / b->df + vn * vn / n->df) : b->df + n->df;
+	if (isnan(c->df) || c->df < 1)
+		c->df = 1;
+	tq = sprobe_rep__t_quantile(0.05, c->df);
+	c->lo = c->delta - tq * sqrt(v);
+	c->hi = c->delta + tq * sqrt(v);
+	/* No variance: both shares 0 or 1 (absent, or on every stack): no
+	 * test when equal, a certain change when not. */
+	c->p = v > 0 ? sprobe_rep__t_pvalue(c->delta / sqrt(v), c->df) : (c->delta ? 0.0 : NAN);
+}
+
+static int cmp_rows(const void *a, const void *b, void *arg)
+{
+	const struct sprobe_rep_diff_row *x = a, *y = b;
+	double kx = fmax(fabs(x->self.delta), fabs(x->total.delta));
+	double ky = fmax(fabs(y->self.delta), fabs(y->total.delta));
+	bool sx = x->self.significant || x->total.significant;
+	bool sy = y->self.significant || y->total.significant;
+
+	(void)arg;
+	if (sx != sy)
+		return sx ? -1 : 1;
+	if (kx != ky)
+		return kx > ky ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+int sprobe_rep__diff_new(struct sprobe_report *base, struct sprobe_report *now, double alpha,
+			 struct sprobe_rep_diff *d)
+{
+	uint32_t *gb = NULL, *gn = NULL;
+	double *p = NULL;
+	unsigned char *sig = NULL;
+	size_t n;
+	int err;
+
+	memset(d, 0, sizeof(*d));
+	d->alpha = alpha > 0 && alpha < 1 ? alpha : 0.05;
+	if ((err = sprobe_rep__aggregate(base)) || (err = sprobe_rep__aggregate(now)) ||
+	    (err = group_names(d, base, &gb)) || (err = group_names(d, now, &gn)))
+		goto out;
+	n = d->names.keys.n;
+	if ((err = sprobe_rep__shares(base, gb, n, &d->base)) ||
+	    (err = sprobe_rep__shares(now, gn, n, &d->now)))
+		goto out;
+	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
+	p = calloc(2 * (n ? n : 1), sizeof(*p));
+	sig = calloc(2 * (n ? n : 1), 1);
+	if (!d->rows || !p || !sig) {
+		err = -ENOMEM;
+		goto out;
+	}
+	d->nrows = n;
+	for (size_t i = 0; i < n; i++) {
+		struct sprobe_rep_diff_row *row = &d->rows[i];
+		const struct sprobe_rep_share *sb = &d->base.f[i], *sn = &d->now.f[i];
+
+		row->name = sprobe_rep__bytemap_key(&d->names, (uint32_t)i);
+		row->id = (uint32_t)i;
+		compare(&d->base, &d->now, sb->self, sb->self_se, sn->self, sn->self_se, &row->self);
+		compare(&d->base, &d->now, sb->total, sb->total_se, sn->total, sn->total_se,
+			&row->total);
+		p[2 * i] = row->self.p;
+		p[2 * i + 1] = row->total.p;
+	}
+	/* One family: every function's self and total change. */
+	if ((err = sprobe_rep__holm(p, 2 * n, d->alpha, sig)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		d->rows[i].self.significant = sig[2 * i];
+		d->rows[i].total.significant = sig[2 * i + 1];
+		d->tested += !isnan(p[2 * i]) + !isnan(p[2 * i + 1]);
+		d->significant += sig[2 * i] + sig[2 * i + 1];
+	}
+	sprobe_qsort_r(d->rows, n, sizeof(*d->rows), cmp_rows, NULL);
+out:
+	free(gb);
+	free(gn);
+	free(p);
+	free(sig);
+	if (err)
+		sprobe_rep__diff_free(d);
+	return err;
+}
+
+void sprobe_rep__diff_free(struct sprobe_rep_diff *d)
+{
+	if (!d)
+		return;
+	sprobe_rep__shares_free(&d->base);
+	sprobe_rep__shares_free(&d->now);
+	free(d->names.arena.v);
+	free(d->names.keys.v);
+	ro_map__free(&d->names.idx);
+	free(d->rows);
+	free(d->stacks.arena.v);
+	free(d->stacks.keys.v);
+	ro_map__free(&d->stacks.idx);
+	free(d->stack_counts.v);
+	memset(d, 0, sizeof(*d));
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void pct(FILE *o, double v)
+{
+	fprintf(o, "%6.2f%%", 100.0 * v);
+}
+
+static void change(FILE *o, const struct sprobe_rep_change *c)
+{
+	if (isnan(c->lo))
+		fprintf(o, "%+7.2f %-17s  ", 100.0 * c->delta, "(no interval)");
+	else
+		fprintf(o, "%+7.2f [%+6.2f, %+6.2f] %c", 100.0 * c->delta, 100.0 * c->lo,
+			100.0 * c->hi, c->significant ? '*' : ' ');
+}
+
+static void run_line(FILE *o, const char *what, const char *name, const struct sprobe_report *r,
+		     const struct sprobe_rep_shares *s)
+{
+	fprintf(o, "%s %s: %" PRIu64 " samples", what, name, s->samples);
+	if (s->weight != s->samples)
+		fprintf(o, " (%" PRIu64 " weighted)", s->weight);
+	if (r->has_header)
+		fprintf(o, ", %s mode, %u Hz", r->header.mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall", r->header.freq_hz);
+	if (s->batches)
+		fprintf(o, ", %u batches of time\n", s->batches);
+	else
+		fputs(", too few for an interval\n", o);
+}
+
+static int write_text(const struct sprobe_rep_diff *d, struct sprobe_report *base,
+		      struct sprobe_report *now, const struct sprobe_diff_opts *opts, FILE *o)
+{
+	size_t top = opts->top ? opts->top : 25, shown = 0;
+
+	run_line(o, "base", opts->base_name ? opts->base_name : "BASE", base, &d->base);
+	run_line(o, "new ", opts->new_name ? opts->new_name : "NEW", now, &d->now);
+	fprintf(o, "\nShares of each run's own samples, in %% and points; [95 %% interval of the\n"
+		   "change]; * significant at %.0f %% after Holm's correction over %zu tests\n"
+		   "(self and total of every function).\n\n",
+		100.0 * d->alpha, d->tested);
+	fprintf(o, "%7s %7s %-27s %7s %7s %-27s %s\n", "self", "", "", "total", "", "", "");
+	fprintf(o, "%7s %7s %-27s %7s %7s %-27s %s\n", "base", "new", "change", "base", "new",
+		"change", "function");
+	for (size_t i = 0; i < d->nrows && shown < top; i++, shown++) {
+		const struct sprobe_rep_diff_row *row = &d->rows[i];
+
+		pct(o, row->self.base);
+		fputc(' ', o);
+		pct(o, row->self.now);
+		fputc(' ', o);
+		change(o, &row->self);
+		fputc(' ', o);
+		pct(o, row->total.base);
+		fputc(' ', o);
+		pct(o, row->total.now);
+		fputc(' ', o);
+		change(o, &row->total);
+		fprintf(o, " %s\n", row->name);
+	}
+	if (d->nrows > shown) {
+		size_t sig = 0;
+
+		for (size_t i = shown; i < d->nrows; i++)
+			sig += d->rows[i].self.significant || d->rows[i].total.significant;
+		fprintf(o, "... %zu more functions (%zu of them with a significant change; --top N "
+			   "shows more)\n",
+			d->nrows - shown, sig);
+	}
+	fprintf(o, "\n%zu of %zu changes significant.\n", d->significant, d->tested);
+	return 0;
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void jnum(FILE *o, double v)
+{
+	if (isnan(v))
+		fputs("null", o);
+	else
+		fprintf(o, "%.9g", v);
+}
+
+static void jpair(FILE *o, double lo, double hi)
+{
+	if (isnan(lo))
+		fputs("null", o);
+	else
+		fprintf(o, "[%.9g, %.9g]", lo, hi);
+}
+
+static void jchange(FILE *o, const struct sprobe_rep_change *c)
+{
+	fputs("\"base_share\": ", o);
+	jnum(o, c->base);
+	fputs(", \"new_share\": ", o);
+	jnum(o, c->now);
+	fputs(", \"delta\": ", o);
+	jnum(o, c->delta);
+	fputs(", \"ci95\": ", o);
+	jpair(o, c->lo, c->hi);
+	fputs(", \"base_ci95\": ", o);
+	jpair(o, c->base_lo, c->base_hi);
+	fputs(", \"new_ci95\": ", o);
+	jpair(o, c->now_lo, c->now_hi);
+	fputs(", \"p\": ", o);
+	jnum(o, c->p);
+	fprintf(o, ", \"significant\": %s", c->significant ? "true" : "false");
+}
+
+static void jrun(FILE *o, const char *name, const struct sprobe_report *r,
+		 const struct sprobe_rep_shares *s)
+{
+	fputs("{\"source\": ", o);
+	ro_json_str(o, name);
+	fprintf(o, ", \"samples\": %" PRIu64 ", \"weight\": %" PRIu64 ", \"batches\": %u",
+		s->samples, s->weight, s->batches);
+	if (r->has_header)
+		fprintf(o, ", \"mode\": \"%s\", \"freq_hz\": %u", r->header.mode == SPROBE_DF_MODE_CPU ? "cpu" : "wall",
+			r->header.freq_hz);
+	fputc('}', o);
+}
+
+static int write_json(const struct sprobe_rep_diff *d, struct sprobe_report *base,
+		      struct sprobe_report *now, const struct sprobe_diff_opts *opts, FILE *o)
+{
+	fputs("{\n  \"base\": ", o);
+	jrun(o, opts->base_name ? opts->base_name : "", base, &d->base);
+	fputs(",\n  \"new\": ", o);
+	jrun(o, opts->new_name ? opts->new_name : "", now, &d->now);
+	fprintf(o, ",\n  \"alpha\": %g, \"correction\": \"holm\", \"method\": \"batch means\", "
+		   "\"tests\": %zu, \"significant_changes\": %zu,\n  \"functions\": [",
+		d->alpha, d->tested, d->significant);
+	for (size_t i = 0; i < d->nrows; i++) {
+		const struct sprobe_rep_diff_row *row = &d->rows[i];
+
+		fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", o);
+		ro_json_str(o, row->name);
+		fputs(", ", o);
+		jchange(o, &row->self);
+		fputs(", \"total\": {", o);
+		jchange(o, &row->total);
+		fputs("}}", o);
+	}
+	fputs("\n  ]\n}\n", o);
+	return 0;
+}
+
+/* ---- folded: difffolded.pl's "stack base new" ------------------------------ */
+
+/* Stacks of r by their folded text (thread and process names without their
+ * ids, which differ between runs), into d->stacks as name ids, with counts
+ * in col (0 base, 1 new). */
+static int fold(struct sprobe_report *r, struct sprobe_rep_diff *d, int col)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+
+	for (size_t i = 0; i < r->stacks.n; i++) {
+		const struct stack *st = &r->stacks.v[i];
+		const struct thread *t = &r->threads.v[st->thread];
+		const uint32_t *key = (const uint32_t *)sprobe_rep__bytemap_key(&r->stackmap, st->key);
+		size_t n = r->stackmap.keys.v[st->key].len / sizeof(uint32_t) - 1, len = 0;
+		FILE *m = open_memstream(&buf, &cap);
+		char nb[32];
+		bool added;
+		long id;
+
+		if (!m)
+			return -ENOMEM;
+		if (sprobe_rep__multi(r))
+			fprintf(m, "%s;", sprobe_rep__proc_name(r, t->proc, nb, sizeof(nb)));
+		fputs(t->name && *t->name ? t->name : "thread", m);
+		for (size_t k = 0; k < n; k++) {
+			uint32_t fid;
+
+			memcpy(&fid, key + 1 + k, sizeof(fid));
+			fprintf(m, ";%s", sprobe_rep__func_name(r, fid));
+		}
+		if (fclose(m))
+			return -ENOMEM;
+		len = strlen(buf);
+		for (size_t k = 0; k < len; k++)	/* ';' separates, ' ' ends: keep both out */
+			if (buf[k] == '\n' || buf[k] == '\r' || buf[k] == ' ')
+				buf[k] = buf[k] == ' ' ? '_' : ' ';
+		id = sprobe_rep__bytemap_intern(&d->stacks, buf, len + 1, &added);
+		free(buf);
+		buf = NULL;
+		if (id < 0)
+			return (int)id;
+		if (added) {
+			uint64_t z = 0;
+
+			if (VEC_PUSH(d->stack_counts, z) || VEC_PUSH(d->stack_counts, z))
+				return -ENOMEM;
+		}
+		d->stack_counts.v[2 * id + col] += st->count;
+	}
+	return 0;
+}
+
+int sprobe_rep__diff_fold(struct sprobe_rep_diff *d, struct sprobe_report *base,
+			  struct sprobe_report *now)
+{
+	int err;
+
+	if (d->stacks.keys.n)
+		return 0;
+	err = fold(base, d, 0);
+	return err ? err : fold(now, d, 1);
+}
+
+static int write_folded(struct sprobe_rep_diff *d, struct sprobe_report *base,
+			struct sprobe_report *now, FILE *o)
+{
+	int err = sprobe_rep__diff_fold(d, base, now);
+
+	if (err)
+		return err;
+	/* The base scaled to the new run's weight (difffolded.pl -n): runs of
+	 * different length compare by share. */
+	double scale = d->base.weight ? (double)d->now.weight / (double)d->base.weight : 1.0;
+
+	for (size_t i = 0; i < d->stacks.keys.n; i++)
+		fprintf(o, "%s %.0f %" PRIu64 "\n", sprobe_rep__bytemap_key(&d->stacks, (uint32_t)i),
+			(double)d->stack_counts.v[2 * i] * scale, d->stack_counts.v[2 * i + 1]);
+	return 0;
+}
+
+int sprobe_report__diff(struct sprobe_report *base, struct sprobe_report *now, FILE *out,
+			enum sprobe_report_format fmt, const struct sprobe_diff_opts *opts)
+{
+	struct sprobe_diff_opts o = { .sz = sizeof(o) };
+	struct sprobe_rep_diff d;
+	int err;
+
+	if (!base || !now || !out || (opts && opts->sz < sizeof(size_t)))
+		return -EINVAL;
+	if (opts)
+		memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+	if (fmt != SPROBE_REPORT_TEXT && fmt != SPROBE_REPORT_JSON && fmt != SPROBE_REPORT_FOLDED &&
+	    fmt != SPROBE_REPORT_PPROF && fmt != SPROBE_REPORT_HTML)
+		return -ENOTSUP;
+	err = sprobe_rep__diff_new(base, now, o.alpha, &d);
+	if (err)
+		return err;
+	switch (fmt) {
+	case SPROBE_REPORT_TEXT:
+		err = write_text(&d, base, now, &o, out);
+		break;
+	case SPROBE_REPORT_JSON:
+		err = write_json(&d, base, now, &o, out);
+		break;
+	case SPROBE_REPORT_FOLDED:
+		err = write_folded(&d, base, now, out);
+		break;
+	case SPROBE_REPORT_PPROF:
+		err = sprobe_rep__diff_pprof(&d, base, now, out);
+		break;
+	default:
+		err = sprobe_rep__diff_html(&d, base, now, &o, out);
+		break;
+	}
+	sprobe_rep__diff_free(&d);
+	if (!err && (fflush(out) != 0 || ferror(out)))
+		err = -EIO;
+	return err;
+}
