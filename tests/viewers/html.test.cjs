@@ -15,6 +15,11 @@ const URL_ = pathToFileURL(HTML).href;
 const folded = C.readFolded(C.path.join(C.OUT, 'demo.folded'));
 const TOTAL = C.total(folded);
 const trace = JSON.parse(C.fs.readFileSync(C.path.join(C.OUT, 'demo.trace.json'), 'utf8'));
+// The JSON report of the same recording: each function's shares and their
+// 95 % intervals, as another writer computes them.
+const report = JSON.parse(C.fs.readFileSync(C.path.join(C.OUT, 'demo.json'), 'utf8'));
+const fnOf = new Map(report.functions.map((f) => [f.name, f]));
+const hw = (ci) => (50 * (ci[1] - ci[0])).toFixed(2);
 const handlers = trace.traceEvents.filter((e) => e.name === 'handler');
 const kpauses = trace.traceEvents.filter((e) => e.cat === 'kernel' && /^kernel pause/.test(e.name));
 const tidsWithWindows = new Set([...handlers, ...kpauses].map((e) => e.tid));
@@ -111,8 +116,14 @@ describe('HTML report in chromium', () => {
 		const page = await open();
 		await (await frame(page, 'compress_reply')).hover();
 		const text = await page.locator('#fg-details').textContent();
-		const m = /^compress_reply \((\d+) samples?, (\d+\.\d\d)%\)$/.exec(text);
+		const m = /^compress_reply \((\d+) samples?, (\d+\.\d\d)%\); function total (\d+\.\d\d)% \u00b1 (\d+\.\d\d), self (\d+\.\d\d)% \u00b1 (\d+\.\d\d) \(95 %\)$/.exec(text);
 		assert.ok(m, 'details line: ' + JSON.stringify(text));
+		// The function's shares and intervals, as the JSON report has them.
+		const f = fnOf.get('compress_reply');
+		assert.equal(m[3], (100 * f.total_share).toFixed(2));
+		assert.equal(m[4], hw(f.total_ci95));
+		assert.equal(m[5], (100 * f.self_share).toFixed(2));
+		assert.equal(m[6], hw(f.self_ci95));
 		const per = new Map();
 		for (const [k, v] of folded) {
 			const p = k.split(';');
@@ -173,6 +184,25 @@ describe('HTML report in chromium', () => {
 		await page.locator('#fg-search').fill('');
 		await page.waitForFunction(() => !document.querySelector('#fg .fr.match'));
 		assert.equal(await page.locator('#fg-matched').textContent(), '');
+		await page.close();
+	});
+
+	it('the function table gives the shares of each function with their intervals', { skip: skip || false }, async () => {
+		const page = await open();
+		const heads = await page.locator('#funcs thead th').allTextContents();
+		assert.deepEqual(heads.map((h) => h.trim()), ['function', 'self', '\u00b1', 'total', '\u00b1']);
+		const rows = await page.locator('#funcs tbody tr').evaluateAll((trs) =>
+			trs.map((tr) => [...tr.children].map((td) => td.textContent)));
+		assert.ok(rows.length >= 5, 'rows: ' + rows.length);
+		for (const r of rows) {
+			const f = fnOf.get(r[0]);
+			assert.ok(f, 'no such function in the JSON report: ' + r[0]);
+			assert.equal(r[1], (100 * f.self_share).toFixed(2) + '%');
+			assert.equal(r[2], f.self_ci95 ? hw(f.self_ci95) : '-');
+			assert.equal(r[3], (100 * f.total_share).toFixed(2) + '%');
+			assert.equal(r[4], f.total_ci95 ? hw(f.total_ci95) : '-');
+		}
+		assert.match(await page.locator('#funcs-note').textContent(), /95 % interval/);
 		await page.close();
 	});
 

@@ -27,7 +27,7 @@ out=$(cd "$out" && pwd) art=$(cd "$art" && pwd)
 "$cli" record -q -F 199 -o "$out/demo.data" -- "$demo" 2 || exit 1
 "$cli" record -q -F 199 --mode cpu -o "$out/cpu.data" -- "$demo" 1 || exit 1
 for t in demo cpu; do
-	for f in folded:folded pprof:pb.gz speedscope:speedscope.json svg:svg trace:trace.json html:html; do
+	for f in folded:folded json:json pprof:pb.gz speedscope:speedscope.json svg:svg trace:trace.json html:html; do
 		"$cli" report -i "$out/$t.data" --format "${f%%:*}" -o "$out/$t.${f#*:}" || exit 1
 	done
 done

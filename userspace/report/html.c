@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,9 @@
 #include "userspace/report/html_timeline.h"
 #include "userspace/report/html_tree.h"
 #include "userspace/report/report_internal.h"
+#include "userspace/report/shares.h"
 
+#define HTML_FUNCS 500u	/* rows of the functions table */
 #define HIST_BUCKETS 40		/* log2 ns: [2^k, 2^(k+1)), bucket 0 holds 0 and 1 */
 
 /* ---- escaping ------------------------------------------------------------- */
@@ -158,6 +161,55 @@ static void write_summary(FILE *o, const struct sprobe_pause_summary *s)
 	fprintf(o, ",\"share\":%.9f}", s->pause_share);
 }
 
+static void jfrac(FILE *o, double v)
+{
+	if (isnan(v))
+		fputs(",null", o);
+	else
+		fprintf(o, ",%.9g", v);
+}
+
+/* "funcs": the top HTML_FUNCS functions by total samples, each
+ * [name, self, total, self_lo, self_hi, total_lo, total_hi] (fractions
+ * of 1; the 95 % intervals of shares.c, null without one). */
+static int write_funcs(FILE *o, struct sprobe_report *r)
+{
+	struct sprobe_rep_shares sh;
+	uint32_t *ids;
+	size_t nf;
+	int err = sprobe_rep__shares(r, NULL, 0, &sh);
+
+	if (err)
+		return err;
+	ids = sprobe_rep__sorted_funcs(r, true, &nf);
+	if (!ids) {
+		sprobe_rep__shares_free(&sh);
+		return -ENOMEM;
+	}
+	fprintf(o, ",\n\"funcs\":{\"batches\":%u,\"shown\":%zu,\"of\":%zu,\"rows\":[", sh.batches,
+		nf < HTML_FUNCS ? nf : HTML_FUNCS, nf);
+	for (size_t i = 0; i < nf && i < HTML_FUNCS; i++) {
+		const struct sprobe_rep_share *f = ids[i] < sh.nfuncs ? &sh.f[ids[i]] : NULL;
+		double lo, hi;
+
+		fputs(i ? ",\n[" : "[", o);
+		jstr(o, sprobe_rep__func_name(r, ids[i]));
+		jfrac(o, f ? f->self : NAN);
+		jfrac(o, f ? f->total : NAN);
+		sprobe_rep__share_ci(&sh, f ? f->self : NAN, f ? f->self_se : NAN, &lo, &hi);
+		jfrac(o, lo);
+		jfrac(o, hi);
+		sprobe_rep__share_ci(&sh, f ? f->total : NAN, f ? f->total_se : NAN, &lo, &hi);
+		jfrac(o, lo);
+		jfrac(o, hi);
+		fputc(']', o);
+	}
+	fputs("]}", o);
+	free(ids);
+	sprobe_rep__shares_free(&sh);
+	return 0;
+}
+
 static int write_data(FILE *o, struct sprobe_report *r, struct html_tree *t, const struct html_tl *tl)
 {
 	uint64_t wall = sprobe_rep__wall_ns(r);
@@ -201,6 +253,8 @@ static int write_data(FILE *o, struct sprobe_report *r, struct html_tree *t, con
 	sprobe_rep__html_tree_write(o, t);
 	bool first;
 	fprintf(o, "],\"pruned\":%" PRIu64 ",\"prune_div\":%u", t->pruned, PRUNE_DIV);
+	if (write_funcs(o, r))
+		return -ENOMEM;
 
 	/* processes */
 	fputs(",\n\"procs\":[", o);
