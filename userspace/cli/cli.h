@@ -9,9 +9,10 @@
 #define SPROBE_CLI_H
 
 #include <stdbool.h>
-#include <sys/types.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "userspace/common/enterable.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERROR 1
@@ -80,10 +81,30 @@ void cli_xkids__poll(struct cli_xkids *k);
 size_t cli_xkids__finish(struct cli_xkids *k, unsigned long long *lost);
 void cli_xkids__free(struct cli_xkids *k);
 
-/* Remove a parts directory and the files in it (cmd_record_pid.c). */
+/* The parts directory of a recording (record_parts.c). Remove it and the
+ * files in it. */
 void cli_remove_dir(const char *dir);
-/* The text report of a data file, to stderr (cmd_record_pid.c). */
+/* The text report of a data file, to stderr. */
 void cli_report_text(const char *output);
+/* Print each distinct "msg PID TEXT" line the agents left in DIR/events
+ * once, with how many process images said it. */
+void cli_print_agent_messages(const char *dir);
+/* Processes of the recording so far: the first parts in dir. */
+unsigned cli_count_processes(const char *dir);
+/* Remove the node tables (/dev/shm) left by processes of dir's parts that
+ * died without exit handlers (killed): only files of ours naming a pid
+ * that no process has now. */
+void cli_remove_stale_tables(const char *dir);
+
+/* The agent library (record_enter.c): $STACKPROBE_AGENT_LIB, else next to
+ * this executable (build tree), else ../lib (installed). 0 with out set,
+ * or -errno. */
+int cli_find_agent(char *out, size_t len);
+/* Is CMD (looked up on PATH like execvp, through its #! chain) one the
+ * agent cannot enter? SPROBE_ENTER_STATIC or _SETID with why ("is ...")
+ * filled, else SPROBE_ENTER_OK: the same question the agent's exec
+ * wrapper asks of the same file (userspace/common/enterable.h). */
+enum sprobe_enter cli_unenterable(const char *cmd, char *why, size_t len);
 /* The external tier's half (cmd_record_ext.c); tier says why it is used. */
 int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tier);
 

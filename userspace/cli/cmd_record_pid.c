@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -61,22 +60,6 @@ static int read_reply(int fd, char *buf, size_t cap, int ms)
 	struct sprobe_ctl_sock s = { plain_fd, NULL, &fd };
 
 	return sprobe_ctl__read_line(&s, buf, cap, ms);
-}
-
-void cli_remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' &&
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < sizeof(path))
-			unlink(path);
-	closedir(d);
-	rmdir(dir);
 }
 
 /* Connect to pid's control channel: the socket, -1 after saying why, or
@@ -135,22 +118,6 @@ static bool start_ok(pid_t pid, const char *line, int n)
 		fprintf(stderr, "stackprobe record: process %d's agent answered \"%s\"\n", (int)pid,
 			line);
 	return false;
-}
-
-void cli_report_text(const char *output)
-{
-	struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };
-	struct sprobe_report *r = sprobe_report__new(&ro);
-
-	if (!r)
-		return;
-	int lerr = sprobe_report__load_file(r, output);
-	if (lerr < 0 && sprobe_report__samples(r) == 0)
-		fprintf(stderr, "stackprobe record: %s: %s\n", output,
-			sprobe_report__message(r)[0] ? sprobe_report__message(r) : strerror(-lerr));
-	else
-		sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
-	sprobe_report__free(r);
 }
 
 int cli_record_pid(const struct cli_record_pid_opts *o)
