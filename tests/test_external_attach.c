@@ -281,7 +281,7 @@ static void test_attach_running(void **state)
 		skip_if_no_perf(seen);
 		fail_msg("record -p did not attach (exit %d):\n%s", rc, seen);
 	}
-	assert_non_null(strstr(seen, "no stackprobe agent listens in it"));
+	assert_non_null(strstr(seen, "no stackprobe agent is loaded in it"));
 	assert_non_null(strstr(seen, "2 threads"));
 	/* Attached: now the second thread and the child start. */
 	assert_int_equal(write(w.in, "go\n", 3), 3);

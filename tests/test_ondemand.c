@@ -446,10 +446,20 @@ static void test_second_client_busy_and_ctrl_c(void **state)
 	wait_probe(s.pid, true);
 	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 1 -o " OUT "/od-second.data 2>&1",
 		 (int)s.pid);
-	assert_int_equal(sprobe_test_run(cmd, &out), 1);
-	assert_non_null(strstr(out, "busy"));
+	/* The agent is busy: the kernel records it instead, and says why. */
+	unlink(OUT "/od-second.data");
+	int rc = sprobe_test_run(cmd, &out);
+	char busy[128];
+	snprintf(busy, sizeof(busy), "process %d is busy: another `stackprobe record -p %d` is "
+		 "recording it through its agent; sampling it through the kernel", (int)s.pid,
+		 (int)s.pid);
+	assert_non_null(strstr(out, busy));
+	if (rc != 0 && strstr(out, "cannot sample process"))
+		print_message("  perf events refused here; the refusal said why:\n%s", out);
+	else
+		assert_int_equal(rc, 0);
 	free(out);
-	assert_int_equal(access(OUT "/od-second.data", F_OK), -1);
+	assert_int_equal(access(OUT "/od-second.data", F_OK), rc == 0 ? 0 : -1);
 	/* Ctrl-C ends the first early; what it took is kept. */
 	wait_part_sampled(OUT "/od-first.data");
 	kill(first, SIGINT);
@@ -591,7 +601,7 @@ static void test_dead_pid_and_no_agent(void **state)
 	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 1 --mode wall -o " OUT "/od-plain.data 2>&1",
 		 (int)plain);
 	assert_int_equal(sprobe_test_run(cmd, &out), 1);
-	assert_non_null(strstr(out, "no stackprobe agent listens in it"));
+	assert_non_null(strstr(out, "no stackprobe agent is loaded in it"));
 	assert_non_null(strstr(out, "--mode wall needs the agent"));
 	assert_int_equal(access(OUT "/od-plain.data", F_OK), -1);
 	free(out);
@@ -1012,6 +1022,53 @@ static void test_continuous_bad_dir(void **state)
 	free(out);
 }
 
+/* record -p says why the agent it finds is not used, before the kernel
+ * tier's refusal of --mode wall (which keeps these tests off perf). */
+static void assert_tier_reason(pid_t pid, const char *reason)
+{
+	char cmd[256], *out = NULL;
+
+	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 1 --mode wall -o " OUT "/od-why.data 2>&1",
+		 (int)pid);
+	assert_int_equal(sprobe_test_run(cmd, &out), 1);
+	if (!strstr(out, reason))
+		fail_msg("expected \"%s\" in:\n%s", reason, out);
+	assert_non_null(strstr(out, "--mode wall needs the agent"));
+	free(out);
+	assert_int_equal(access(OUT "/od-why.data", F_OK), -1);
+}
+
+/* An agent recording for `record` (STACKPROBE_OUTPUT) has no control
+ * channel: busy, not "no agent". */
+static void test_agent_busy_without_channel(void **state)
+{
+	static const char *const env[] = { "STACKPROBE_AGENT=1",
+					   "STACKPROBE_OUTPUT=" OUT "/od-busy-own.data", NULL };
+	struct svc s;
+	char reason[160];
+
+	(void)state;
+	svc_start_env(&s, env);
+	snprintf(reason, sizeof(reason), "process %d is busy: its stackprobe agent is recording it "
+		 "for another `stackprobe record`", (int)s.pid);
+	assert_tier_reason(s.pid, reason);
+	svc_stop(&s);
+}
+
+/* The agent publishing its table only (STACKPROBE_AGENT=1): loaded, no
+ * channel, and the line says how to have one. */
+static void test_agent_without_channel(void **state)
+{
+	static const char *const env[] = { "STACKPROBE_AGENT=1", NULL };
+	struct svc s;
+
+	(void)state;
+	svc_start_env(&s, env);
+	assert_tier_reason(s.pid, "its stackprobe agent runs without the control channel "
+				  "(STACKPROBE_AGENT=idle, or STACKPROBE_CONTROL=1, turns it on)");
+	svc_stop(&s);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -1027,6 +1084,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_continuous_keep_bound, setup_dir),
 	cmocka_unit_test_setup(test_continuous_disk_full, setup_dir),
 	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
+	cmocka_unit_test_setup(test_agent_busy_without_channel, setup_dir),
+	cmocka_unit_test_setup(test_agent_without_channel, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -107,6 +107,14 @@ int cli_find_agent(char *out, size_t len);
 enum sprobe_enter cli_unenterable(const char *cmd, char *why, size_t len);
 /* The external tier's half (cmd_record_ext.c); tier says why it is used. */
 int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tier);
+/* Why pid's agent is not used, one phrase into why (record_pid_why.c):
+ * _no_channel() when nothing listens on its control channel (no agent
+ * loaded, an agent busy with another recording, one without a channel,
+ * out of reach), from /proc; _reply() from the agent's first reply line
+ * (n: read_line's return) when it was not "ok" (busy, refused, another
+ * version, an error). */
+void cli_why_no_channel(pid_t pid, char *why, size_t len);
+void cli_why_reply(pid_t pid, const char *line, int n, char *why, size_t len);
 
 /*
  * Name the pcs the agents left unnamed (symbol records with a module and

@@ -2,8 +2,10 @@
 /*
  * stackprobe record -p PID: a recording of a running service, on demand.
  *
- * Without an agent (none answers on the channel), or with --external, the
- * kernel samples it instead: cmd_record_ext.c (the external tier).
+ * Without an agent to record it (none answers on the channel, or it is
+ * busy, refuses us, speaks another version), or with --external, the
+ * kernel samples it instead: cmd_record_ext.c (the external tier), whose
+ * line says why (record_pid_why.c).
  *
  * The service runs with the agent idle (STACKPROBE_AGENT=idle: no sampler,
  * no signal, no CPU) and its control channel (userspace/agent/control.c,
@@ -92,34 +94,6 @@ static int connect_agent(pid_t pid)
 	return fd;
 }
 
-/* What the agent's first reply means, said to the user; false unless ok. */
-static bool start_ok(pid_t pid, const char *line, int n)
-{
-	unsigned uid;
-	int err, off = 0;
-
-	if (n > 0 && strncmp(line, "ok ", 3) == 0)
-		return true;
-	if (n <= 0)
-		fprintf(stderr, "stackprobe record: process %d's agent did not answer (%s)\n", (int)pid,
-			n == 0 ? "it closed the connection" : strerror(-n));
-	else if (strcmp(line, "busy") == 0)
-		fprintf(stderr, "stackprobe record: process %d is busy: another `stackprobe record "
-				"-p %d` is recording it; try again when it has finished\n",
-			(int)pid, (int)pid);
-	else if (sscanf(line, "refused %u", &uid) == 1)
-		fprintf(stderr, "stackprobe record: process %d's agent refused uid %u: only its own "
-				"user and root may record it (run as that user, or with sudo)\n",
-			(int)pid, uid);
-	else if (sscanf(line, "error %d %n", &err, &off) == 1)
-		fprintf(stderr, "stackprobe record: process %d's agent could not start sampling: "
-				"%s\n", (int)pid, off ? line + off : strerror(err));
-	else
-		fprintf(stderr, "stackprobe record: process %d's agent answered \"%s\"\n", (int)pid,
-			line);
-	return false;
-}
-
 int cli_record_pid(const struct cli_record_pid_opts *o)
 {
 	pid_t pid = o->pid;
@@ -129,10 +103,13 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	if (o->external)
 		return cli_record_pid_external(o, "--external");
 	int fd = connect_agent(pid);
-	/* No agent listens (none was loaded, or it is in another network
-	 * namespace: a container): the kernel samples it instead. */
-	if (fd == -2)
-		return cli_record_pid_external(o, "no stackprobe agent listens in it");
+	char why[512];
+	/* No agent listens (none was loaded, one busy under `record`, one
+	 * out of reach): the kernel samples it instead, saying why. */
+	if (fd == -2) {
+		cli_why_no_channel(pid, why, sizeof(why));
+		return cli_record_pid_external(o, why);
+	}
 	if (fd < 0)
 		return CLI_EXIT_ERROR;
 	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -172,8 +149,15 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	 * still leaves its reply to read: the reply says why. */
 	(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL);
 	n = read_reply(fd, line, sizeof(line), 10000);
-	if (!start_ok(pid, line, n))
-		goto fail;
+	if (n <= 0 || strncmp(line, "ok ", 3) != 0) {
+		/* Busy with another client, refusing our uid, another version:
+		 * the kernel can still sample it. */
+		cli_why_reply(pid, line, n, why, sizeof(why));
+		close(fd);
+		cli_remove_dir(dir);
+		unlink(o->output);
+		return cli_record_pid_external(o, why);
+	}
 
 	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
 	sigemptyset(&sa.sa_mask);
@@ -235,9 +219,8 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	 * from the files as the service sees them (its root: another mount
 	 * namespace's, a container's) while it runs, and its JIT's map. */
 	if (cli_lines_left_to_reader(o->output)) {
-		char why[256], root[64];
+		char root[64];
 		struct cli_lines_opts lo = { .jit = true };
-
 		struct stat rs, ms, ps;
 
 		snprintf(root, sizeof(root), "/proc/%d", (int)pid);
