@@ -1069,6 +1069,65 @@ static void test_agent_without_channel(void **state)
 	svc_stop(&s);
 }
 
+/* A service SIGKILLed while record -p records it runs no exit handler:
+ * record removes the node table it left (its own user's, the pid dead),
+ * and dump of that pid says it is gone. Through the agent (idle, its
+ * recording publishes the table) and through the kernel (an agent with
+ * a table and no channel). */
+static void killed_service_table(struct svc *s, const char *name)
+{
+	char table[64], errf[128], data[128], args[256], cmd[512], *out = NULL;
+
+	snprintf(table, sizeof(table), "/dev/shm/stackprobe-%d.table", (int)s->pid);
+	snprintf(errf, sizeof(errf), OUT "/%s.err", name);
+	snprintf(data, sizeof(data), OUT "/%s.data", name);
+	snprintf(args, sizeof(args), "-d 120 --mode cpu --no-report -o %s", data);
+	wait_dump_shows(s->pid, "od_compute");
+	pid_t rec = record_bg(s->pid, args, errf);
+	/* Recording: its part (agent) or its tier line (kernel) is there. */
+	snprintf(cmd, sizeof(cmd), "ls -d %s.parts.* >/dev/null 2>&1 && grep -q 'Ctrl-C ends it' %s",
+		 data, errf);
+	for (int i = 0; sprobe_test_run(cmd, NULL) != 0; i++) {
+		if (i == 1000)
+			fail_msg("record -p never started (%s)", errf);
+		pause_ms(20);
+	}
+	assert_int_equal(access(table, F_OK), 0);
+	assert_int_equal(kill(s->pid, SIGKILL), 0);
+	assert_int_equal(wait_status(s->pid), 128 + SIGKILL);
+	close(s->in);
+	assert_int_equal(wait_status(rec), 0);
+	assert_int_equal(access(table, F_OK), -1);
+	snprintf(cmd, sizeof(cmd), "cat %s", errf);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	if (!strstr(out, "left its node table") || !strstr(out, "removed it"))
+		fail_msg("record -p said nothing of the table:\n%s", out);
+	free(out);
+	snprintf(cmd, sizeof(cmd), CLI " dump %d 2>&1", (int)s->pid);
+	assert_int_equal(sprobe_test_run(cmd, &out), 1);
+	assert_non_null(strstr(out, "is gone"));
+	free(out);
+}
+
+static void test_killed_service_table_removed(void **state)
+{
+	struct svc s;
+
+	(void)state;
+	svc_start(&s, "1", "1");
+	killed_service_table(&s, "od-killed-agent");
+}
+
+static void test_killed_service_table_removed_kernel(void **state)
+{
+	static const char *const env[] = { "STACKPROBE_AGENT=1", NULL };
+	struct svc s;
+
+	(void)state;
+	svc_start_env(&s, env);
+	killed_service_table(&s, "od-killed-kernel");
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -1086,6 +1145,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_continuous_bad_dir, setup_dir),
 	cmocka_unit_test_setup(test_agent_busy_without_channel, setup_dir),
 	cmocka_unit_test_setup(test_agent_without_channel, setup_dir),
+	cmocka_unit_test_setup(test_killed_service_table_removed, setup_dir),
+	cmocka_unit_test_setup(test_killed_service_table_removed_kernel, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -95,6 +95,15 @@ unsigned cli_count_processes(const char *dir);
  * died without exit handlers (killed): only files of ours naming a pid
  * that no process has now. */
 void cli_remove_stale_tables(const char *dir);
+/* Remove the node table (/dev/shm/stackprobe-PID.table, path filled) that
+ * a killed pid left: only when no live process has the pid now (none, or
+ * a zombie) and only a regular file of our effective uid (*owner gets its
+ * uid). 1 removed, 0 none there, -EBUSY the pid lives, -EPERM not ours,
+ * else -errno. */
+int cli_remove_dead_table(pid_t pid, char *path, size_t len, uid_t *owner);
+/* The same for record -p, saying on stderr what was removed (unless
+ * quiet) or left (another user's). */
+void cli_say_dead_table(pid_t pid, bool quiet);
 
 /* The agent library (record_enter.c): $STACKPROBE_AGENT_LIB, else next to
  * this executable (build tree), else ../lib (installed). 0 with out set,

@@ -256,6 +256,9 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 		return CLI_EXIT_ERROR;
 	}
 	cli_remove_dir(dir);
+	/* An agent without a channel (busy, table only) publishes a table:
+	 * a killed process leaves it. */
+	cli_say_dead_table(pid, o->quiet);
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d: %llu samples, "
 				"%u process%s)\n", o->output, secs, (int)pid, xs, mr.processes,

@@ -210,6 +210,8 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		return CLI_EXIT_ERROR;
 	}
 	cli_remove_dir(dir);
+	/* Killed during the recording: no exit handler removed its table. */
+	cli_say_dead_table(pid, o->quiet);
 	if (mr.parts == 0) {
 		fprintf(stderr, "stackprobe record: process %d wrote nothing\n", (int)pid);
 		return CLI_EXIT_ERROR;

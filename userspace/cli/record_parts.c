@@ -6,7 +6,9 @@
  * text report of the merged file printed.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,4 +139,53 @@ void cli_remove_stale_tables(const char *dir)
 		}
 	}
 	closedir(d);
+}
+
+/* Has pid no live process: none at all, or a zombie (dead, its table
+ * garbage, its pid not free for another until reaped)? */
+static bool pid_dead(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "re")))
+		return errno == ENOENT;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p && (p[1] == ' ') && (p[2] == 'Z' || p[2] == 'X');
+}
+
+int cli_remove_dead_table(pid_t pid, char *path, size_t len, uid_t *owner)
+{
+	struct stat st;
+
+	snprintf(path, len, "/dev/shm/stackprobe-%d.table", (int)pid);
+	if (lstat(path, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	*owner = st.st_uid;
+	if (!pid_dead(pid))
+		return -EBUSY;
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM;
+	return unlink(path) == 0 ? 1 : errno == ENOENT ? 0 : -errno;
+}
+
+void cli_say_dead_table(pid_t pid, bool quiet)
+{
+	char path[64];
+	uid_t owner = 0;
+	int r = cli_remove_dead_table(pid, path, sizeof(path), &owner);
+
+	if (r == 1 && !quiet)
+		fprintf(stderr, "stackprobe record: process %d left its node table %s (it was killed: "
+				"no exit handler ran); removed it\n", (int)pid, path);
+	else if (r == -EPERM)
+		fprintf(stderr, "stackprobe record: process %d left its node table %s, uid %u's: not "
+				"removed (its user or root may remove it)\n", (int)pid, path,
+			(unsigned)owner);
 }
