@@ -466,14 +466,17 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: cannot sample %s through the kernel: %s\n",
 				argv[optind], xwhy);
 	}
+	const char *kwhy = ext ? sprobe_ext__kernel_why(ext) : NULL;
 	if (unsampled_root && root_kind != SPROBE_ENTER_SETID && !quiet)
-		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
+		fprintf(stderr, "stackprobe record: %s %s; %s%s%s\n", argv[optind], why,
 			ext ? "sampled through the kernel instead (perf events: cpu time, stacks "
 			      "unwound from the kernel's copies)"
-			    : "it runs unsampled (its exit status is passed through)");
+			    : "it runs unsampled (its exit status is passed through)",
+			kwhy ? "; " : "", kwhy ? kwhy : "");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
-				"time, stacks unwound from the kernel's copies), without the agent\n");
+				"time, stacks unwound from the kernel's copies), without the agent%s%s\n",
+			kwhy ? "; " : "", kwhy ? kwhy : "");
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {

@@ -172,12 +172,15 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	if (mfd >= 0)
 		close(mfd);
 	if (!o->quiet) {
+		const char *kwhy = sprobe_ext__kernel_why(x);
+
 		fprintf(stderr, "stackprobe record: process %d: %s; sampling it through the kernel "
-				"(external tier: perf events, cpu time%s, frame-pointer call chains, "
+				"(external tier: perf events, cpu time%s, %s, frame-pointer call chains, "
 				"%d thread%s and what it starts from now on) at %g Hz for %g s; Ctrl-C "
 				"ends it early\n", (int)pid, tier,
-			o->mode_given ? "" : " (not wall: a CPU clock)", nthreads,
-			nthreads == 1 ? "" : "s", o->freq, o->seconds);
+			o->mode_given ? "" : " (not wall: a CPU clock)",
+			kwhy ? kwhy : "user and kernel", nthreads, nthreads == 1 ? "" : "s", o->freq,
+			o->seconds);
 		if (mfd < 0)
 			fprintf(stderr, "stackprobe record: cannot read process %d's files through %s "
 					"(%s): its samples will have no function names; CAP_SYS_PTRACE (or "

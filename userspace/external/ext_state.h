@@ -50,6 +50,20 @@ struct xthread {
 
 #define MAX_CPUS 1024
 
+/* /proc/kallsyms' text symbols, sorted by address (loaded once, when a
+ * part first has a kernel frame; n == 0 when the addresses are hidden:
+ * kernel.kptr_restrict). */
+struct sprobe_ext_ksym {
+	uint64_t addr;
+	uint32_t name;		/* offset in names */
+};
+struct sprobe_ext_ksyms {
+	bool loaded;
+	struct sprobe_ext_ksym *v;
+	size_t n;
+	char *names;
+};
+
 struct sprobe_ext {
 	/* One event and ring per CPU: the kernel refuses to map the ring of
 	 * an inherited event that follows the task on every CPU. */
@@ -77,6 +91,10 @@ struct sprobe_ext {
 	size_t ntfd, captfd;
 	uint32_t *tids;		/* threads with events of their own */
 	size_t ntids, captids;
+	/* Why kernel time is not sampled ("": it is), and the kernel's
+	 * symbols naming its frames (perf_kernel.c). */
+	char kernel_why[192];
+	struct sprobe_ext_ksyms ksyms;
 };
 
 /* A new image of pid (its first, or the next after an exec) started at
@@ -91,6 +109,15 @@ void sprobe_ext__thread_comm(struct sprobe_ext *x, uint32_t pid, uint32_t tid, c
 void sprobe_ext__proc_line(const char *path, char *out, size_t len);
 /* /proc/PID/task/TID/comm ("" if the thread has gone). */
 void sprobe_ext__proc_comm(uint32_t pid, uint32_t tid, char *out, size_t len);
+/* Is pc the kernel's (the upper half of the address space)? */
+static inline bool sprobe_ext__kernel_pc(uint64_t pc)
+{
+	return (int64_t)pc < 0;
+}
+/* The name of the kernel function holding pc, NULL when not known (the
+ * addresses hidden, no /proc/kallsyms). Loads them on first use. */
+const char *sprobe_ext__ksym(struct sprobe_ext_ksyms *k, uint64_t pc);
+void sprobe_ext__ksyms_free(struct sprobe_ext_ksyms *k);
 /* Write im as DIR/PID.EXEC.part (perf_part.c). 1 written, 0 left to the
  * agent's part of that name, or -errno. */
 int sprobe_ext__write_part(struct sprobe_ext *x, struct ximage *im);

@@ -17,6 +17,32 @@
 
 #include "userspace/external/ext_state.h"
 
+/* Frames of a sample to leave out: with the kernel's names hidden, its
+ * frames are one "[kernel]", the outermost (the system call's entry). */
+static uint32_t kernel_skip(struct sprobe_ext *x, const uint64_t *pcs, uint32_t n)
+{
+	uint32_t k = 0;
+
+	while (k < n && sprobe_ext__kernel_pc(pcs[k]))
+		k++;
+	return k > 1 && !sprobe_ext__ksym(&x->ksyms, pcs[0]) ? k - 1 : 0;
+}
+
+/* The symbol record of a kernel pc: "[kernel] NAME", or "[kernel]".
+ * ret: a return address (looked up at pc - 1). */
+static int kernel_symbol(struct sprobe_ext *x, struct sprobe_datafile_writer *w, uint64_t pc,
+			 bool ret)
+{
+	const char *fn = sprobe_ext__ksym(&x->ksyms, ret ? pc - 1 : pc);
+	char name[300];
+	struct sprobe_df_record rec = { .type = SPROBE_DF_SYMBOL };
+
+	snprintf(name, sizeof(name), fn ? "[kernel] %s" : "[kernel]", fn);
+	rec.symbol = (struct sprobe_df_symbol){ .pc = pc, .module = SPROBE_DF_NO_MODULE,
+						.name = name, .name_len = (uint32_t)strlen(name) };
+	return sprobe_datafile_writer__write(w, &rec);
+}
+
 int sprobe_ext__write_part(struct sprobe_ext *x, struct ximage *im)
 {
 	char path[4096];
@@ -90,10 +116,12 @@ int sprobe_ext__write_part(struct sprobe_ext *x, struct ximage *im)
 	}
 	for (size_t i = 0; i < im->n && !err; i++) {
 		rec.type = SPROBE_DF_SAMPLE;
+		uint32_t skip = kernel_skip(x, im->pcs + im->s[i].pc0, im->s[i].nframes);
+
 		rec.sample = (struct sprobe_df_sample){ .time_ns = im->s[i].time_ns, .tid = im->s[i].tid,
 							.method = SPROBE_METHOD_PERF_EVENT,
-							.pcs = im->pcs + im->s[i].pc0,
-							.nframes = im->s[i].nframes, .weight = 1 };
+							.pcs = im->pcs + im->s[i].pc0 + skip,
+							.nframes = im->s[i].nframes - skip, .weight = 1 };
 		err = sprobe_datafile_writer__write(w, &rec);
 	}
 	/* Symbols of every distinct pc (return addresses looked up at pc - 1,
@@ -103,11 +131,14 @@ int sprobe_ext__write_part(struct sprobe_ext *x, struct ximage *im)
 
 	while (setcap < im->n * 4 && setcap < (1u << 24))
 		setcap *= 2;
-	uint64_t *set = im->mods ? calloc(setcap, sizeof(*set)) : NULL;
+	uint64_t *set = calloc(setcap, sizeof(*set));
 
 	for (size_t i = 0; i < im->n && !err && set; i++) {
-		for (uint32_t k = 0; k < im->s[i].nframes && !err; k++) {
-			uint64_t pc = im->pcs[im->s[i].pc0 + k];
+		const uint64_t *pcs = im->pcs + im->s[i].pc0;
+		uint32_t skip = kernel_skip(x, pcs, im->s[i].nframes);
+
+		for (uint32_t k = skip; k < im->s[i].nframes && !err; k++) {
+			uint64_t pc = pcs[k];
 			size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (setcap - 1);
 			bool seen = false;
 
@@ -127,7 +158,12 @@ int sprobe_ext__write_part(struct sprobe_ext *x, struct ximage *im)
 				continue;
 			struct sprobe_symbol sym;
 
-			if (sprobe_modules__symbolize(im->mods, k ? pc - 1 : pc, &sym) != 0 || !sym.name)
+			if (sprobe_ext__kernel_pc(pc)) {
+				err = kernel_symbol(x, w, pc, k > skip);
+				continue;
+			}
+			if (!im->mods ||
+			    sprobe_modules__symbolize(im->mods, k ? pc - 1 : pc, &sym) != 0 || !sym.name)
 				continue;
 			rec.type = SPROBE_DF_SYMBOL;
 			rec.symbol = (struct sprobe_df_symbol){

@@ -30,6 +30,28 @@
 #include "userspace/external/ext_state.h"
 #include "userspace/external/xsample.h"
 
+/* Why the kernel's part of the CPU time is not sampled, into why. */
+static void user_only(char *why, size_t len)
+{
+	char v[16] = "";
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+
+	if (f) {
+		if (!fgets(v, sizeof(v), f))
+			v[0] = '\0';
+		fclose(f);
+	}
+	v[strcspn(v, "\n")] = '\0';
+	snprintf(why, len, "user time only: the kernel refused kernel samples "
+		 "(kernel.perf_event_paranoid is %s; kernel time needs 1 or less, root or "
+		 "CAP_PERFMON)", v[0] ? v : "not known");
+}
+
+const char *sprobe_ext__kernel_why(const struct sprobe_ext *x)
+{
+	return x->kernel_why[0] ? x->kernel_why : NULL;
+}
+
 struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, char *why,
 				    size_t len)
 {
@@ -53,9 +75,12 @@ struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, 
 	a.disabled = 1;
 	a.enable_on_exec = 1;
 	a.inherit = 1;	/* every thread and child, from its first instruction */
-	a.exclude_kernel = 1;
+	/* Kernel time too where allowed (perf_event_paranoid <= 1, root,
+	 * CAP_PERFMON): a service's system calls are often most of its CPU.
+	 * Refused, the first open falls back to user time and says why. */
+	a.exclude_kernel = 0;
 	a.exclude_hv = 1;
-	a.exclude_callchain_kernel = 1;
+	a.exclude_callchain_kernel = 0;
 	a.comm = 1;
 	a.task = 1;
 	a.sample_id_all = 1;
@@ -74,6 +99,13 @@ struct sprobe_ext *sprobe_ext__open(pid_t pid, double freq_hz, const char *dir, 
 		if (x->fd[c] < 0 && errno == EINVAL && a.sample_max_stack) {
 			a.sample_max_stack = 0; /* kernels before 4.8 */
 			x->fd[c] = (int)syscall(SYS_perf_event_open, &a, pid, c, -1, PERF_FLAG_FD_CLOEXEC);
+		}
+		if (x->fd[c] < 0 && (errno == EACCES || errno == EPERM) && !a.exclude_kernel) {
+			user_only(x->kernel_why, sizeof(x->kernel_why));
+			a.exclude_kernel = 1;
+			a.exclude_callchain_kernel = 1;
+			c--; /* this CPU again, user space only */
+			continue;
 		}
 		if (x->fd[c] < 0 && errno == ENODEV) {
 			x->ring[c] = MAP_FAILED; /* an offline CPU */
@@ -573,6 +605,7 @@ void sprobe_ext__free(struct sprobe_ext *x)
 		free(x->img[i].s);
 		free(x->img[i].pcs);
 	}
+	sprobe_ext__ksyms_free(&x->ksyms);
 	free(x->scratch);
 	free(x->img);
 	free(x->thr);
