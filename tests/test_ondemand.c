@@ -1128,6 +1128,102 @@ static void test_killed_service_table_removed_kernel(void **state)
 	killed_service_table(&s, "od-killed-kernel");
 }
 
+/* A master that forks busy workers and sleeps in wait (a prefork
+ * server): record -p of the master records the workers too (through the
+ * kernel), says so, and --no-children says what it leaves out. With the
+ * agent idle in the master (its workers have no channel) and without. */
+/* The master's process group, killed by the teardown even when the test
+ * failed half-way (its busy workers must not outlive it). */
+static pid_t master_pgid;
+
+static int kill_master(void **state)
+{
+	(void)state;
+	if (master_pgid > 0) {
+		kill(-master_pgid, SIGKILL);
+		waitpid(master_pgid, NULL, 0);
+	}
+	master_pgid = 0;
+	return 0;
+}
+
+static void master_and_workers(bool agent, const char *name)
+{
+	char lib[PATH_MAX], path[64], kids[128] = "", cmd[512], data[128], *out = NULL;
+	int k1 = 0, k2 = 0;
+
+	assert_non_null(realpath("build/libstackprobe.so", lib));
+	pid_t m = fork();
+	assert_true(m >= 0);
+	if (m == 0) {
+		setpgid(0, 0);
+		if (agent) {
+			setenv("LD_PRELOAD", lib, 1);
+			setenv("STACKPROBE_AGENT", "idle", 1);
+		}
+		execl("/bin/sh", "sh", "-c", "for i in 1 2; do (while :; do :; done) & done; wait",
+		      (char *)NULL);
+		_exit(127);
+	}
+	setpgid(m, m);
+	master_pgid = m;
+	/* Both workers forked (bounded: 20 s). */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)m, (int)m);
+	for (int i = 0; sscanf(kids, "%d %d", &k1, &k2) != 2; i++) {
+		if (i == 1000)
+			fail_msg("the workers of %d never came", (int)m);
+		pause_ms(20);
+		read_small(path, kids, sizeof(kids));
+	}
+	snprintf(data, sizeof(data), OUT "/%s.data", name);
+	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 0.5 -F 499 --mode cpu --no-report -o %s "
+		 "2>&1", (int)m, data);
+	int rc = sprobe_test_run(cmd, &out);
+	if (rc != 0 && strstr(out, "cannot sample"))
+		goto skip;
+	assert_int_equal(rc, 0);
+	if (!strstr(out, "and its 2 child processes"))
+		fail_msg("no word on the workers:\n%s", out);
+	free(out);
+	snprintf(cmd, sizeof(cmd), CLI " report -i %s --format folded", data);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	char w1[32], w2[32];
+	snprintf(w1, sizeof(w1), "sh-%d;", k1);
+	snprintf(w2, sizeof(w2), "sh-%d;", k2);
+	unsigned long n1 = sprobe_test_folded_count(out, w1, NULL);
+	unsigned long n2 = sprobe_test_folded_count(out, w2, NULL);
+	print_message("  %s: worker %d %lu samples, worker %d %lu\n", name, k1, n1, k2, n2);
+	/* 0.5 s of a busy loop at 499 Hz each: 250 samples if it had a CPU
+	 * to itself, a few where it shares one. */
+	assert_true(n1 >= 5 && n2 >= 5);
+	free(out);
+	snprintf(cmd, sizeof(cmd), CLI " record -p %d -d 0.2 --mode cpu --no-children --no-report "
+		 "-o %s 2>&1", (int)m, data);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	snprintf(cmd, sizeof(cmd), "process %d has 2 child processes (", (int)m);
+	if (!strstr(out, cmd) || !strstr(out, "not recorded (--no-children)"))
+		fail_msg("--no-children did not say what it left out:\n%s", out);
+skip:
+	if (rc != 0)
+		print_message("  perf events refused here:\n%s", out);
+	free(out);
+	kill(-m, SIGKILL);
+	master_pgid = 0;
+	assert_int_equal(wait_status(m), 128 + SIGKILL);
+}
+
+static void test_master_workers_agent(void **state)
+{
+	(void)state;
+	master_and_workers(true, "od-master-agent");
+}
+
+static void test_master_workers_kernel(void **state)
+{
+	(void)state;
+	master_and_workers(false, "od-master-kernel");
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_three_recordings_idle_between, setup_dir),
 	cmocka_unit_test_setup(test_cpu_mode_on_demand, setup_dir),
@@ -1147,6 +1243,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_agent_without_channel, setup_dir),
 	cmocka_unit_test_setup(test_killed_service_table_removed, setup_dir),
 	cmocka_unit_test_setup(test_killed_service_table_removed_kernel, setup_dir),
+	cmocka_unit_test_setup_teardown(test_master_workers_agent, setup_dir, kill_master),
+	cmocka_unit_test_setup_teardown(test_master_workers_kernel, setup_dir, kill_master),
 };
 
 SPROBE_TEST_MAIN(tests)

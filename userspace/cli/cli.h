@@ -57,8 +57,33 @@ struct cli_record_pid_opts {
 	bool external;		/* --external: the kernel tier even if an agent listens */
 	const char *output;
 	bool quiet, report;
+	bool no_children;	/* --no-children: the process alone */
 };
 int cli_record_pid(const struct cli_record_pid_opts *o);
+
+/*
+ * record -p's children (record_kids.c): the processes pid had started
+ * before the recording (a prefork server's workers), each attached
+ * through the kernel, its parts into the recording's directory.
+ * cli_kids_list() fills out with pid's descendants now (breadth first, at
+ * most max) and *cpu with their CPU seconds so far; returns how many.
+ * _attach() attaches those (one that has gone is skipped) and says so
+ * unless quiet; NULL only when out of memory. _poll() reads their rings
+ * (often); _finish() writes their parts and returns their samples (*lost
+ * the ones the kernel dropped); _free() accepts NULL.
+ * cli_kids_say_left() says on stderr which children --no-children left
+ * out, and their CPU.
+ */
+#define CLI_KIDS_MAX 256
+struct cli_kids;
+size_t cli_kids_list(pid_t pid, pid_t *out, size_t max, double *cpu);
+struct cli_kids *cli_kids__attach(pid_t pid, const pid_t *v, size_t n, double cpu, double freq,
+				  const char *dir, bool quiet);
+size_t cli_kids__count(const struct cli_kids *k);
+void cli_kids__poll(struct cli_kids *k);
+unsigned long long cli_kids__finish(struct cli_kids *k, unsigned long long *lost);
+void cli_kids__free(struct cli_kids *k);
+void cli_kids_say_left(pid_t pid);
 /*
  * The external tier for the programs of the tree the agent cannot enter
  * (ext_children.c): a thread answers the agent's requests

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 	      "                         [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "       stackprobe record -p PID [-d SECONDS] [-F HZ] [--mode wall|cpu]\n"
-	      "                         [--external] [-o FILE] [--quiet] [--no-report]\n"
+	      "                         [--external] [--no-children] [-o FILE] [--quiet]\n"
+	      "                         [--no-report]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
 	      "process it starts (children, exec chains, forked workers) is sampled\n"
@@ -96,8 +97,12 @@ static void usage(FILE *f)
 	      "                       samples for the duration, then is idle again), else\n"
 	      "                       (or with --external) through the kernel: cpu time,\n"
 	      "                       its threads and the children it starts from now on\n"
+	      "                       (and the children it has already: below)\n"
 	      "  -d, --duration S     with -p: seconds to record (default 30); Ctrl-C\n"
 	      "                       ends it early and keeps what was taken\n"
+	      "      --no-children    with -p: the process alone; by default the children\n"
+	      "                       it has already (a server's forked workers) are\n"
+	      "                       recorded too, through the kernel (cpu time)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -200,6 +205,7 @@ int cmd_record(int argc, char **argv)
 		{ "cpu-engine", required_argument, NULL, 'E' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "no-children", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -208,7 +214,7 @@ int cmd_record(int argc, char **argv)
 	double seconds = 0;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
-	bool mode_given = false;
+	bool mode_given = false, no_children = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -251,6 +257,9 @@ int cmd_record(int argc, char **argv)
 		case 'I':
 			inherit = false;
 			break;
+		case 'C':
+			no_children = true;
+			break;
 		case 'X':
 			external = true;
 			break;
@@ -291,6 +300,11 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "stackprobe record: -d is for -p PID (a command runs until it ends)\n");
 		return CLI_EXIT_USAGE;
 	}
+	if (no_children && !target) {
+		fprintf(stderr, "stackprobe record: --no-children is for -p PID (with a command: "
+				"--no-inherit)\n");
+		return CLI_EXIT_USAGE;
+	}
 	if (target) {
 		if (optind < argc) {
 			fprintf(stderr, "stackprobe record: -p PID records a running process: give no "
@@ -300,7 +314,8 @@ int cmd_record(int argc, char **argv)
 		struct cli_record_pid_opts po = { .pid = target, .seconds = seconds > 0 ? seconds : 30,
 						  .freq = freq, .mode = mode, .mode_given = mode_given,
 						  .external = external, .output = output,
-						  .quiet = quiet, .report = report };
+						  .quiet = quiet, .report = report,
+						  .no_children = no_children };
 		return cli_record_pid(&po);
 	}
 	if (optind >= argc) {

@@ -146,6 +146,11 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	/* Its children now, before its events exist: one forked after the
+	 * attach inherits them (listed here too, it would count twice). */
+	pid_t kv[CLI_KIDS_MAX];
+	double kcpu = 0;
+	size_t nk = o->no_children ? 0 : cli_kids_list(pid, kv, CLI_KIDS_MAX, &kcpu);
 	struct sprobe_ext *x = sprobe_ext__attach(pid, o->freq, dir, why, sizeof(why));
 	if (!x) {
 		fprintf(stderr, "stackprobe record: cannot sample process %d through the kernel: %s\n",
@@ -187,6 +192,8 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 					"its own user) can read them\n", (int)pid, root, strerror(merrno));
 	}
 
+	struct cli_kids *kids = nk ? cli_kids__attach(pid, kv, nk, kcpu, o->freq, dir, o->quiet)
+				   : NULL;
 	uint64_t t0 = sprobe_mono_ns(), end = t0 + (uint64_t)(o->seconds * 1e9), named = t0;
 	bool gone = false;
 	while (!stop_asked && !gone) {
@@ -202,6 +209,7 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 		else if (pidfd < 0 && kill(pid, 0) != 0 && errno == ESRCH)
 			gone = true;
 		sprobe_ext__poll(x);
+		cli_kids__poll(kids);
 		if (!gone && now - named >= 1000000000ull) {
 			sprobe_ext__refresh(x);
 			named = now;
@@ -235,9 +243,14 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 				secs);
 	}
 	int np = sprobe_ext__finish(x);
-	unsigned long long xs = 0, xl = 0;
+	unsigned long long xs = 0, xl = 0, kl = 0;
 	sprobe_ext__counts(x, &xs, &xl);
 	sprobe_ext__free(x);
+	xs += cli_kids__finish(kids, &kl);
+	xl += kl;
+	cli_kids__free(kids);
+	if (o->no_children && !o->quiet)
+		cli_kids_say_left(pid);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (np < 0) {

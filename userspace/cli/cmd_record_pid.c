@@ -168,12 +168,25 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: sampling process %d at %g Hz (%s) for %g s; "
 				"Ctrl-C ends it early\n", (int)pid, o->freq, o->mode, o->seconds);
+	/* Its workers: the agent listens in this process only. */
+	struct cli_kids *kids = NULL;
+	if (!o->no_children) {
+		pid_t kv[CLI_KIDS_MAX];
+		double kcpu;
+		size_t nk = cli_kids_list(pid, kv, CLI_KIDS_MAX, &kcpu);
+
+		if (nk)
+			kids = cli_kids__attach(pid, kv, nk, kcpu, o->freq, dir, o->quiet);
+	}
 	while (!stop_asked) {
 		uint64_t now = sprobe_mono_ns();
 		if (now >= end)
 			break;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int r = poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
+		int ms = (int)((end - now) / 1000000ull) + 1;
+		/* The children's rings are read every 50 ms. */
+		int r = poll(&p, 1, cli_kids__count(kids) && ms > 50 ? 50 : ms);
+		cli_kids__poll(kids);
 		if (r > 0) {
 			/* The agent ended it: its process exited or exec'd
 			 * (end of file), or its own deadline ("done"). */
@@ -200,6 +213,14 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	sigaction(SIGTERM, &old_term, NULL);
 	close(fd);
 	fd = -1;
+	unsigned long long klost = 0, ksamples = cli_kids__finish(kids, &klost);
+	size_t nkids = cli_kids__count(kids);
+	cli_kids__free(kids);
+	if (!o->quiet && klost)
+		fprintf(stderr, "stackprobe record: the kernel lost %llu samples of the children "
+				"(ring full)\n", klost);
+	if (o->no_children && !o->quiet)
+		cli_kids_say_left(pid);
 
 	struct sprobe_merge_opts mo = { .dir = dir, .output = o->output, .root_pid = pid };
 	struct sprobe_merge_result mr;
@@ -247,7 +268,12 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 					"module files: %s\n",
 				o->output, why[0] ? why : strerror((int)-nl));
 	}
-	if (!o->quiet)
+	if (!o->quiet && nkids)
+		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d, and %llu samples "
+				"of its %zu child process%s)\n", o->output,
+			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid, ksamples, nkids,
+			nkids == 1 ? "" : "es");
+	else if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d)\n", o->output,
 			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid);
 	if (o->report)

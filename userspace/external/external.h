@@ -30,6 +30,7 @@
 #ifndef SPROBE_USERSPACE_EXTERNAL_H
 #define SPROBE_USERSPACE_EXTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
