@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * `record -p PID` of a process with no agent: the kernel samples it (the
- * external tier, issue 26 items 1, 3). A running program started without
+ * external tier). A running program started without
  * the agent (tests/workloads/attachwork.c): its threads, one started after
  * the attach, a child forked after it, its exit mid-recording; -d and
  * Ctrl-C; wall mode refused; refusals (a seccomp filter, another user, a

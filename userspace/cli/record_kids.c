@@ -41,7 +41,7 @@ static bool proc_stat(pid_t pid, pid_t *ppid, double *cpu)
 	fclose(f);
 	buf[n] = '\0';
 	char *p = strrchr(buf, ')');
-	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	/* state ppid pgrp sid tty tpgid flags minflt cminflt majflt
 	 * cmajflt utime stime */
 	if (!p || sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &pp, &ut,
 			 &st) != 3)

@@ -23,11 +23,11 @@
 enum sprobe_enter {
 	SPROBE_ENTER_OK = 0,	/* enterable, or nothing known against it */
 	SPROBE_ENTER_STATIC,	/* cannot be entered: no loader; why says so */
-	SPROBE_ENTER_SETID,	/* cannot be entered: set-ID or file capabilities;
-				 * why says so. The
-				 * kernel also drops perf events at such an
-				 * exec (a non-dumpable image), so the external
-				 * tier cannot follow it through the exec. */
+	SPROBE_ENTER_SETID,	/* cannot be entered: set-ID, or file
+				 * capabilities; why says so. The kernel also
+				 * drops perf events at such an exec (a
+				 * non-dumpable image), so the external tier
+				 * cannot follow it through the exec. */
 	SPROBE_ENTER_SCRIPT,	/* a #! script: check interp instead */
 };
 
