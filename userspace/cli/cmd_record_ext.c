@@ -153,8 +153,9 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	size_t nk = o->no_children ? 0 : cli_kids_list(pid, kv, CLI_KIDS_MAX, &kcpu);
 	struct sprobe_ext *x = sprobe_ext__attach(pid, o->freq, dir, why, sizeof(why));
 	if (!x) {
-		fprintf(stderr, "stackprobe record: cannot sample process %d through the kernel: %s\n",
-			(int)pid, why);
+		/* Why the agent was not used either, so the user has both. */
+		fprintf(stderr, "stackprobe record: process %d: %s; cannot sample process %d through "
+				"the kernel either: %s\n", (int)pid, tier, (int)pid, why);
 		rmdir(dir);
 		goto fail_sig;
 	}

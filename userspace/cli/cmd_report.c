@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,8 @@
 #include <stackprobe/report.h>
 
 #ifdef __linux__
+#include <poll.h>
+
 #include "userspace/datafile/merge.h"
 #endif
 

@@ -260,7 +260,11 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 		 * read (dlopen). Read them again, at most every 250 ms of the
 		 * samples' time (a pc in anonymous memory, JIT code, stays
 		 * in none). */
-		if (im->mods && !sprobe_modules__find(im->mods, r.ip) &&
+		/* In the kernel, r.ip is the kernel's: the user pc is the one
+		 * the thread entered it from. */
+		uint64_t upc = sprobe_ext__kernel_pc(r.ip) ? (r.has_regs ? sprobe_xsample__user_pc(&r) : 0)
+							   : r.ip;
+		if (im->mods && upc && !sprobe_modules__find(im->mods, upc) &&
 		    r.time - im->refresh_ns > 250000000ull) {
 			im->refresh_ns = r.time;
 			if (sprobe_modules__refresh(im->mods) == 1)

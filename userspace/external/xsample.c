@@ -208,6 +208,11 @@ static uint32_t chain_part(const struct sprobe_xraw *r, uint64_t ctx, uint64_t *
 	return n;
 }
 
+uint64_t sprobe_xsample__user_pc(const struct sprobe_xraw *r)
+{
+	return r->regs[REGS_IP];
+}
+
 /* The user frames (the contract of sprobe_xsample__frames, without the
  * kernel's). */
 static uint32_t user_frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *t,

@@ -65,6 +65,10 @@ struct sprobe_xraw {
 int sprobe_xsample__parse(uint64_t sample_type, uint64_t regs_mask, const uint8_t *p,
 			  const uint8_t *end, struct sprobe_xraw *r);
 
+/* The user pc of a sample with registers (has_regs): where the thread
+ * was in user space, also when the sample was taken in the kernel. */
+uint64_t sprobe_xsample__user_pc(const struct sprobe_xraw *r);
+
 /*
  * The sample's return addresses, innermost first, into pcs[max]: the
  * unwinder's walk of its registers and stack (u NULL: none, e.g. the
