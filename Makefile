@@ -111,7 +111,7 @@ DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.
 	userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/symbols/cfi_names.c userspace/symbols/debuginfod.c \
 	userspace/symbols/debug_frame.c userspace/symbols/dwarf_load.c userspace/symbols/dwarf_cache.c \
 	userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/libunwind_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/unwind/go_preempt.c userspace/pause/pause.c userspace/pause/libbpf_dl.c userspace/datafile/stream.c userspace/sampler/sampler.c userspace/sampler/probe.c userspace/sampler/threads.c userspace/sampler/resolve.c userspace/sampler/emit.c userspace/sampler/blocked_perf.c \
-	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/xsample.c userspace/common/enterable.c \
+	userspace/datafile/merge.c userspace/external/perf_tree.c userspace/external/perf_attach.c userspace/external/perf_part.c userspace/external/perf_kernel.c userspace/external/xsample.c userspace/common/enterable.c \
 	userspace/unwind/access_file.c userspace/external/perm.c userspace/common/ctl_line.c table/table_win.c \
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))

@@ -1,4 +1,4 @@
-# ---- the external tier: record -p through the kernel (issue 26) ----------
+# ---- the external tier: record -p through the kernel ----------------------
 # build/attachwork: a running program started without the agent
 # (tests/test_external_attach.c); build/noperf (mk/hardening.mk) puts a
 # seccomp filter forbidding perf events in front of record.
@@ -15,7 +15,7 @@ BENCH_EXT_PAUSE_ARGS ?= 10 1 999 32
 .PHONY: bench-ext-pause
 bench-ext-pause: $(BUILD)/bench/bench_ext_pause
 	$(Q)$(BUILD)/bench/bench_ext_pause $(BENCH_EXT_PAUSE_ARGS)
-# ---- the external tier (issue 26; tests/test_external.c) ------------------
+# ---- the external tier (tests/test_external.c) ----------------------------
 # build/extsplit: a C program linked statically and built -O2 (gcc omits
 # frame pointers there), so only DWARF unwinding of the kernel's stack
 # copies finds its callers. build/gosplit: a pure Go program (CGO_ENABLED=0,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The external tier unwinds (issue 26, items 1-2): `record --mode cpu --
+ * The external tier unwinds: `record --mode cpu --
  * CMD` on a program the agent cannot enter samples it through the kernel
  * (registers and a copy of the user stack per sample) and unwinds each
  * sample with the deferred unwinder, reading the program's code and

@@ -287,7 +287,7 @@ static void test_attach_running(void **state)
 		skip_if_no_perf(seen);
 		fail_msg("record -p did not attach (exit %d):\n%s", rc, seen);
 	}
-	assert_non_null(strstr(seen, "no stackprobe agent listens in it"));
+	assert_non_null(strstr(seen, "no stackprobe agent is loaded in it"));
 	assert_non_null(strstr(seen, "2 threads"));
 	/* Attached: now the second thread and the child start. */
 	assert_int_equal(write(w.in, "go\n", 3), 3);
@@ -678,6 +678,84 @@ static void test_dead_pid_and_kernel_thread(void **state)
 	free(out);
 }
 
+/* A program busy in the kernel (dd reading /dev/zero: the copy is the
+ * kernel's): record -p samples its kernel time too where the kernel lets
+ * it (root here), kernel frames on top of the user stack, and says so;
+ * a user the kernel refuses kernel samples (perf_event_paranoid 2) gets
+ * user time and one phrase saying why. */
+static void test_kernel_time(void **state)
+{
+	char *argv[] = { "/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=100000000",
+			 NULL };
+	char dir[] = "/tmp/sprobe-xk-XXXXXX", data[64], par[16] = "";
+	struct proc w, r;
+	char *seen, *folded;
+	int rc = -1;
+
+	(void)state;
+	mkdir(OUT, 0755);
+	spawn(argv, false, false, false, 0, &w);
+	if (!start_record(w.pid, "-F 499 -d 0.5 --no-report", OUT "/xa-kernel.data", false, 0, &r,
+			  &seen, &rc)) {
+		kill(w.pid, SIGKILL);
+		finish(&w);
+		skip_if_no_perf(seen);
+		fail_msg("record -p did not attach (exit %d):\n%s", rc, seen);
+	}
+	char *rest = slurp(r.out, seen);
+	free(seen);
+	assert_int_equal(finish(&r), 0);
+	kill(w.pid, SIGKILL);
+	finish(&w);
+	if (geteuid() == 0) {
+		assert_non_null(strstr(rest, "user and kernel"));
+		folded = report(OUT "/xa-kernel.data", "folded");
+		unsigned long all = sprobe_test_folded_count(folded, "dd-", NULL);
+		unsigned long kern = sprobe_test_folded_count(folded, ";[kernel", NULL);
+		print_message("  dd: %lu samples, %lu with kernel frames\n", all, kern);
+		/* Its CPU is mostly the kernel's copy of zeros. */
+		assert_true(all >= 50);
+		assert_true(kern * 2 >= all);
+		free(folded);
+	}
+	free(rest);
+	if (geteuid() != 0)
+		return;
+	/* As nobody: the kernel decides by perf_event_paranoid. */
+	FILE *pf = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	assert_non_null(pf);
+	assert_non_null(fgets(par, sizeof(par), pf));
+	fclose(pf);
+	par[strcspn(par, "\n")] = '\0';
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(chmod(dir, 0777), 0);
+	snprintf(data, sizeof(data), "%s/k.data", dir);
+	spawn(argv, false, false, true, 0, &w);
+	if (!start_record(w.pid, "-F 499 -d 0.3 --no-report", data, true, 0, &r, &seen, &rc)) {
+		kill(w.pid, SIGKILL);
+		finish(&w);
+		skip_if_no_perf(seen);
+		fail_msg("record -p as nobody did not attach (exit %d):\n%s", rc, seen);
+	}
+	rest = slurp(r.out, seen);
+	free(seen);
+	assert_int_equal(finish(&r), 0);
+	kill(w.pid, SIGKILL);
+	finish(&w);
+	if (atoi(par) >= 2) {
+		char want[160];
+		snprintf(want, sizeof(want), "user time only: the kernel refused kernel samples "
+			 "(kernel.perf_event_paranoid is %s; kernel time needs 1 or less", par);
+		if (!strstr(rest, want))
+			fail_msg("expected \"%s\" in:\n%s", want, rest);
+	} else {
+		assert_non_null(strstr(rest, "user and kernel"));
+	}
+	free(rest);
+	unlink(data);
+	rmdir(dir);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_attach_running),
 	cmocka_unit_test(test_threads_made_during_attach),
@@ -688,6 +766,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_not_dumpable, nobody_dir_teardown),
 	cmocka_unit_test_teardown(test_setuid_program, nobody_dir_teardown),
 	cmocka_unit_test(test_dead_pid_and_kernel_thread),
+	cmocka_unit_test(test_kernel_time),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -14,13 +14,17 @@
  * siblings would give.
  */
 #include <errno.h>
+#include <grp.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -762,6 +766,60 @@ static void test_data_files_private(void **state)
 	free(out);
 }
 
+/* A program with file capabilities is run by the kernel in secure-
+ * execution mode for anyone but root, as a set-ID one: the loader ignores
+ * LD_PRELOAD there. record says so, and takes the set-ID way (the kernel
+ * tier attached after its exec, or unsampled, saying why). Root only (a
+ * capability on a file, a record run by nobody). */
+static void test_file_caps_program(void **state)
+{
+	char dir[] = "/tmp/sprobe-caps-XXXXXX", prog[64], errp[64], outp[64], cli[PATH_MAX];
+	char cmd[256], *out = NULL;
+	/* VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE, CAP_NET_RAW (13)
+	 * permitted: what `setcap cap_net_raw+ep` writes (ping's). */
+	const uint32_t caps[5] = { 0x02000001u, 1u << 13, 0, 0, 0 };
+
+	(void)state;
+	if (geteuid() != 0)
+		SPROBE_SKIP("needs root to give a file capabilities and run record as nobody");
+	assert_non_null(realpath(CLI, cli));
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(chmod(dir, 0777), 0);
+	snprintf(prog, sizeof(prog), "%s/capsleep", dir);
+	snprintf(errp, sizeof(errp), "%s/err", dir);
+	snprintf(outp, sizeof(outp), "%s/caps.data", dir);
+	snprintf(cmd, sizeof(cmd), "cp /bin/sleep %s && chmod 755 %s", prog, prog);
+	assert_int_equal(sprobe_test_run(cmd, NULL), 0);
+	if (setxattr(prog, "security.capability", caps, sizeof(caps), 0) != 0)
+		SPROBE_SKIP("no file capabilities here: %s", strerror(errno));
+	pid_t c = fork();
+	assert_true(c >= 0);
+	if (c == 0) {
+		if (setgroups(0, NULL) || setgid(65534) || setuid(65534))
+			_exit(99);
+		int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (e < 0)
+			_exit(98);
+		dup2(e, 2);
+		execl(cli, "stackprobe", "record", "--no-report", "-o", outp, "--", prog, "0.1",
+		      (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	assert_int_equal(waitpid(c, &st, 0), c);
+	snprintf(cmd, sizeof(cmd), "cat %s", errp);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("record as nobody: status %d:\n%s", st, out);
+	if (!strstr(out, "capsleep is a file-capability program (security.capability): the "
+			 "loader ignores LD_PRELOAD there; "))
+		fail_msg("no word on the file capabilities:\n%s", out);
+	assert_true(strstr(out, "attached just after its exec") || strstr(out, "it runs unsampled"));
+	free(out);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	sprobe_test_run(cmd, NULL);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_record_kernel_windows, setup_dir),
 	cmocka_unit_test_setup(test_pause_command, setup_dir),
@@ -778,6 +836,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_setup(test_agent_alone_leaves_lines_to_report, setup_dir),
 	cmocka_unit_test_setup(test_agent_starts_over_stale_table, setup_dir),
 	cmocka_unit_test_setup(test_data_files_private, setup_dir),
+	cmocka_unit_test_setup(test_file_caps_program, setup_dir),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -9,9 +9,10 @@
 #define SPROBE_CLI_H
 
 #include <stdbool.h>
-#include <sys/types.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "userspace/common/enterable.h"
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_ERROR 1
@@ -56,8 +57,33 @@ struct cli_record_pid_opts {
 	bool external;		/* --external: the kernel tier even if an agent listens */
 	const char *output;
 	bool quiet, report;
+	bool no_children;	/* --no-children: the process alone */
 };
 int cli_record_pid(const struct cli_record_pid_opts *o);
+
+/*
+ * record -p's children (record_kids.c): the processes pid had started
+ * before the recording (a prefork server's workers), each attached
+ * through the kernel, its parts into the recording's directory.
+ * cli_kids_list() fills out with pid's descendants now (breadth first, at
+ * most max) and *cpu with their CPU seconds so far; returns how many.
+ * _attach() attaches those (one that has gone is skipped) and says so
+ * unless quiet; NULL only when out of memory. _poll() reads their rings
+ * (often); _finish() writes their parts and returns their samples (*lost
+ * the ones the kernel dropped); _free() accepts NULL.
+ * cli_kids_say_left() says on stderr which children --no-children left
+ * out, and their CPU.
+ */
+#define CLI_KIDS_MAX 256
+struct cli_kids;
+size_t cli_kids_list(pid_t pid, pid_t *out, size_t max, double *cpu);
+struct cli_kids *cli_kids__attach(pid_t pid, const pid_t *v, size_t n, double cpu, double freq,
+				  const char *dir, bool quiet);
+size_t cli_kids__count(const struct cli_kids *k);
+void cli_kids__poll(struct cli_kids *k);
+unsigned long long cli_kids__finish(struct cli_kids *k, unsigned long long *lost);
+void cli_kids__free(struct cli_kids *k);
+void cli_kids_say_left(pid_t pid);
 /*
  * The external tier for the programs of the tree the agent cannot enter
  * (ext_children.c): a thread answers the agent's requests
@@ -80,12 +106,49 @@ void cli_xkids__poll(struct cli_xkids *k);
 size_t cli_xkids__finish(struct cli_xkids *k, unsigned long long *lost);
 void cli_xkids__free(struct cli_xkids *k);
 
-/* Remove a parts directory and the files in it (cmd_record_pid.c). */
+/* The parts directory of a recording (record_parts.c). Remove it and the
+ * files in it. */
 void cli_remove_dir(const char *dir);
-/* The text report of a data file, to stderr (cmd_record_pid.c). */
+/* The text report of a data file, to stderr. */
 void cli_report_text(const char *output);
+/* Print each distinct "msg PID TEXT" line the agents left in DIR/events
+ * once, with how many process images said it. */
+void cli_print_agent_messages(const char *dir);
+/* Processes of the recording so far: the first parts in dir. */
+unsigned cli_count_processes(const char *dir);
+/* Remove the node tables (/dev/shm) left by processes of dir's parts that
+ * died without exit handlers (killed): only files of ours naming a pid
+ * that no process has now. */
+void cli_remove_stale_tables(const char *dir);
+/* Remove the node table (/dev/shm/stackprobe-PID.table, path filled) that
+ * a killed pid left: only when no live process has the pid now (none, or
+ * a zombie) and only a regular file of our effective uid (*owner gets its
+ * uid). 1 removed, 0 none there, -EBUSY the pid lives, -EPERM not ours,
+ * else -errno. */
+int cli_remove_dead_table(pid_t pid, char *path, size_t len, uid_t *owner);
+/* The same for record -p, saying on stderr what was removed (unless
+ * quiet) or left (another user's). */
+void cli_say_dead_table(pid_t pid, bool quiet);
+
+/* The agent library (record_enter.c): $STACKPROBE_AGENT_LIB, else next to
+ * this executable (build tree), else ../lib (installed). 0 with out set,
+ * or -errno. */
+int cli_find_agent(char *out, size_t len);
+/* Is CMD (looked up on PATH like execvp, through its #! chain) one the
+ * agent cannot enter? SPROBE_ENTER_STATIC or _SETID with why ("is ...")
+ * filled, else SPROBE_ENTER_OK: the same question the agent's exec
+ * wrapper asks of the same file (userspace/common/enterable.h). */
+enum sprobe_enter cli_unenterable(const char *cmd, char *why, size_t len);
 /* The external tier's half (cmd_record_ext.c); tier says why it is used. */
 int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tier);
+/* Why pid's agent is not used, one phrase into why (record_pid_why.c):
+ * _no_channel() when nothing listens on its control channel (no agent
+ * loaded, an agent busy with another recording, one without a channel,
+ * out of reach), from /proc; _reply() from the agent's first reply line
+ * (n: read_line's return) when it was not "ok" (busy, refused, another
+ * version, an error). */
+void cli_why_no_channel(pid_t pid, char *why, size_t len);
+void cli_why_reply(pid_t pid, const char *line, int n, char *why, size_t len);
 
 /*
  * Name the pcs the agents left unnamed (symbol records with a module and

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,7 +96,19 @@ int cmd_dump(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	if (kill(pid, 0) < 0 && errno == ESRCH) {
-		fprintf(stderr, "stackprobe dump: no process with pid %d\n", pid);
+		char tpath[64];
+		struct stat st;
+
+		/* A killed agent leaves its table: say so, it holds nothing live
+		 * (record -p removes it when it sees the process go). */
+		snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%d.table", (int)pid);
+		if (table_path || lstat(tpath, &st) != 0)
+			fprintf(stderr, "stackprobe dump: process %d is gone (no process has that "
+					"pid now)\n", pid);
+		else
+			fprintf(stderr, "stackprobe dump: process %d is gone (no process has that "
+					"pid now); its node table %s was left behind (it was killed): "
+					"its stacks are not live, remove it with rm\n", pid, tpath);
 		return CLI_EXIT_ERROR;
 	}
 

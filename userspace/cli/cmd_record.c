@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -39,7 +38,6 @@
 #include <stackprobe/pause.h>
 #include <stackprobe/report.h>
 #include <stackprobe/sampler.h>
-#include <stackprobe/table.h>
 
 #include "userspace/common/clock.h"
 #include "userspace/common/enterable.h"
@@ -59,7 +57,8 @@ static void usage(FILE *f)
 	      "                         [--cpu-engine perf|timer|poll|auto]\n"
 	      "                         -- COMMAND [ARGS...]\n"
 	      "       stackprobe record -p PID [-d SECONDS] [-F HZ] [--mode wall|cpu]\n"
-	      "                         [--external] [-o FILE] [--quiet] [--no-report]\n"
+	      "                         [--external] [--no-children] [-o FILE] [--quiet]\n"
+	      "                         [--no-report]\n"
 	      "\n"
 	      "Run COMMAND with the stackprobe agent loaded: every thread of every\n"
 	      "process it starts (children, exec chains, forked workers) is sampled\n"
@@ -85,7 +84,8 @@ static void usage(FILE *f)
 	      "                       processes it starts\n"
 	      "      --external       sample through the kernel (perf events), without the\n"
 	      "                       agent: cpu time, DWARF-unwound stacks (default\n"
-	      "                       for a command the agent cannot enter: static, set-ID)\n"
+	      "                       for a command the agent cannot enter: static, set-ID,\n"
+	      "                       file capabilities)\n"
 	      "      --cpu-engine E   cpu mode: perf (a task-clock perf event per thread:\n"
 	      "                       exact, fails if perf events are not allowed), timer\n"
 	      "                       (CPU-clock timers: fire at the scheduler tick only),\n"
@@ -97,8 +97,12 @@ static void usage(FILE *f)
 	      "                       samples for the duration, then is idle again), else\n"
 	      "                       (or with --external) through the kernel: cpu time,\n"
 	      "                       its threads and the children it starts from now on\n"
+	      "                       (and the children it has already: below)\n"
 	      "  -d, --duration S     with -p: seconds to record (default 30); Ctrl-C\n"
 	      "                       ends it early and keeps what was taken\n"
+	      "      --no-children    with -p: the process alone; by default the children\n"
+	      "                       it has already (a server's forked workers) are\n"
+	      "                       recorded too, through the kernel (cpu time)\n"
 	      "  -h, --help           show this help\n"
 	      "\n"
 	      "Examples:\n"
@@ -109,44 +113,6 @@ static void usage(FILE *f)
 	      "\n"
 	      "Exit status: the command's own (128+N if killed by signal N); 1 if\n"
 	      "stackprobe itself failed, 2 on a usage error.\n", f);
-}
-
-/* The agent library: $STACKPROBE_AGENT_LIB, else next to this executable
- * (build tree), else ../lib (installed). */
-static int find_agent(char *out, size_t len)
-{
-	const char *env = getenv("STACKPROBE_AGENT_LIB");
-	char exe[PATH_MAX];
-	static const char *const rel[] = { "libstackprobe.so", "../lib/libstackprobe.so",
-					   "../lib/libstackprobe.so.0" };
-
-	if (env && *env) {
-		if (access(env, R_OK) != 0)
-			return -errno;
-		snprintf(out, len, "%s", env);
-		return 0;
-	}
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0)
-		return -ENOENT;
-	exe[n] = '\0';
-	char *slash = strrchr(exe, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = '\0';
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		if ((size_t)snprintf(out, len, "%s/%s", exe, rel[i]) >= len)
-			continue;
-		if (access(out, R_OK) == 0) {
-			char *r = realpath(out, NULL);
-			if (r) {
-				snprintf(out, len, "%s", r);
-				free(r);
-			}
-			return 0;
-		}
-	}
-	return -ENOENT;
 }
 
 static volatile sig_atomic_t forward_sig;
@@ -177,140 +143,6 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	if (si && si->si_code == SI_KERNEL)
 		return;
 	forward_sig = sig;
-}
-
-/* What the agents of the tree had to say ("msg PID TEXT" lines of
- * DIR/events: the agent writes nothing on the program's own stderr under
- * record), each distinct text once, with how many processes said it. */
-static void print_agent_messages(const char *dir)
-{
-	char path[PATH_MAX], *line = NULL;
-	size_t cap = 0, n = 0;
-	struct said {
-		char *text;
-		unsigned count;
-		int pid;
-	} v[64];
-	FILE *f;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/events", dir) >= sizeof(path) ||
-	    !(f = fopen(path, "re")))
-		return;
-	while (getline(&line, &cap, f) > 0) {
-		int pid, off = 0;
-		size_t i;
-
-		if (sscanf(line, "msg %d %n", &pid, &off) != 1 || !off)
-			continue;
-		line[strcspn(line, "\n")] = '\0';
-		for (i = 0; i < n && strcmp(v[i].text, line + off) != 0; i++)
-			;
-		if (i < n) {
-			v[i].count++;
-		} else if (n < sizeof(v) / sizeof(v[0]) && (v[n].text = strdup(line + off))) {
-			v[n].count = 1;
-			v[n++].pid = pid;
-		}
-	}
-	free(line);
-	fclose(f);
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].count > 1)
-			fprintf(stderr, "%s (said by %u process images)\n", v[i].text, v[i].count);
-		else
-			fprintf(stderr, "%s\n", v[i].text);
-		free(v[i].text);
-	}
-}
-
-/* Processes of the recording so far: the parts in its directory. */
-static unsigned count_processes(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	unsigned n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		if (strstr(de->d_name, ".0.part"))
-			n++;
-	closedir(d);
-	return n;
-}
-
-/* Is CMD (looked up on PATH like execvp) one the agent cannot enter?
- * Returns SPROBE_ENTER_STATIC or _SETID with why ("is ...") filled, else
- * SPROBE_ENTER_OK. The agent's exec wrapper asks the same question of the
- * same file (userspace/common/enterable.c). */
-static enum sprobe_enter unenterable(const char *cmd, char *why, size_t len)
-{
-	char path[PATH_MAX], phrase[128];
-
-	if (!sprobe_enter__resolve(cmd, getenv("PATH"), path, sizeof(path)))
-		return SPROBE_ENTER_OK;
-	for (int depth = 0; depth <= SPROBE_ENTER_MAX_SCRIPTS; depth++) {
-		char interp[256];
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		enum sprobe_enter r = sprobe_enter__check_fd(fd, phrase, sizeof(phrase), interp,
-							     sizeof(interp));
-
-		if (fd >= 0)
-			close(fd);
-		if (r == SPROBE_ENTER_STATIC || r == SPROBE_ENTER_SETID) {
-			snprintf(why, len, "is %s", phrase);
-			return r;
-		}
-		if (r != SPROBE_ENTER_SCRIPT)
-			return SPROBE_ENTER_OK;
-		snprintf(path, sizeof(path), "%s", interp);
-	}
-	return SPROBE_ENTER_OK;
-}
-
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' &&
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < sizeof(path))
-			unlink(path);
-	closedir(d);
-	rmdir(dir);
-}
-
-/* Node tables left by processes of the tree that died without exit
- * handlers (killed): only files of ours naming a dead pid. */
-static void remove_stale_tables(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		unsigned pid;
-		char proc[32], tpath[64];
-		struct stat st;
-
-		if (sscanf(de->d_name, "%u.0.part", &pid) != 1)
-			continue;
-		snprintf(proc, sizeof(proc), "/proc/%u", pid);
-		if (stat(proc, &st) == 0)
-			continue;
-		struct sprobe_table *left = sprobe_table__open_pid((pid_t)pid, NULL);
-		if (left) {
-			snprintf(tpath, sizeof(tpath), "/dev/shm/stackprobe-%u.table", pid);
-			sprobe_table__close(left);
-			unlink(tpath);
-		}
-	}
-	closedir(d);
 }
 
 struct exits {
@@ -373,6 +205,7 @@ int cmd_record(int argc, char **argv)
 		{ "cpu-engine", required_argument, NULL, 'E' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "no-children", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -381,7 +214,7 @@ int cmd_record(int argc, char **argv)
 	double seconds = 0;
 	double freq = 99;
 	bool quiet = false, report = true, zero_pause = true, inherit = true, external = false;
-	bool mode_given = false;
+	bool mode_given = false, no_children = false;
 	int bpf = 1; /* 0 off, 1 if possible, 2 insist */
 	int signo = SIGRTMAX - 2;
 	int c;
@@ -424,6 +257,9 @@ int cmd_record(int argc, char **argv)
 		case 'I':
 			inherit = false;
 			break;
+		case 'C':
+			no_children = true;
+			break;
 		case 'X':
 			external = true;
 			break;
@@ -464,6 +300,11 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "stackprobe record: -d is for -p PID (a command runs until it ends)\n");
 		return CLI_EXIT_USAGE;
 	}
+	if (no_children && !target) {
+		fprintf(stderr, "stackprobe record: --no-children is for -p PID (with a command: "
+				"--no-inherit)\n");
+		return CLI_EXIT_USAGE;
+	}
 	if (target) {
 		if (optind < argc) {
 			fprintf(stderr, "stackprobe record: -p PID records a running process: give no "
@@ -473,7 +314,8 @@ int cmd_record(int argc, char **argv)
 		struct cli_record_pid_opts po = { .pid = target, .seconds = seconds > 0 ? seconds : 30,
 						  .freq = freq, .mode = mode, .mode_given = mode_given,
 						  .external = external, .output = output,
-						  .quiet = quiet, .report = report };
+						  .quiet = quiet, .report = report,
+						  .no_children = no_children };
 		return cli_record_pid(&po);
 	}
 	if (optind >= argc) {
@@ -481,7 +323,7 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	char agent[PATH_MAX];
-	int err = find_agent(agent, sizeof(agent));
+	int err = cli_find_agent(agent, sizeof(agent));
 	if (err) {
 		fprintf(stderr, "stackprobe record: cannot find libstackprobe.so next to the stackprobe "
 				"binary or in ../lib (%s); set STACKPROBE_AGENT_LIB\n", strerror(-err));
@@ -506,7 +348,7 @@ int cmd_record(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	char why[160];
-	enum sprobe_enter root_kind = unenterable(argv[optind], why, sizeof(why));
+	enum sprobe_enter root_kind = cli_unenterable(argv[optind], why, sizeof(why));
 	bool unsampled_root = root_kind != SPROBE_ENTER_OK;
 	/* The agent cannot go in: the kernel samples it (the external tier),
 	 * except through a set-ID exec, where the kernel drops the events
@@ -639,14 +481,17 @@ int cmd_record(int argc, char **argv)
 			fprintf(stderr, "stackprobe record: cannot sample %s through the kernel: %s\n",
 				argv[optind], xwhy);
 	}
+	const char *kwhy = ext ? sprobe_ext__kernel_why(ext) : NULL;
 	if (unsampled_root && root_kind != SPROBE_ENTER_SETID && !quiet)
-		fprintf(stderr, "stackprobe record: %s %s; %s\n", argv[optind], why,
+		fprintf(stderr, "stackprobe record: %s %s; %s%s%s\n", argv[optind], why,
 			ext ? "sampled through the kernel instead (perf events: cpu time, stacks "
 			      "unwound from the kernel's copies)"
-			    : "it runs unsampled (its exit status is passed through)");
+			    : "it runs unsampled (its exit status is passed through)",
+			kwhy ? "; " : "", kwhy ? kwhy : "");
 	else if (ext && !quiet)
 		fprintf(stderr, "stackprobe record: sampling through the kernel (perf events: cpu "
-				"time, stacks unwound from the kernel's copies), without the agent\n");
+				"time, stacks unwound from the kernel's copies), without the agent%s%s\n",
+			kwhy ? "; " : "", kwhy ? kwhy : "");
 
 	struct sprobe_pause *kp = NULL;
 	if (bpf) {
@@ -754,7 +599,7 @@ int cmd_record(int argc, char **argv)
 			/* Kernel-tier processes write their parts at the end:
 			 * counted by the events that sample them. */
 			status_line(st, sprobe_mono_ns() - t0,
-				    count_processes(dir) + (ext ? 1 : 0) +
+				    cli_count_processes(dir) + (ext ? 1 : 0) +
 					    (unsigned)(xkids ? cli_xkids__count(xkids) : 0),
 				    ks + (xkids ? cli_xkids__samples(xkids) : 0));
 		}
@@ -824,17 +669,17 @@ int cmd_record(int argc, char **argv)
 	}
 	/* Even with --quiet, as when the agents printed them themselves:
 	 * they are about the recording (STACKPROBE_QUIET=1 silences them). */
-	print_agent_messages(dir);
+	cli_print_agent_messages(dir);
 	/* Processes killed by a signal ran no exit handler: remove the node
 	 * tables they left. */
-	remove_stale_tables(dir);
+	cli_remove_stale_tables(dir);
 	if (!exec_read && read(execp[0], &exec_errno, sizeof(exec_errno)) != (ssize_t)sizeof(exec_errno))
 		exec_errno = 0;
 	close(execp[0]);
 	if (exec_errno) {
 		/* Nothing ran: no recording (the message is out already). */
 		sprobe_pause__free(kp);
-		remove_dir(dir);
+		cli_remove_dir(dir);
 		unlink(output);
 		free(ends.v);
 		free(abs_out);
@@ -883,7 +728,7 @@ int cmd_record(int argc, char **argv)
 		if (code == 0)
 			code = CLI_EXIT_ERROR;
 	} else {
-		remove_dir(dir);
+		cli_remove_dir(dir);
 		/* Always: JIT maps written at exit are read here whatever the
 		 * agents did with names and lines (the pass adds lines only to
 		 * parts whose header asks). */
@@ -926,20 +771,8 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	sprobe_pause__free(kp);
-	if (report) {
-		struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };
-		struct sprobe_report *r = sprobe_report__new(&ro);
-		if (r) {
-			int lerr = sprobe_report__load_file(r, output);
-			if (lerr < 0 && sprobe_report__samples(r) == 0)
-				fprintf(stderr, "stackprobe record: %s: %s\n", output,
-					sprobe_report__message(r)[0] ? sprobe_report__message(r)
-								      : strerror(-lerr));
-			else
-				sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
-			sprobe_report__free(r);
-		}
-	}
+	if (report)
+		cli_report_text(output);
 	free(abs_out);
 	if (st)
 		munmap(st, sizeof(*st));

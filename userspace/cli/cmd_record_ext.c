@@ -146,10 +146,16 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	/* Its children now, before its events exist: one forked after the
+	 * attach inherits them (listed here too, it would count twice). */
+	pid_t kv[CLI_KIDS_MAX];
+	double kcpu = 0;
+	size_t nk = o->no_children ? 0 : cli_kids_list(pid, kv, CLI_KIDS_MAX, &kcpu);
 	struct sprobe_ext *x = sprobe_ext__attach(pid, o->freq, dir, why, sizeof(why));
 	if (!x) {
-		fprintf(stderr, "stackprobe record: cannot sample process %d through the kernel: %s\n",
-			(int)pid, why);
+		/* Why the agent was not used either, so the user has both. */
+		fprintf(stderr, "stackprobe record: process %d: %s; cannot sample process %d through "
+				"the kernel either: %s\n", (int)pid, tier, (int)pid, why);
 		rmdir(dir);
 		goto fail_sig;
 	}
@@ -172,18 +178,23 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 	if (mfd >= 0)
 		close(mfd);
 	if (!o->quiet) {
+		const char *kwhy = sprobe_ext__kernel_why(x);
+
 		fprintf(stderr, "stackprobe record: process %d: %s; sampling it through the kernel "
-				"(external tier: perf events, cpu time%s, frame-pointer call chains, "
+				"(external tier: perf events, cpu time%s, %s, frame-pointer call chains, "
 				"%d thread%s and what it starts from now on) at %g Hz for %g s; Ctrl-C "
 				"ends it early\n", (int)pid, tier,
-			o->mode_given ? "" : " (not wall: a CPU clock)", nthreads,
-			nthreads == 1 ? "" : "s", o->freq, o->seconds);
+			o->mode_given ? "" : " (not wall: a CPU clock)",
+			kwhy ? kwhy : "user and kernel", nthreads, nthreads == 1 ? "" : "s", o->freq,
+			o->seconds);
 		if (mfd < 0)
 			fprintf(stderr, "stackprobe record: cannot read process %d's files through %s "
 					"(%s): its samples will have no function names; CAP_SYS_PTRACE (or "
 					"its own user) can read them\n", (int)pid, root, strerror(merrno));
 	}
 
+	struct cli_kids *kids = nk ? cli_kids__attach(pid, kv, nk, kcpu, o->freq, dir, o->quiet)
+				   : NULL;
 	uint64_t t0 = sprobe_mono_ns(), end = t0 + (uint64_t)(o->seconds * 1e9), named = t0;
 	bool gone = false;
 	while (!stop_asked && !gone) {
@@ -199,6 +210,7 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 		else if (pidfd < 0 && kill(pid, 0) != 0 && errno == ESRCH)
 			gone = true;
 		sprobe_ext__poll(x);
+		cli_kids__poll(kids);
 		if (!gone && now - named >= 1000000000ull) {
 			sprobe_ext__refresh(x);
 			named = now;
@@ -232,9 +244,14 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 				secs);
 	}
 	int np = sprobe_ext__finish(x);
-	unsigned long long xs = 0, xl = 0;
+	unsigned long long xs = 0, xl = 0, kl = 0;
 	sprobe_ext__counts(x, &xs, &xl);
 	sprobe_ext__free(x);
+	xs += cli_kids__finish(kids, &kl);
+	xl += kl;
+	cli_kids__free(kids);
+	if (o->no_children && !o->quiet)
+		cli_kids_say_left(pid);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (np < 0) {
@@ -256,6 +273,9 @@ int cli_record_pid_external(const struct cli_record_pid_opts *o, const char *tie
 		return CLI_EXIT_ERROR;
 	}
 	cli_remove_dir(dir);
+	/* An agent without a channel (busy, table only) publishes a table:
+	 * a killed process leaves it. */
+	cli_say_dead_table(pid, o->quiet);
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d: %llu samples, "
 				"%u process%s)\n", o->output, secs, (int)pid, xs, mr.processes,

@@ -2,8 +2,10 @@
 /*
  * stackprobe record -p PID: a recording of a running service, on demand.
  *
- * Without an agent (none answers on the channel), or with --external, the
- * kernel samples it instead: cmd_record_ext.c (the external tier).
+ * Without an agent to record it (none answers on the channel, or it is
+ * busy, refuses us, speaks another version), or with --external, the
+ * kernel samples it instead: cmd_record_ext.c (the external tier), whose
+ * line says why (record_pid_why.c).
  *
  * The service runs with the agent idle (STACKPROBE_AGENT=idle: no sampler,
  * no signal, no CPU) and its control channel (userspace/agent/control.c,
@@ -26,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -63,22 +64,6 @@ static int read_reply(int fd, char *buf, size_t cap, int ms)
 	return sprobe_ctl__read_line(&s, buf, cap, ms);
 }
 
-void cli_remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[PATH_MAX];
-
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.' &&
-		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) < sizeof(path))
-			unlink(path);
-	closedir(d);
-	rmdir(dir);
-}
-
 /* Connect to pid's control channel: the socket, -1 after saying why, or
  * -2 (nothing said) when no agent listens there. */
 static int connect_agent(pid_t pid)
@@ -109,50 +94,6 @@ static int connect_agent(pid_t pid)
 	return fd;
 }
 
-/* What the agent's first reply means, said to the user; false unless ok. */
-static bool start_ok(pid_t pid, const char *line, int n)
-{
-	unsigned uid;
-	int err, off = 0;
-
-	if (n > 0 && strncmp(line, "ok ", 3) == 0)
-		return true;
-	if (n <= 0)
-		fprintf(stderr, "stackprobe record: process %d's agent did not answer (%s)\n", (int)pid,
-			n == 0 ? "it closed the connection" : strerror(-n));
-	else if (strcmp(line, "busy") == 0)
-		fprintf(stderr, "stackprobe record: process %d is busy: another `stackprobe record "
-				"-p %d` is recording it; try again when it has finished\n",
-			(int)pid, (int)pid);
-	else if (sscanf(line, "refused %u", &uid) == 1)
-		fprintf(stderr, "stackprobe record: process %d's agent refused uid %u: only its own "
-				"user and root may record it (run as that user, or with sudo)\n",
-			(int)pid, uid);
-	else if (sscanf(line, "error %d %n", &err, &off) == 1)
-		fprintf(stderr, "stackprobe record: process %d's agent could not start sampling: "
-				"%s\n", (int)pid, off ? line + off : strerror(err));
-	else
-		fprintf(stderr, "stackprobe record: process %d's agent answered \"%s\"\n", (int)pid,
-			line);
-	return false;
-}
-
-void cli_report_text(const char *output)
-{
-	struct sprobe_report_opts ro = { .sz = sizeof(ro), .source = output };
-	struct sprobe_report *r = sprobe_report__new(&ro);
-
-	if (!r)
-		return;
-	int lerr = sprobe_report__load_file(r, output);
-	if (lerr < 0 && sprobe_report__samples(r) == 0)
-		fprintf(stderr, "stackprobe record: %s: %s\n", output,
-			sprobe_report__message(r)[0] ? sprobe_report__message(r) : strerror(-lerr));
-	else
-		sprobe_report__write(r, stderr, SPROBE_REPORT_TEXT);
-	sprobe_report__free(r);
-}
-
 int cli_record_pid(const struct cli_record_pid_opts *o)
 {
 	pid_t pid = o->pid;
@@ -162,10 +103,13 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	if (o->external)
 		return cli_record_pid_external(o, "--external");
 	int fd = connect_agent(pid);
-	/* No agent listens (none was loaded, or it is in another network
-	 * namespace: a container): the kernel samples it instead. */
-	if (fd == -2)
-		return cli_record_pid_external(o, "no stackprobe agent listens in it");
+	char why[512];
+	/* No agent listens (none was loaded, one busy under `record`, one
+	 * out of reach): the kernel samples it instead, saying why. */
+	if (fd == -2) {
+		cli_why_no_channel(pid, why, sizeof(why));
+		return cli_record_pid_external(o, why);
+	}
 	if (fd < 0)
 		return CLI_EXIT_ERROR;
 	int probe = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -205,8 +149,15 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	 * still leaves its reply to read: the reply says why. */
 	(void)!send(fd, line, (size_t)n, MSG_NOSIGNAL);
 	n = read_reply(fd, line, sizeof(line), 10000);
-	if (!start_ok(pid, line, n))
-		goto fail;
+	if (n <= 0 || strncmp(line, "ok ", 3) != 0) {
+		/* Busy with another client, refusing our uid, another version:
+		 * the kernel can still sample it. */
+		cli_why_reply(pid, line, n, why, sizeof(why));
+		close(fd);
+		cli_remove_dir(dir);
+		unlink(o->output);
+		return cli_record_pid_external(o, why);
+	}
 
 	struct sigaction sa = { .sa_handler = on_stop_signal }, old_int, old_term;
 	sigemptyset(&sa.sa_mask);
@@ -217,12 +168,25 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	if (!o->quiet)
 		fprintf(stderr, "stackprobe record: sampling process %d at %g Hz (%s) for %g s; "
 				"Ctrl-C ends it early\n", (int)pid, o->freq, o->mode, o->seconds);
+	/* Its workers: the agent listens in this process only. */
+	struct cli_kids *kids = NULL;
+	if (!o->no_children) {
+		pid_t kv[CLI_KIDS_MAX];
+		double kcpu;
+		size_t nk = cli_kids_list(pid, kv, CLI_KIDS_MAX, &kcpu);
+
+		if (nk)
+			kids = cli_kids__attach(pid, kv, nk, kcpu, o->freq, dir, o->quiet);
+	}
 	while (!stop_asked) {
 		uint64_t now = sprobe_mono_ns();
 		if (now >= end)
 			break;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int r = poll(&p, 1, (int)((end - now) / 1000000ull) + 1);
+		int ms = (int)((end - now) / 1000000ull) + 1;
+		/* The children's rings are read every 50 ms. */
+		int r = poll(&p, 1, cli_kids__count(kids) && ms > 50 ? 50 : ms);
+		cli_kids__poll(kids);
 		if (r > 0) {
 			/* The agent ended it: its process exited or exec'd
 			 * (end of file), or its own deadline ("done"). */
@@ -249,6 +213,14 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	sigaction(SIGTERM, &old_term, NULL);
 	close(fd);
 	fd = -1;
+	unsigned long long klost = 0, ksamples = cli_kids__finish(kids, &klost);
+	size_t nkids = cli_kids__count(kids);
+	cli_kids__free(kids);
+	if (!o->quiet && klost)
+		fprintf(stderr, "stackprobe record: the kernel lost %llu samples of the children "
+				"(ring full)\n", klost);
+	if (o->no_children && !o->quiet)
+		cli_kids_say_left(pid);
 
 	struct sprobe_merge_opts mo = { .dir = dir, .output = o->output, .root_pid = pid };
 	struct sprobe_merge_result mr;
@@ -259,6 +231,8 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 		return CLI_EXIT_ERROR;
 	}
 	cli_remove_dir(dir);
+	/* Killed during the recording: no exit handler removed its table. */
+	cli_say_dead_table(pid, o->quiet);
 	if (mr.parts == 0) {
 		fprintf(stderr, "stackprobe record: process %d wrote nothing\n", (int)pid);
 		return CLI_EXIT_ERROR;
@@ -268,9 +242,8 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 	 * from the files as the service sees them (its root: another mount
 	 * namespace's, a container's) while it runs, and its JIT's map. */
 	if (cli_lines_left_to_reader(o->output)) {
-		char why[256], root[64];
+		char root[64];
 		struct cli_lines_opts lo = { .jit = true };
-
 		struct stat rs, ms, ps;
 
 		snprintf(root, sizeof(root), "/proc/%d", (int)pid);
@@ -295,7 +268,12 @@ int cli_record_pid(const struct cli_record_pid_opts *o)
 					"module files: %s\n",
 				o->output, why[0] ? why : strerror((int)-nl));
 	}
-	if (!o->quiet)
+	if (!o->quiet && nkids)
+		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d, and %llu samples "
+				"of its %zu child process%s)\n", o->output,
+			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid, ksamples, nkids,
+			nkids == 1 ? "" : "es");
+	else if (!o->quiet)
 		fprintf(stderr, "stackprobe record: wrote %s (%.2f s of process %d)\n", o->output,
 			(double)(sprobe_mono_ns() - t0) / 1e9, (int)pid);
 	if (o->report)

@@ -21,6 +21,8 @@
 #include <stackprobe/report.h>
 
 #ifdef __linux__
+#include <poll.h>
+
 #include "userspace/datafile/merge.h"
 #endif
 
@@ -119,6 +121,34 @@ static int with_lines(const char *path, char *msg, size_t msg_len)
 	return fd;
 }
 
+/* Open a FIFO for reading without hanging silently: a plain open blocks
+ * until a writer comes, with nothing said. Opened non-blocking (that
+ * never waits), it is said on stderr when nothing is there yet, then
+ * waited for: its first data, or a writer that came and went (EOF).
+ * Returns a blocking descriptor, or -errno. */
+static int open_fifo(const char *cmd, const char *path, const char *shown)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (fd < 0)
+		return -errno;
+	if (poll(&p, 1, 0) == 0) {
+		say(cmd, "%s is a FIFO with nothing in it yet: waiting for a writer to send a data "
+			 "file (Ctrl-C stops)\n", shown);
+		/* POLLHUP comes only after a writer has come and gone. */
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
 /* Load the file at path into r, through with_lines() when its writer left
  * names or lines to the reader. A pipe or FIFO is spooled first. */
 static int load_file(const char *cmd, struct sprobe_report *r, const char *path, const char *shown)
@@ -132,7 +162,11 @@ static int load_file(const char *cmd, struct sprobe_report *r, const char *path,
 		if (probe < 0) /* no temporary file: read once, as it comes */
 			return sprobe_report__load_file(r, path);
 		close(probe);
-		int in = open(path, O_RDONLY | O_CLOEXEC), sp = in >= 0 ? spool(in) : -errno;
+		int in = S_ISFIFO(st.st_mode) ? open_fifo(cmd, path, shown)
+					      : open(path, O_RDONLY | O_CLOEXEC);
+		if (in == -1 && !S_ISFIFO(st.st_mode))
+			in = -errno;
+		int sp = in >= 0 ? spool(in) : in;
 
 		if (in >= 0)
 			close(in);

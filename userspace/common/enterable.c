@@ -1,12 +1,50 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* Can the agent enter a program (contract in enterable.h). */
 #include <elf.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/capability.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#endif
 
 #include "userspace/common/enterable.h"
+
+#ifdef __linux__
+/* Does the file's capability set (security.capability) raise ours at its
+ * exec? The kernel then runs it as secure execution (AT_SECURE), as a
+ * set-ID program: an effective bit, or permitted capabilities we lack,
+ * for anyone but real uid 0 (security/commoncap.c). */
+static bool caps_elevate(int fd)
+{
+	struct vfs_ns_cap_data c;
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct own[2];
+	ssize_t n = fgetxattr(fd, "security.capability", &c, sizeof(c));
+
+	if (n < (ssize_t)XATTR_CAPS_SZ_1 || getuid() == 0)
+		return false;
+	uint32_t rev = c.magic_etc & VFS_CAP_REVISION_MASK;
+	uint64_t perm = c.data[0].permitted;
+	if (rev != VFS_CAP_REVISION_1 && n >= (ssize_t)XATTR_CAPS_SZ_2)
+		perm |= (uint64_t)c.data[1].permitted << 32;
+	if (c.magic_etc & VFS_CAP_FLAGS_EFFECTIVE)
+		return perm != 0;
+	if (syscall(SYS_capget, &h, own) != 0)
+		return perm != 0;
+	return (perm & ~(own[0].permitted | (uint64_t)own[1].permitted << 32)) != 0;
+}
+#else
+static bool caps_elevate(int fd)
+{
+	(void)fd;
+	return false;
+}
+#endif
 
 enum sprobe_enter sprobe_enter__check_fd(int fd, char *why, size_t len, char *interp,
 					 size_t ilen)
@@ -25,6 +63,11 @@ enum sprobe_enter sprobe_enter__check_fd(int fd, char *why, size_t len, char *in
 	if (((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
 	    ((st.st_mode & S_ISGID) && st.st_gid != getgid())) {
 		snprintf(why, len, "set-user/group-ID: the loader ignores LD_PRELOAD there");
+		return SPROBE_ENTER_SETID;
+	}
+	if (caps_elevate(fd)) {
+		snprintf(why, len, "a file-capability program (security.capability): the loader "
+				   "ignores LD_PRELOAD there");
 		return SPROBE_ENTER_SETID;
 	}
 	n = pread(fd, buf, sizeof(buf) - 1, 0);

@@ -6,8 +6,8 @@
  * disagree about the same file.
  *
  * The agent cannot enter: a set-user/group-ID program whose bits change
- * the credentials (the loader runs it in secure-execution mode and
- * ignores LD_PRELOAD), and an ELF program with no PT_INTERP (statically
+ * the credentials, or one whose file capabilities raise ours (the loader
+ * runs either in secure-execution mode and ignores LD_PRELOAD), and an ELF program with no PT_INTERP (statically
  * linked: no loader runs at all). A #! script is what its interpreter is.
  *
  * The caller opens the files (the agent through its descriptor registry,
@@ -23,10 +23,11 @@
 enum sprobe_enter {
 	SPROBE_ENTER_OK = 0,	/* enterable, or nothing known against it */
 	SPROBE_ENTER_STATIC,	/* cannot be entered: no loader; why says so */
-	SPROBE_ENTER_SETID,	/* cannot be entered: set-ID; why says so. The
-				 * kernel also drops perf events at such an
-				 * exec (a non-dumpable image), so the external
-				 * tier cannot follow it through the exec. */
+	SPROBE_ENTER_SETID,	/* cannot be entered: set-ID, or file
+				 * capabilities; why says so. The kernel also
+				 * drops perf events at such an exec (a
+				 * non-dumpable image), so the external tier
+				 * cannot follow it through the exec. */
 	SPROBE_ENTER_SCRIPT,	/* a #! script: check interp instead */
 };
 

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The external tier (issue 26, first part): a process tree the agent
+ * The external tier: a process tree the agent
  * cannot enter (a static binary, a set-ID program, `record --external`) is
  * sampled through the kernel by `record` itself: one perf event on the
  * command's first process, inherited by every thread and child it makes
- * (PERF_COUNT_SW_TASK_CLOCK, user space only; each sample carries the user
+ * (PERF_COUNT_SW_TASK_CLOCK, user and kernel time where the kernel allows
+ * it, else user time only: sprobe_ext__kernel_why(); each sample carries the user
  * registers, a copy of the top of the user stack and the kernel's
  * frame-pointer call chain: xsample.h), read from its ring buffer while
  * the command runs. The target runs no code of ours and sees no signal.
@@ -29,6 +30,7 @@
 #ifndef SPROBE_USERSPACE_EXTERNAL_H
 #define SPROBE_USERSPACE_EXTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -88,6 +90,11 @@ void sprobe_ext__set_root(struct sprobe_ext *x, pid_t pid, unsigned exec_index, 
  * zombies)? Then nothing more will come: _finish() and _free() it. A
  * fork whose FORK record is not read yet is not known here: poll first. */
 bool sprobe_ext__gone(const struct sprobe_ext *x);
+
+/* NULL when the events sample kernel time too (kernel frames on top of
+ * the user stack), else one phrase saying why they sample user time only
+ * ("user time only: ... perf_event_paranoid ..."). */
+const char *sprobe_ext__kernel_why(const struct sprobe_ext *x);
 
 /* Samples read, and samples the kernel reported lost (ring full). */
 void sprobe_ext__counts(const struct sprobe_ext *x, unsigned long long *samples,

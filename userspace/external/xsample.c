@@ -190,26 +190,37 @@ static uint64_t chain_at(const struct sprobe_xraw *r, uint64_t i)
 	return v;
 }
 
-/* The kernel's user call chain without its context markers, into pcs. */
-static uint32_t kernel_chain(const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max)
+/* The part of the kernel's call chain in context ctx (PERF_CONTEXT_USER
+ * or _KERNEL), without its context markers, into pcs. */
+static uint32_t chain_part(const struct sprobe_xraw *r, uint64_t ctx, uint64_t *pcs, uint32_t max)
 {
+	uint64_t cur = 0;
 	uint32_t n = 0;
 
 	for (uint64_t i = 0; i < r->nchain && n < max; i++) {
 		uint64_t v = chain_at(r, i);
 
-		if (v < (uint64_t)PERF_CONTEXT_MAX)
+		if (v >= (uint64_t)PERF_CONTEXT_MAX)
+			cur = v;
+		else if (cur == ctx)
 			pcs[n++] = v;
 	}
 	return n;
 }
 
-uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *t,
-				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max)
+uint64_t sprobe_xsample__user_pc(const struct sprobe_xraw *r)
+{
+	return r->regs[REGS_IP];
+}
+
+/* The user frames (the contract of sprobe_xsample__frames, without the
+ * kernel's). */
+static uint32_t user_frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *t,
+			    const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max)
 {
 	enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
 	uint64_t chain[SPROBE_MAX_FRAMES];
-	uint32_t nchain = kernel_chain(r, chain, SPROBE_MAX_FRAMES);
+	uint32_t nchain = chain_part(r, (uint64_t)PERF_CONTEXT_USER, chain, SPROBE_MAX_FRAMES);
 	uint32_t n = 0;
 
 	if (max > SPROBE_MAX_FRAMES)
@@ -274,7 +285,25 @@ uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_
 			pcs[n++] = chain[j];
 		}
 	}
-	if (!n)
-		pcs[n++] = r->ip;
+	if (!n) /* in the kernel, r->ip is the kernel's */
+		pcs[n++] = r->has_regs ? r->regs[REGS_IP] : r->ip;
 	return n;
+}
+
+uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *t,
+				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max)
+{
+	if (max > SPROBE_MAX_FRAMES)
+		max = SPROBE_MAX_FRAMES;
+	/* In the kernel: its frames first, leaving the user stack at least
+	 * half of the room. */
+	uint32_t nk = chain_part(r, (uint64_t)PERF_CONTEXT_KERNEL, pcs, max / 2);
+
+	if (!nk)
+		return user_frames(u, t, r, pcs, max);
+	/* A thread in the kernel with no user context (a kernel thread's
+	 * sample, or a user stack the kernel could not name) has no more. */
+	if (!r->has_regs && !chain_part(r, (uint64_t)PERF_CONTEXT_USER, pcs + nk, 1))
+		return nk;
+	return nk + user_frames(u, t, r, pcs + nk, max - nk);
 }

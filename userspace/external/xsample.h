@@ -65,6 +65,10 @@ struct sprobe_xraw {
 int sprobe_xsample__parse(uint64_t sample_type, uint64_t regs_mask, const uint8_t *p,
 			  const uint8_t *end, struct sprobe_xraw *r);
 
+/* The user pc of a sample with registers (has_regs): where the thread
+ * was in user space, also when the sample was taken in the kernel. */
+uint64_t sprobe_xsample__user_pc(const struct sprobe_xraw *r);
+
 /*
  * The sample's return addresses, innermost first, into pcs[max]: the
  * unwinder's walk of its registers and stack (u NULL: none, e.g. the
@@ -72,8 +76,11 @@ int sprobe_xsample__parse(uint64_t sample_type, uint64_t regs_mask, const uint8_
  * chain where the walk ended short of it (the stack copy ran out and the
  * chain goes on from the walk's last frame), or the kernel's chain alone
  * when the walk found nothing above the interrupted frame and the chain
- * did. scratch is the caller's (a thread sample is big). Returns the
- * number of pcs (>= 1: at least the ip).
+ * did. A sample taken in the kernel (an event that includes it) has the
+ * kernel's call chain first, innermost first, then its user frames (from
+ * the registers the thread had when it entered the kernel). scratch is
+ * the caller's (a thread sample is big). Returns the number of pcs (>= 1:
+ * at least the ip).
  */
 uint32_t sprobe_xsample__frames(struct sprobe_unwinder *u, struct sprobe_thread_sample *scratch,
 				const struct sprobe_xraw *r, uint64_t *pcs, uint32_t max);
