@@ -31,7 +31,7 @@
 #include "datafile_fixture.h"
 #include "run_helper.h"
 #include "sprobe_test.h"
-#include "userspace/report/shares.h"
+#include "userspace/report/stats.h"
 
 #define CLI "build/stackprobe"
 #define OUT "build/test-out"

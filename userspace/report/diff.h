@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The comparison of two reports behind `stackprobe diff` (diff.c), shared
- * with its pprof and HTML writers (diff_writers.c). Private to
+ * The comparison of two reports behind `stackprobe diff` (diff.c), which
+ * its writers read (diff_write.c, diff_pprof.c, diff_html.c). Private to
  * userspace/report/; not thread-safe.
  */
 #ifndef SPROBE_REPORT_DIFF_H
@@ -47,12 +47,5 @@ void sprobe_rep__diff_free(struct sprobe_rep_diff *d);
 /* Every stack of both runs into d->stacks / d->stack_counts (idempotent). */
 int sprobe_rep__diff_fold(struct sprobe_rep_diff *d, struct sprobe_report *base,
 			  struct sprobe_report *now);
-
-/* diff_writers.c: pprof with the base negated (pprof's -diff_base form),
- * and the one-file HTML page with a red/blue differential flame graph. */
-int sprobe_rep__diff_pprof(struct sprobe_rep_diff *d, struct sprobe_report *base,
-			   struct sprobe_report *now, FILE *o);
-int sprobe_rep__diff_html(struct sprobe_rep_diff *d, struct sprobe_report *base,
-			  struct sprobe_report *now, const struct sprobe_diff_opts *opts, FILE *o);
 
 #endif

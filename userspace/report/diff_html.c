@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "userspace/report/diff.h"
+#include "userspace/report/diff_html.h"
 #include "userspace/report/outputs.h"
 
 /* Frames under this share of both runs are left out of the graph's data. */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "userspace/report/diff.h"
+#include "userspace/report/diff_pprof.h"
 #include "userspace/report/outputs.h"
 #include "userspace/report/protobuf.h"
 

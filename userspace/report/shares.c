@@ -19,6 +19,7 @@
 
 #include "userspace/report/report_internal.h"
 #include "userspace/report/shares.h"
+#include "userspace/report/stats.h"
 
 static unsigned batches_for(uint64_t samples, uint64_t t0, uint64_t t1)
 {

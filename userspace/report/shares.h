@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Each function's share of a report's selected samples, with its standard
- * error (shares.c), and the Student t functions the intervals and the diff's
- * tests use (stats.c). Private to userspace/report/.
+ * error (shares.c). Private to userspace/report/.
  *
  * Why batch means: samples of one thread in consecutive captures are not
  * independent (in wall mode a blocked thread gives the same stack every
@@ -56,16 +55,5 @@ void sprobe_rep__shares_free(struct sprobe_rep_shares *s);
  * when there is none. */
 void sprobe_rep__share_ci(const struct sprobe_rep_shares *s, double share, double se,
 			  double *lo, double *hi);
-
-/* ---- Student t (stats.c) ----------------------------------------------- */
-
-/* Two-sided p-value of t at df degrees of freedom (df > 0). */
-double sprobe_rep__t_pvalue(double t, double df);
-/* The t with two-sided p-value p at df: the (1 - p/2) quantile. */
-double sprobe_rep__t_quantile(double p, double df);
-/* Holm's step-down over n p-values at family-wise level alpha: sig[i] set
- * for each rejected hypothesis. NAN p-values are never rejected. Returns 0
- * or -ENOMEM. */
-int sprobe_rep__holm(const double *p, size_t n, double alpha, unsigned char *sig);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Student t distribution and Holm's correction, for the intervals of the
- * shares and the tests of `stackprobe diff` (shares.h). The t CDF is the
+ * shares and the tests of `stackprobe diff` (stats.h). The t CDF is the
  * regularised incomplete beta function by its continued fraction (Lentz),
  * exact to ~1e-12 for the df used here; the quantile is its bisection.
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "userspace/common/sort_compat.h"
-#include "userspace/report/shares.h"
+#include "userspace/report/stats.h"
 
 /* Continued fraction of the incomplete beta function (x < (a+1)/(a+b+2)). */
 static double betacf(double a, double b, double x)
