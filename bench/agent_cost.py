@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""What the agent costs the program it is in (issue #27 items 4-5).
+"""What the agent costs the program it is in.
 
 CPU: tests/workloads/benchload.c (4 threads, 35-frame stacks, a fixed
 amount of work) unprofiled, under `perf record -F F --call-graph dwarf`

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The pause the external tier costs its target (issue 26 item 4): the
+ * The pause the external tier costs its target: the
  * kernel's sample path (the task-clock hrtimer interrupt, the user call
  * chain walk, the ring write) runs on the target's CPU while the target
  * is stopped. fentry/fexit and kprobes are not available on this kernel

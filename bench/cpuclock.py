@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""cpu mode's engines against the truth and against perf (issue #27).
+"""cpu mode's engines against the truth and against perf.
 
 Accuracy: tests/workloads/cpusplit.c alternates phase_a() and phase_b() on
 one thread in phases of its own CPU time that equal, divide and straddle

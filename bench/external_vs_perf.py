@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""The external tier (issue 26) against `perf record --call-graph dwarf`:
+"""The external tier against `perf record --call-graph dwarf`:
 the same programs, the same frequency, task-clock (CPU time) sampling.
 
     bench/external_vs_perf.py [--build DIR] [--freq HZ] [--xz-mb N]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""A cgo Go program under stackprobe and perf IN THE SAME RUN (issue 25):
+"""A cgo Go program under stackprobe and perf IN THE SAME RUN:
 the shares of its hot Go function (main.gospin) and hot C function (cspin).
 
     bench/go_vs_perf.py [--build DIR] [--seconds S] [--freq HZ] [--rounds N]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""stackprobe record against perf and gperftools on one workload (issue 5).
+"""stackprobe record against perf and gperftools on one workload.
 
 Runs build/benchload (tests/workloads/benchload.c: worker threads under
 >= 40 frames of recursion, with malloc and mutex traffic, a fixed amount of

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-2-Clause
-"""The process-tree benchmark (issue 23 item 7): a `make -j2` build of many
+"""The process-tree benchmark: a `make -j2` build of many
 small C files, unprofiled, under `stackprobe record` (wall 99 Hz, cpu 999
 Hz) and under `perf record -g` (which follows children too), interleaved
 round by round so that the machine's drift hits every variant alike.

@@ -1,4 +1,4 @@
-# The record benchmark (issue 5): stackprobe record against perf and
+# The record benchmark: stackprobe record against perf and
 # gperftools on one workload. Timing only: `make bench` runs it, `make test`
 # never does.
 #
@@ -40,7 +40,7 @@ bench-record-overhead: $(BUILD)/benchload $(BUILD)/stackprobe $(BUILD)/libstackp
 BENCH_LANES += bench-record bench-record-overhead
 
 # cpu mode's engines against the truth and perf record --call-graph dwarf,
-# and their CPU per sample (issue #27; docs/PERFORMANCE.md "CPU engines").
+# and their CPU per sample (docs/PERFORMANCE.md "CPU engines").
 BENCH_CPUCLOCK_ARGS ?=
 
 .PHONY: bench-cpuclock
@@ -49,7 +49,7 @@ bench-cpuclock: $(BUILD)/benchload $(BUILD)/cpusplit $(BUILD)/stackprobe $(BUILD
 
 BENCH_LANES += bench-cpuclock
 
-# What the agent costs the program it is in (issue #27 items 4-5): cpu
+# What the agent costs the program it is in: cpu
 # mode's CPU per sample against perf record --call-graph dwarf (recording
 # alone, and record + report) at 99 and 999 Hz, and the RSS the agent adds
 # to a program whose 10 or 200 threads wait in a condition variable.

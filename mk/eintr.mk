@@ -1,4 +1,4 @@
-# Captures cause no EINTR in the program (issue 19; tests/test_eintr.c,
+# Captures cause no EINTR in the program (tests/test_eintr.c,
 # userspace/agent/wait_wrappers.c, userspace/agent/handler_table.c).
 #
 # build/waiter: threads waiting in each call a handler interrupts whatever

@@ -1,4 +1,4 @@
-# The capture signal shared with the program (#25): the C workload that
+# The capture signal shared with the program: the C workload that
 # takes it (tests/test_signal_share.c) and the cgo Go workload
 # (tests/test_go.c, bench/go_vs_perf.py); the JVM, which does not share it
 # but has a signal table of its own (tests/test_jvm.c, javac at test time).

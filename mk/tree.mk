@@ -1,4 +1,4 @@
-# ---- the process tree (issue 23; tests/test_tree.c) ----------------------
+# ---- the process tree (tests/test_tree.c) ----------------------
 # build/treework: forks, exec chains, a killed child, _exit; build/treework-static:
 # the same program linked statically (the agent cannot enter it).
 $(BUILD)/treework: tests/workloads/treework.c | $(BUILD)

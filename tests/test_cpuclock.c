@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * cpu mode measures CPU time as perf does (issue #27) and no thread's CPU
- * goes silently missing (issue #18), end to end under `stackprobe record`:
+ * cpu mode measures CPU time as perf does and no thread's CPU
+ * goes silently missing, end to end under `stackprobe record`:
  *  - the perf-event engine (backends/linux/perfclock.c) gets each
  *    function's share of a thread that alternates two functions in phases
  *    that equal, divide and straddle the 4 ms scheduler tick within 0.05 of

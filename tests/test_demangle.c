@@ -44,7 +44,7 @@ static void expect_rejected(const char *mangled)
 }
 
 /* The rules of each mangling, one at a time. The legacy name is the one
- * from issue #22; the v0 names are rustc 1.95's for tests/workloads/rusthot.rs. */
+ * a user reported; the v0 names are rustc 1.95's for tests/workloads/rusthot.rs. */
 static void test_rules(void **state)
 {
 	(void)state;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Captures cause no EINTR in the program (issue 19;
- * userspace/agent/wait_wrappers.c, userspace/agent/handler_table.c):
+ * Captures cause no EINTR in the program (userspace/agent/wait_wrappers.c,
+ * userspace/agent/handler_table.c):
  * a real program (tests/workloads/waiter.c) whose threads wait in every
  * wrapped call, run under `stackprobe record -q -F 999`, with and without
  * zero-pause.

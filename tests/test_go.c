@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * A cgo Go program under `stackprobe record` (issue 25): the Go runtime
+ * A cgo Go program under `stackprobe record`: the Go runtime
  * installs its own handler on every signal, the capture signal included,
  * with raw rt_sigaction calls; the capture backend puts its handler back
  * in front and chains (backends/linux/chain.c). Checked, in cpu and wall

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The JVM under `stackprobe record` (issue 25 item 3): a runtime with a
+ * The JVM under `stackprobe record`: a runtime with a
  * signal table of its own (SIGSEGV for implicit null checks and stack
  * guard pages, SIGUSR2 to suspend threads, SIGQUIT for thread dumps),
  * checked with its own check of its handlers on (-Xcheck:jni: the JVM

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * `record -- CMD` samples the whole process tree CMD starts (issue 23):
+ * `record -- CMD` samples the whole process tree CMD starts:
  * fork without exec, exec chains, a shell that execs or runs a child,
  * make -j2, a child killed by SIGKILL, _exit, Ctrl-C from a terminal, a
  * static binary, --no-inherit; and a recording with one damaged part

@@ -573,7 +573,7 @@ struct sprobe_cpu_usage {
 #define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
 
 /*
- * CPU coverage (issue #18): reads the CPU clock of every thread the CPU
+ * CPU coverage: reads the CPU clock of every thread the CPU
  * engine tracks and writes into out[0..max) one entry per thread whose
  * CPU time or flags changed since the previous call, exited threads
  * (last value read) included, and returns how many (a thread that did not

@@ -212,7 +212,7 @@ struct sprobe_df_capture {
  * a thread that existed then, all of it for one born later) as the agent
  * last read it, written when it changed (about every 100 ms) and when the thread
  * exits; the last record of a tid wins. The report compares it with the
- * thread's samples (coverage, issue #18). */
+ * thread's samples (coverage). */
 struct sprobe_df_thread_cpu {
 	uint64_t time_ns;		/* CLOCK_MONOTONIC, when read */
 	uint32_t tid;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A small real program whose workers block every signal once they run
- * (the pattern issue #18 item 2 is about: worker pools that block signals
+ * (the pattern of worker pools that block signals
  * so that only one thread handles them, after pthread_create): THREADS
  * workers each compress a 4 MiB buffer of text-like data with zlib
  * (compress2, level 6) ROUNDS times. The zlib code is Debian's libz.so.1

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * The memory benchmark's workload (bench/agent_cost.py, issue #27 item 5):
+ * The memory benchmark's workload (bench/agent_cost.py):
  * N threads blocked in one condition variable for S seconds, so the RSS
  * of the process is the program's own plus what an agent adds to it.
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A program whose threads wait in the calls a signal handler interrupts
- * with EINTR whatever SA_RESTART says (tests/test_eintr.c, issue 19).
+ * with EINTR whatever SA_RESTART says (tests/test_eintr.c).
  *
  *   waiter time N MS    one thread per call, each N waits of MS ms with a
  *                       timeout (or, for the calls without one, woken by a

@@ -6,7 +6,7 @@
  *
  * Why: libstackprobe.so is preloaded into every program `record` runs and
  * links only libc; each library it can use is opened when first needed
- * (docs/PERFORMANCE.md, "Memory, third pass"). Each of those headers
+ * (docs/PERFORMANCE.md, "Memory, what does not grow with threads"). Each of those headers
  * declares its table (a struct of function pointers, one per name of its
  * X-macro list, in that order) and a struct sprobe_dl describing it.
  *

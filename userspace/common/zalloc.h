@@ -6,7 +6,7 @@
  * case (1024 threads, 4096 descriptors) and uses a prefix of them in most
  * programs. calloc() clears heap memory, so every page of such a table was
  * resident from the start (~190 kB at 10 threads, docs/PERFORMANCE.md,
- * "Memory, third pass"). These come from an anonymous mapping instead: a
+ * "Memory, what does not grow with threads"). These come from an anonymous mapping instead: a
  * page is the kernel's shared zero page until it is first written, and
  * reading it costs nothing.
  *

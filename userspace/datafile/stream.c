@@ -94,7 +94,7 @@ struct sprobe_stream {
  * can be more than one step: a burst right after an idle spell may run
  * past the populated pages, and the producer then takes those pages'
  * first-touch faults itself (a cost, never a loss). An idle program keeps
- * one step ahead, not 128 KiB ("Memory, third pass"). */
+ * one step ahead, not 128 KiB ("Memory, what does not grow with threads"). */
 #define POPULATE_STEP (32u << 10)
 #define POPULATE_AHEAD (128u << 10)
 #define WAKE_MAX (64u << 10)

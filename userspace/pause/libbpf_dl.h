@@ -6,7 +6,7 @@
  * the agent in that program never loads BPF (the companion is loaded by
  * the `record` process). Linked, libbpf.so.1 was mapped into each of them
  * anyway (~140 kB of RSS at start: its text faulted around, its relocated
- * data; docs/PERFORMANCE.md, "Memory, third pass"). So the shared library
+ * data; docs/PERFORMANCE.md, "Memory, what does not grow with threads"). So the shared library
  * does not link libbpf; the companion opens libbpf.so.1 on its first use
  * (sprobe_pause__probe / __new), and every libbpf call in pause.c goes
  * through one table filled then. Programs linked with -lbpf (the CLI, the

@@ -22,7 +22,7 @@ void sprobe_pause__test_ignore_group_dead(bool on);
  * segment) shared that mapping with the tables the agent reads: the
  * kernel maps whole page-cache folios and 64 KiB windows around a fault,
  * so 100-300 kB of it became resident in every program under `record`
- * (docs/PERFORMANCE.md, "Memory, third pass"). The agent's constructor
+ * (docs/PERFORMANCE.md, "Memory, what does not grow with threads"). The agent's constructor
  * calls this: the pages wholly inside the object become PROT_NONE (their
  * own mapping, which fault-around never crosses) and are dropped if
  * mapped. sprobe_pause__new() makes them readable again first, so the

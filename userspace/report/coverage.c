@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * cpu mode's CPU coverage in the text report (issue #18: no thread is
+ * cpu mode's CPU coverage in the text report (no thread is
  * silently missing). The agent writes each thread's CPU clock (THREAD_CPU
  * records, about every 100 ms and at exit); a sample stands for one period
  * (1/F) of CPU, so a thread's samples / (its CPU time x F) is the share of

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Threads that block the capture signal, sampled without a signal
- * (issue #18 item 2; docs/AGENT.md "Threads that block every signal").
+ * (docs/AGENT.md "Threads that block every signal").
  *
  * A thread that blocks the capture signal while it runs (a full
  * sigprocmask after it started, or a raw rt_sigprocmask no wrapper sees)

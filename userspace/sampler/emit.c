@@ -237,7 +237,7 @@ static bool stable_file(const char *path)
  * pcs are on every thread's stack (the thread-start and wait wrappers);
  * that reader has the same file, so naming them here would only map the
  * library's symbol table into the program (~170 kB of RSS, docs/
- * PERFORMANCE.md "Memory, fourth pass"). A rebuilt library shows as
+ * PERFORMANCE.md "Memory, the agent alone and under `record`"). A rebuilt library shows as
  * " (deleted)" and is named here. */
 static bool own_file(struct sprobe_modules *mods, const struct sprobe_module *m)
 {

@@ -10,7 +10,7 @@
  * program whose code is all installed (and any program in cpu mode while
  * it sleeps) never calls libelf. Linked, libelf.so.1 was mapped anyway
  * (~80 kB of RSS: its text faulted around at load, its relocated data;
- * docs/PERFORMANCE.md, "Memory, third pass"). So the shared library does
+ * docs/PERFORMANCE.md, "Memory, what does not grow with threads"). So the shared library does
  * not link it: the first elf_begin() or elf_memory() opens libelf.so.1.
  * Programs linked with -lelf get the copy already loaded.
  *

@@ -16,7 +16,7 @@
  * frame-pointer walk skips the interrupted function (it reads its caller
  * from rbp's record). Measured on build/gomix: ~6 % of the busy
  * goroutine's wall-mode samples, all named as main.main.func1 instead of
- * main.gospin (docs/PERFORMANCE.md, issue 25).
+ * main.gospin (docs/PERFORMANCE.md, "A cgo Go program").
  *
  * Go code has no .eh_frame (its DWARF is .debug_frame, which the unwinder
  * does not read), so there is no CFI to say so. Instead this file finds

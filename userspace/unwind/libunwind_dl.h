@@ -7,7 +7,7 @@
  * an agent whose threads never run (cpu mode in a program that sleeps)
  * never walks a stack. Linked, libunwind-<arch>.so.8, libunwind.so.8 and
  * the liblzma they pull in were mapped anyway (~180 kB of RSS: their text
- * faulted around at load; docs/PERFORMANCE.md, "Memory, third pass"). So
+ * faulted around at load; docs/PERFORMANCE.md, "Memory, what does not grow with threads"). So
  * the shared library does not link them: the unwinder's first walk
  * (unwinder_as() in unwind.c) opens the library. Programs linked with
  * -lunwind-generic get the copy already loaded.

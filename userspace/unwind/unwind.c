@@ -90,7 +90,7 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 /* libunwind's address space, made once: 0, -ENOSYS (no libunwind) or
  * -ENOMEM. libunwind itself (libunwind_dl.h), its 26 KiB (the cache calloc
  * clears) and its initialisation wait for the first walk that needs CFI
- * (docs/PERFORMANCE.md, "Memory, third pass"). */
+ * (docs/PERFORMANCE.md, "Memory, what does not grow with threads"). */
 static int unwinder_as(struct sprobe_unwinder *u)
 {
 	if (u->as)
