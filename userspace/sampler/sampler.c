@@ -110,6 +110,8 @@ static void mark_seen(struct sprobe_sampler *s, struct thread_ent *e)
 }
 
 static bool poll_engine(const struct sprobe_sampler *s);
+/* Longest __start() waits for the cpu sources (see there). */
+#define SOURCES_WAIT_NS 200000000ull
 static void poll_emit_one(struct sprobe_sampler *s, struct thread_ent *e, uint64_t now,
 			  uint32_t flags);
 
@@ -616,6 +618,14 @@ static void round_finish(struct sprobe_sampler *s)
 	round_process(s, sprobe_capturer__capture_finish(s->capturer, s->snap), s->started_ns);
 }
 
+/* The first collect made the per-thread sources (or failed, or the probe
+ * ends): let __start() return. */
+static void sources_made(struct sprobe_sampler *s)
+{
+	if (atomic_exchange(&s->sources_ready, 1) == 0)
+		syscall(SYS_futex, &s->sources_ready, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
 /*
  * One round. CPU mode: collect what the timers produced, process it.
  * Wall mode, pipelined: finish the capture started last round (its
@@ -637,6 +647,7 @@ static void round_once(struct sprobe_sampler *s)
 		t0 = sprobe_mono_ns();
 		err = sprobe_capturer__cpu_collect(s->capturer, s->snap,
 						  (uint64_t)(1e9 / s->opts.freq_hz));
+		sources_made(s);
 		round_process(s, err, t0);
 		return;
 	}
@@ -744,6 +755,7 @@ static void *probe_main(void *arg)
 		if (next < now) /* overran: skip the missed ticks, do not burst */
 			next = now + step;
 	}
+	sources_made(s); /* never made: __start() must not wait on */
 	round_finish(s); /* the last wall capture, if one was started */
 	/* cpu mode: what the sources produced since the last collect (a
 	 * short process's whole profile may be there). */
@@ -948,6 +960,27 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	err = pthread_create(&s->probe, NULL, probe_main, s);
 	if (err)
 		goto fail;
+	/* cpu mode with per-thread sources: return once the probe's first
+	 * collect has made them. The caller (the agent's constructor: the
+	 * program's main thread) would otherwise run on unsampled until the
+	 * probe thread is scheduled: a process of a few ms (a compiler's
+	 * `as` on a busy machine) lost all its samples. Bounded: a probe
+	 * that cannot start soon only costs samples. The collect takes no
+	 * loader lock (a constructor holds it). */
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s)) {
+		uint64_t until = sprobe_mono_ns() + SOURCES_WAIT_NS;
+
+		while (!atomic_load(&s->sources_ready)) {
+			uint64_t now = sprobe_mono_ns();
+
+			if (now >= until)
+				break;
+			struct timespec ts = { (time_t)((until - now) / 1000000000ull),
+					       (long)((until - now) % 1000000000ull) };
+			syscall(SYS_futex, &s->sources_ready, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0, &ts,
+				NULL, 0);
+		}
+	}
 	return s;
 
 fail:
