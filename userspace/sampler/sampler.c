@@ -966,8 +966,11 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	 * probe thread is scheduled: a process of a few ms (a compiler's
 	 * `as` on a busy machine) lost all its samples. Bounded: a probe
 	 * that cannot start soon only costs samples. The collect takes no
-	 * loader lock (a constructor holds it). */
-	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s)) {
+	 * loader lock (a constructor holds it). Only on the main thread:
+	 * a fork child's sampler starts on a thread of its own while the
+	 * program runs on (and may fork again: its child must not inherit a
+	 * registry section the probe holds, userspace/agent/process_wrappers.c). */
+	if (s->opts.mode == SPROBE_MODE_CPU && !poll_engine(s) && syscall(SYS_gettid) == getpid()) {
 		uint64_t until = sprobe_mono_ns() + SOURCES_WAIT_NS;
 
 		while (!atomic_load(&s->sources_ready)) {
