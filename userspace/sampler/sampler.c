@@ -622,6 +622,8 @@ static void round_finish(struct sprobe_sampler *s)
  * ends): let __start() return. */
 static void sources_made(struct sprobe_sampler *s)
 {
+	/* seq_cst; pairs with the load in __start()'s wait, which sleeps
+	 * only while the word is 0 (FUTEX_WAIT compares it again). */
 	if (atomic_exchange(&s->sources_ready, 1) == 0)
 		syscall(SYS_futex, &s->sources_ready, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
@@ -964,9 +966,9 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	 * collect has made them. The caller (the agent's constructor: the
 	 * program's main thread) would otherwise run on unsampled until the
 	 * probe thread is scheduled: a process of a few ms (a compiler's
-	 * `as` on a busy machine) lost all its samples. Bounded: a probe
-	 * that cannot start soon only costs samples. The collect takes no
-	 * loader lock (a constructor holds it). Only on the main thread:
+	 * `as`) lost most or all of its samples. Bounded: a probe that
+	 * cannot make them soon (a busy machine, a lock the caller holds)
+	 * only costs samples. Only on the main thread:
 	 * a fork child's sampler starts on a thread of its own while the
 	 * program runs on (and may fork again: its child must not inherit a
 	 * registry section the probe holds, userspace/agent/process_wrappers.c). */
