@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Private interface between the portable snapshot code (snapshot.c) and a
- * platform capture backend (backends/linux/, windows/, macos/, and
- * unsupported/ for a platform without one).
+ * Private interface between the portable capture code and a platform
+ * capture backend (backends/linux/, windows/, macos/, and unsupported/ for
+ * a platform without one). Calls go one way: capture.c (the entry point)
+ * calls the backend and snapshot.c; the backend calls snapshot.c; snapshot.c
+ * calls neither.
  *
  * Exactly one backend is compiled in per platform, chosen by its folder:
  * the build compiles backends/<os>/ for that OS only (Makefile lib_srcs,
@@ -51,7 +53,7 @@ struct sprobe_snapshot {
 	_Atomic bool inflight;
 };
 
-/* Called by sprobe_capturer__capture() after argument checks and
+/* Called by sprobe_capturer__capture() (capture.c) after argument checks and
  * sprobe_snapshot__reset(). Fills s->nthreads samples and s->stats, except
  * capture_ns and the totals, which sprobe_snapshot__finish() computes.
  * Returns 0 or -errno (-ENOTSUP where there is no backend). */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * Portable half of capture: the snapshot object (allocated once, reused by
- * every capture), its accessors and its statistics. Nothing here runs inside
- * a suspend window except sprobe_now_ns().
+ * every capture), its accessors and its statistics. A leaf: it never calls
+ * a backend (capture.c drives both). Nothing here runs inside a suspend
+ * window except sprobe_now_ns().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -242,24 +243,6 @@ int sprobe_snapshot__refinish(struct sprobe_snapshot *s)
 			no_slot--;
 	memset(s->stats.dropped, 0, sizeof(s->stats.dropped));
 	s->stats.dropped[SPROBE_DROP_NO_SLOT] = no_slot;
-	return sprobe_snapshot__finish(s);
-}
-
-int sprobe_capturer__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s)
-{
-	uint64_t t0;
-	int err;
-
-	if (!s) /* the backend says -EINVAL, or -ENOTSUP where there is none */
-		return sprobe_backend__capture(c, NULL);
-	if (atomic_load(&s->inflight))
-		return -EBUSY; /* a started capture owns it: do not reset it */
-	sprobe_snapshot__reset(s);
-	t0 = sprobe_now_ns();
-	err = sprobe_backend__capture(c, s);
-	if (err)
-		return err;
-	s->stats.capture_ns = sprobe_now_ns() - t0;
 	return sprobe_snapshot__finish(s);
 }
 

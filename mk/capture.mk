@@ -13,7 +13,7 @@ $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 # makes the tests use long deadlines and small counts; nothing is timed.
 AARCH64_CC   ?= aarch64-linux-gnu-gcc
 QEMU_AARCH64 ?= qemu-aarch64
-CAPTURE_PORTABLE_SRCS := backends/snapshot.c backends/names.c userspace/unwind/unwind_fp.c
+CAPTURE_PORTABLE_SRCS := backends/capture.c backends/snapshot.c backends/names.c userspace/unwind/unwind_fp.c
 # The Linux backend, one mechanism per file (backends/linux/linux.h). Used
 # by the lanes of mk/unwind.mk and mk/zeropause.mk too (included after this).
 CAPTURE_LINUX_SRCS := $(sort $(wildcard backends/linux/*.c))

@@ -84,7 +84,7 @@ UNWIND_A64_CC   ?= aarch64-linux-gnu-gcc
 UNWIND_A64_STRIP ?= aarch64-linux-gnu-strip
 UNWIND_QEMU     ?= qemu-aarch64
 UNWIND_A64_DIR  := $(BUILD)/aarch64-unwind
-UNWIND_A64_SRCS := backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
+UNWIND_A64_SRCS := backends/capture.c backends/snapshot.c backends/names.c $(CAPTURE_LINUX_SRCS) userspace/unwind/unwind_fp.c \
 		   userspace/unwind/unwind.c userspace/unwind/access.c userspace/unwind/access_file.c userspace/unwind/libunwind_dl.c userspace/unwind/go_preempt.c userspace/symbols/modules.c userspace/symbols/symbolize.c userspace/symbols/build_id.c userspace/symbols/plt.c userspace/symbols/debug_file.c userspace/common/fds.c userspace/common/zalloc.c \
 		   userspace/symbols/demangle_rust.c userspace/symbols/demangle_rust_v0.c userspace/symbols/demangle_out.c userspace/symbols/perfmap.c userspace/symbols/inline.c userspace/symbols/libdw_dl.c userspace/symbols/libelf_dl.c userspace/common/zlib_dl.c userspace/common/dl_table.c userspace/symbols/cfi_names.c userspace/symbols/debug_frame.c userspace/symbols/debuginfod.c \
 		   userspace/symbols/dwarf_load.c userspace/symbols/dwarf_cache.c userspace/sampler/resolve.c

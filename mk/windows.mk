@@ -23,7 +23,7 @@ WIN_ENV   := WINEPREFIX=$(WINEPFX) WINEDEBUG=-all WINEDLLOVERRIDES='mscoree,msht
 
 # Portable library sources + the Windows ones. Wildcards so that a part that
 # has not landed yet (table/, snapshot.c) simply is not there.
-WIN_LIB_SRCS := $(sort $(wildcard backends/snapshot.c backends/names.c table/table_writer.c table/table_reader.c userspace/common/version.c userspace/unwind/unwind_fp.c \
+WIN_LIB_SRCS := $(sort $(wildcard backends/capture.c backends/snapshot.c backends/names.c table/table_writer.c table/table_reader.c userspace/common/version.c userspace/unwind/unwind_fp.c \
 	backends/windows/*.c table/table_win.c))
 WIN_OWN_SRCS := $(sort $(wildcard backends/windows/*.c \
 	table/table_win.c))

@@ -4,7 +4,9 @@
  * in-process state and the accessors. The writer (table_writer.c) runs in
  * the profiled process; the reader (table_reader.c) in another one. The OS
  * half (create/open/map/unlink) is in table_posix.c / table_win.c behind
- * table_os.h.
+ * table_os.h. Calls go one way: each half calls the OS half, the two halves
+ * never call each other (sprobe_table__close(), in the writer, closes
+ * either kind of handle).
  *
  * The design follows the stacktrack threads table (header, fixed nodes,
  * list from head, LIFO free list, watermark), changed for a reader that
@@ -157,11 +159,6 @@ struct sprobe_table {
 	uint64_t gen0;
 	struct sprobe_table_iter_stats stats;
 };
-
-
-/* snprintf into err (NULL or len 0: nothing). */
-void sprobe_table__seterr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 
 static inline void cpu_relax(void)

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Private: the OS-specific half of the node table. table/table.c holds all
- * the logic over a mapped byte region; a backend (table_posix.c, later
- * table_win.c) only creates, opens, maps, re-checks and removes the backing
- * object. Every function returns 0 or -errno.
+ * Private: the OS-specific half of the node table. table_writer.c and
+ * table_reader.c hold all the logic over a mapped byte region and call the
+ * OS half (table_posix.c or table_win.c), which calls neither of them: it
+ * only creates, opens, maps, re-checks and removes the backing object.
+ * Every function returns 0 or -errno.
  */
 #ifndef SPROBE_TABLE_OS_H
 #define SPROBE_TABLE_OS_H
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* errno values the table returns that some C libraries (mingw) lack. */
 #ifndef ESTALE
@@ -25,10 +28,19 @@
 #endif
 
 /* printf into err (len bytes) when err is not NULL: the reason a table
- * could not be opened, for both halves (table.c). */
-SPROBE_TABLE_OS_API
+ * could not be opened, for the reader and the OS half alike. Inline here so
+ * that neither depends on the other for it. */
+static inline __attribute__((format(printf, 3, 4)))
 void sprobe_table__seterr(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+{
+	va_list ap;
+
+	if (!err || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, len, fmt, ap);
+	va_end(ap);
+}
 
 /* OS resources behind one table. Zero-initialised = nothing to release. */
 struct sprobe_table_os {

@@ -13,17 +13,6 @@
 
 #include "table/table_internal.h"
 
-void sprobe_table__seterr(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
-
 /* ---- reader ---------------------------------------------------------- */
 
 /* Validate the header of a size-byte region at base and fill t's copies.
@@ -163,6 +152,18 @@ fail:
 	return NULL;
 }
 
+/* Release a reader: what reader_new() and open_path made. Never unlinks:
+ * the file is the writer's (sprobe_table__close() closes any handle; the
+ * reader keeps its own release so that it never calls into the writer). */
+static void reader_free(struct sprobe_table *t)
+{
+	if (t->has_os)
+		sprobe_table_os__close(&t->os, t->base, t->size, NULL);
+	free(t->visited);
+	free(t->path);
+	free(t);
+}
+
 struct sprobe_table *sprobe_table__open_mem(const void *buf, size_t len,
 				const struct sprobe_table_open_opts *opts)
 {
@@ -208,20 +209,19 @@ struct sprobe_table *sprobe_table__open_path(const char *path,
 		return NULL;
 	}
 	t = reader_new(base, size, &a, &err);
-	if (t)
-		t->path = strdup(path);
-	if (!t || !t->path) {
+	if (!t) {
 		sprobe_table_os__close(&os, (void *)base, size, NULL);
-		if (t) {
-			free(t->visited);
-			free(t);
-			err = -ENOMEM;
-		}
 		errno = -err;
 		return NULL;
 	}
 	t->os = os;
 	t->has_os = true;
+	t->path = strdup(path);
+	if (!t->path) {
+		reader_free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
 	return t;
 }
 
@@ -246,7 +246,7 @@ struct sprobe_table *sprobe_table__open_pid(pid_t pid,
 	if (t && t->writer_pid != pid) {
 		sprobe_table__seterr(a.err, a.errlen, "%s was written by pid %d, not %d: a "
 				     "stale table", path, (int)t->writer_pid, (int)pid);
-		sprobe_table__close(t);
+		reader_free(t);
 		errno = ESTALE;
 		return NULL;
 	}

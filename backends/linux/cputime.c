@@ -260,22 +260,32 @@ static void source_delete(struct sprobe_capturer *c, uint32_t i)
 		timer_delete(c->cpu_timer[i]);
 }
 
-/* Slot i's thread is gone: remember its last CPU time for the coverage.
- * A perf event still counts after its thread died: its count (the CPU
- * since it was opened; user time only under exclude_kernel, hence the
- * max) gives the final value, where the clock read every 100 ms lags. */
-static uint64_t final_cpu(struct sprobe_capturer *c, uint32_t i)
+/* A live thread's CPU for the coverage: its clock, or its perf event's
+ * count where that is ahead (it runs from each switch-in to the
+ * switch-out, a little past the scheduler's runtime): the samples are
+ * periods of that count, so the CPU reported must hold them all, else a
+ * thread that switches often (a shell) shows more than 100 %. */
+static uint64_t live_cpu(struct sprobe_capturer *c, uint32_t i, uint64_t clock)
 {
-	uint64_t cpu = c->cpu_ns[i], count;
+	uint64_t count;
 	int fd = c->perf_h[i] >= 0 ? sprobe_fd__get(c->perf_h[i]) : -1;
 
 	if (fd >= 0) {
 		if (read(fd, &count, sizeof(count)) == (ssize_t)sizeof(count) &&
-		    c->cpu_open[i] + count > cpu)
-			cpu = c->cpu_open[i] + count;
+		    c->cpu_open[i] + count > clock)
+			clock = c->cpu_open[i] + count;
 		sprobe_fd__put(c->perf_h[i]);
 	}
-	return cpu;
+	return clock;
+}
+
+/* Slot i's thread is gone: its last CPU time for the coverage. Its perf
+ * event still counts after the thread died, so the count (user time only
+ * under exclude_kernel, hence live_cpu()'s max) gives the final value,
+ * where the clock read every 100 ms lags. */
+static uint64_t final_cpu(struct sprobe_capturer *c, uint32_t i)
+{
+	return live_cpu(c, i, c->cpu_ns[i]);
 }
 
 static void slot_gone(struct sprobe_capturer *c, uint32_t i)
@@ -641,7 +651,9 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 
 		if (!tid)
 			continue;
-		if (!thread_cpu_ns(tid, &now)) {
+		if (thread_cpu_ns(tid, &now)) {
+			now = live_cpu(c, i, now);
+		} else {
 			/* Exited: the next collect frees its slot; its final
 			 * value now, in case recording stops first. */
 			now = final_cpu(c, i);
@@ -665,12 +677,19 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 		used = prev && now > prev ? now - prev : 0;
 		if (prev)
 			cpu_check_blocked(c, i, used);
+		bool hit = c->cpu_hits[i] > 0;
+
 		c->cpu_ns[i] = now;
 		c->cpu_hits[i] = 0;
 		flags = (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
 			(cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0);
-		/* Bit 1 of cpu_blocked: BLOCKED as last reported. */
+		/* Reported once it used a period since the last report, or
+		 * whenever it changed and had samples since: those stand for
+		 * periods the report must hold (the last call, at the end of
+		 * a process of a few ms, is all its CPU). Bit 1 of
+		 * cpu_blocked: BLOCKED as last reported. */
 		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
+				(hit && now != c->cpu_reported[i]) ||
 				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
 			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags,
 							       .cpu_ns = now - c->cpu_base[i] };

@@ -14,12 +14,6 @@
 
 #include "backends/linux/linux.h"
 
-/* The handler's state (linux.h): written by the probe before it arms a
- * slot, read by the handler after its CAS on that slot. */
-struct sprobe_lx_state sprobe_lx_g;
-/* The program's disposition of the capture signal (linux.h, chain.c). */
-struct sprobe_lx_chain sprobe_lx_ch;
-
 /* The delivery forward() is handing to the program's handler on this
  * thread, and how deep in the stack: a handler that passes it straight
  * back to us (another chaining profiler whose "previous handler" is ours)

@@ -12,6 +12,7 @@
  *   perfclock.c   CPU mode's perf-event engine (per-thread task-clock events)
  *   capturer.c    wall-capture entry points and the capturer's life cycle
  *   chain.c       the capture signal shared with the program's disposition
+ *   state.c       sprobe_lx_g and sprobe_lx_ch, the global state (a leaf)
  *
  * THE SUSPEND-WINDOW RULE (stated once; handler.c holds the handler path and
  * nothing else, every function there and the helpers below tagged
@@ -44,8 +45,8 @@
  *   returns no handler writes into its snapshot any more.
  *
  * One capturer per process: the handler finds its state through
- * `sprobe_lx_g` (below, defined in handler.c), the one piece of global
- * mutable state the project allows.
+ * `sprobe_lx_g` (below, defined in state.c with the chain's records), the
+ * one piece of global mutable state the project allows.
  *
  * Functions shared between these files carry the sprobe_lx_ prefix; the
  * library is compiled -fvisibility=hidden, so none of them leaves the

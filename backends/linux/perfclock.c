@@ -219,12 +219,16 @@ int sprobe_lx_perf_period(struct sprobe_capturer *c, uint32_t i, uint64_t interv
 	return err;
 }
 
-/* Stop (on false) or restart slot i's event. The handler takes the slot
- * from perf_map at delivery, so a stop unmaps it first: the signals a
+/* Stop (on false) or restart slot i's signals. The handler takes the
+ * slot from perf_map at delivery, so a stop unmaps it first: the signals a
  * blocked thread has queued, delivered once it unblocks, find STALE and
  * are swallowed, instead of all crediting the stack of that moment or,
  * taken for the program's, ending it by the signal's default action. A
- * restart maps gen again. */
+ * restart maps gen again. The event itself keeps counting (only O_ASYNC
+ * goes, so no signal is queued): the thread's CPU until it exits comes
+ * from its count (cputime.c live_cpu()), where a stopped count left the
+ * last clock read, up to 100 ms old, against the fallback's samples up to
+ * the exit (coverage over 100 %). */
 int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64_t gen)
 {
 	int fd = sprobe_fd__get(c->perf_h[i]), err = 0;
@@ -236,7 +240,9 @@ int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64
 	if (map && c->perf_fd[i] >= 0)
 		atomic_store_explicit(&map[c->perf_fd[i]], on ? gen << 16 | i : SPROBE_LX_PERF_STALE,
 				      memory_order_release);
-	if (ioctl(fd, on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0) < 0)
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, on ? fl | O_ASYNC : fl & ~O_ASYNC) < 0)
 		err = -errno;
 	sprobe_fd__put(c->perf_h[i]);
 	return err;

@@ -191,6 +191,9 @@ struct sprobe_sampler;
  * and the data file. Returns NULL with errno set: EINVAL (bad options),
  * EBUSY (a sampler already runs, or the capture signal is taken), EEXIST
  * (the table path exists), EACCES, ENOMEM, ENOTSUP (no capture backend).
+ * cpu mode with per-thread sources, called on the main thread: returns
+ * once the probe's first collect made them (at most 200 ms), so the
+ * caller's CPU from here on is sampled.
  */
 SPROBE_API
 struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *opts);

@@ -15,13 +15,22 @@
  *       Four threads, work1..work4: thread k spins k ms of its CPU time,
  *       then sleeps 10-k ms, for MS ms (a 1:2:3:4 split, one core in
  *       all). Prints "truth workK NS" for each.
+ *   cpusplit children N US
+ *       Starts N short processes one after the other (fork, exec of
+ *       "cpusplit child US"), as a build loop starts compilers: each spins
+ *       US us of its CPU time in child_work(), then exits. Prints "truth
+ *       child PID NS" for each, NS its user + system time from wait4(),
+ *       and "truth parent NS" for the parent's own.
  */
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static uint64_t ns(clockid_t c)
 {
@@ -119,13 +128,54 @@ static int threads(uint64_t ms)
 	return 0;
 }
 
+__attribute__((noinline)) uint64_t child_work(uint64_t end)
+{
+	return spin_to(end);
+}
+
+static uint64_t tv_ns(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+}
+
+static int children(int n, const char *us)
+{
+	for (int i = 0; i < n; i++) {
+		struct rusage ru;
+		int st;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			execl("/proc/self/exe", "cpusplit", "child", us, (char *)NULL);
+			_exit(127);
+		}
+		if (wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+			return 1;
+		printf("truth child %d %llu\n", (int)pid,
+		       (unsigned long long)(tv_ns(ru.ru_utime) + tv_ns(ru.ru_stime)));
+	}
+	struct rusage self;
+
+	getrusage(RUSAGE_SELF, &self);
+	printf("truth parent %llu\n", (unsigned long long)(tv_ns(self.ru_utime) + tv_ns(self.ru_stime)));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "child")) {
+		child_work(ns(CLOCK_THREAD_CPUTIME_ID) + strtoull(argv[2], NULL, 10) * 1000ull);
+		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "children"))
+		return children(atoi(argv[2]), argv[3]);
 	if (argc == 5 && !strcmp(argv[1], "phases"))
 		return phases(strtoull(argv[2], NULL, 10) * 1000ull, strtoull(argv[3], NULL, 10) * 1000ull,
 			      strtoull(argv[4], NULL, 10));
 	if (argc == 3 && !strcmp(argv[1], "threads"))
 		return threads(strtoull(argv[2], NULL, 10));
-	fprintf(stderr, "usage: cpusplit phases A_US B_US MS | cpusplit threads MS\n");
+	fprintf(stderr, "usage: cpusplit phases A_US B_US MS | cpusplit threads MS | cpusplit children N US\n");
 	return 2;
 }

@@ -372,6 +372,16 @@ static void round_finish(struct sprobe_sampler *s)
  * virtual machine (docs/PERFORMANCE.md, "Record"). A thread that has not
  * answered by the next round is waited for then, under the same deadline.
  */
+/* The first collect made the per-thread sources (or failed, or the probe
+ * ends): let __start() return. */
+static void sources_made(struct sprobe_sampler *s)
+{
+	/* seq_cst; pairs with the load in __start()'s wait, which sleeps
+	 * only while the word is 0 (FUTEX_WAIT compares it again). */
+	if (atomic_exchange(&s->sources_ready, 1) == 0)
+		syscall(SYS_futex, &s->sources_ready, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
 static void round_once(struct sprobe_sampler *s)
 {
 	int err;
@@ -383,6 +393,7 @@ static void round_once(struct sprobe_sampler *s)
 		t0 = sprobe_mono_ns();
 		err = sprobe_capturer__cpu_collect(s->capturer, s->snap,
 						  (uint64_t)(1e9 / s->opts.freq_hz));
+		sources_made(s);
 		round_process(s, err, t0);
 		return;
 	}
@@ -490,6 +501,7 @@ void *sprobe_sampler_probe__main(void *arg)
 		if (next < now) /* overran: skip the missed ticks, do not burst */
 			next = now + step;
 	}
+	sources_made(s); /* never made: __start() must not wait on */
 	round_finish(s); /* the last wall capture, if one was started */
 	/* cpu mode: what the sources produced since the last collect (a
 	 * short process's whole profile may be there). */

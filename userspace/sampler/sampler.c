@@ -37,6 +37,9 @@
 #include <stackprobe/unwind.h>
 
 #include "userspace/datafile/datafile_owned.h"
+
+/* Longest __start() waits for the cpu sources (see there). */
+#define SOURCES_WAIT_NS 200000000ull
 #include "userspace/common/clock.h"
 #include "userspace/common/dl_failed.h"
 #include "userspace/common/dl_table.h"
@@ -258,6 +261,31 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	err = pthread_create(&s->probe, NULL, sprobe_sampler_probe__main, s);
 	if (err)
 		goto fail;
+	/* cpu mode with per-thread sources: return once the probe's first
+	 * collect has made them. The caller (the agent's constructor: the
+	 * program's main thread) would otherwise run on unsampled until the
+	 * probe thread is scheduled: a process of a few ms (a compiler's
+	 * `as`) lost most or all of its samples. Bounded: a probe that
+	 * cannot make them soon (a busy machine, a lock the caller holds)
+	 * only costs samples. Only on the main thread: a fork child's
+	 * sampler starts on a thread of its own while the program runs on
+	 * (and may fork again: its child must not inherit a registry section
+	 * the probe holds, userspace/agent/process_wrappers.c). */
+	if (s->opts.mode == SPROBE_MODE_CPU && !sprobe_sampler_poll__engine(s) &&
+	    syscall(SYS_gettid) == getpid()) {
+		uint64_t until = sprobe_mono_ns() + SOURCES_WAIT_NS;
+
+		while (!atomic_load(&s->sources_ready)) {
+			uint64_t now = sprobe_mono_ns();
+
+			if (now >= until)
+				break;
+			struct timespec ts = { (time_t)((until - now) / 1000000000ull),
+					       (long)((until - now) % 1000000000ull) };
+			syscall(SYS_futex, &s->sources_ready, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, 0, &ts,
+				NULL, 0);
+		}
+	}
 	return s;
 
 fail:

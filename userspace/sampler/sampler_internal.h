@@ -61,6 +61,10 @@ struct sprobe_sampler {
 	 * took two or three); __stop() stores 1 (seq_cst) then wakes it, so
 	 * the probe either sees 1 before sleeping or is woken. */
 	_Atomic uint32_t stop;
+	/* cpu mode with per-thread sources: 1 once the probe's first
+	 * collect made them (or the probe ended); __start() waits for it, a
+	 * futex word. */
+	_Atomic uint32_t sources_ready;
 	int probe_error;	/* -errno that ended the probe early (probe only) */
 	uint64_t jitter_state;	/* wall mode's interval draw (probe only; probe.c) */
 
