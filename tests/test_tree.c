@@ -79,6 +79,21 @@ static void record(const char *name, const char *opts, const char *cmdline, int 
 			 stderr_out && *stderr_out ? *stderr_out : "");
 }
 
+/* Children that fork while their own sampler starts: every grandchild
+ * must start clean (the descriptor registry's sections, which a parent's
+ * probe thread may hold at fork(), are reset in every forked child), and
+ * the whole tree end. A hang is caught by the timeout. */
+static void test_fork_storm(void **state)
+{
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(sprobe_test_run("timeout -k 5 120 " CLI " record -q -F 999 --no-report -o " OUT
+					 "/tree-forkstorm.data -- " TW " forkstorm 6 30 2>&1", &out), 0);
+	assert_non_null(strstr(out, "forkstorm: done"));
+	free(out);
+}
+
 static void test_fork_workers(void **state)
 {
 	char *out, *folded, *json;
@@ -878,6 +893,7 @@ static void test_damaged_part(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_fork_workers),
+	cmocka_unit_test(test_fork_storm),
 	cmocka_unit_test(test_no_inherit),
 	cmocka_unit_test(test_exec_chain),
 	cmocka_unit_test(test_shell_exec_and_child),

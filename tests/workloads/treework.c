@@ -7,6 +7,10 @@
  *   treework fork N MS          N children forked without exec, each in
  *                               fork_child_spin for MS ms; the parent in
  *                               fork_parent_spin, then reaps them
+ *   treework forkstorm K G      K children one after another, each forking
+ *                               G grandchildren 0.2 ms apart (each spins
+ *                               4 ms, long enough for its sampler to
+ *                               start) while its own sampler starts
  *   treework chain K MS         exec itself K times, then chain_end_spin
  *   treework killed MS          a child in victim_spin, killed with SIGKILL
  *                               by the parent after MS ms of its CPU
@@ -98,6 +102,33 @@ int main(int argc, char **argv)
 			if (wait(&st) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) < 10)
 				bad = 1;
 		}
+		return bad;
+	}
+	if (argc >= 4 && strcmp(argv[1], "forkstorm") == 0) {
+		int k = atoi(argv[2]), g = atoi(argv[3]), bad = 0;
+
+		for (int i = 0; i < k; i++) {
+			pid_t c = fork();
+			int st;
+
+			if (c == 0) {
+				for (int j = 0; j < g; j++) {
+					pid_t gc = fork();
+
+					if (gc == 0) {
+						fork_child_spin(4);
+						_exit(0);
+					}
+					fork_parent_spin(0.2);
+				}
+				while (wait(NULL) > 0)
+					;
+				_exit(0);
+			}
+			if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st))
+				bad = 1;
+		}
+		puts(bad ? "forkstorm: a child failed" : "forkstorm: done");
 		return bad;
 	}
 	if (argc >= 4 && strcmp(argv[1], "chain") == 0) {

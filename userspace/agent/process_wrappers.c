@@ -115,6 +115,14 @@ static void atfork_child(void)
 	pthread_attr_t a;
 	sigset_t all, old;
 
+	/* Every forked child: the registry's sections, guards and pins that
+	 * the parent's other threads held at fork() (a probe thread starting
+	 * a sampler, or walking) are nobody's now, and its descriptors
+	 * describe the parent. Not only when a sampler came along: a sampler
+	 * still starting on its own thread is not known here yet, and a
+	 * section its thread held would make this child's first allocation
+	 * spin for good. */
+	sprobe_fd__atfork_child();
 	if (!sprobe_agent__inherit())
 		return;
 	/* The parent sampled (its inert sampler came along), or was itself
