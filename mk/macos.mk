@@ -29,7 +29,7 @@ MACOS_STANDIN := tests/macos_sdk_standin.h
 MACOS_STANDIN_DIR := $(BUILD)/macos-standin
 # Every system header a checked source includes that the macOS SDK has (one
 # forwarding file each). A header is added here only if the SDK has it.
-MACOS_STANDIN_HDRS := dlfcn.h errno.h fcntl.h getopt.h inttypes.h pthread.h sched.h \
+MACOS_STANDIN_HDRS := dlfcn.h errno.h fcntl.h getopt.h inttypes.h math.h pthread.h sched.h \
 	setjmp.h signal.h stdio.h stdlib.h string.h time.h unistd.h zlib.h \
 	sys/mman.h sys/resource.h sys/stat.h sys/types.h sys/wait.h \
 	mach/mach.h mach/mach_time.h mach/mach_vm.h mach-o/dyld.h

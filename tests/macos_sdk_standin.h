@@ -151,6 +151,23 @@ extern int *__error(void);
 #define EOPNOTSUPP 102
 #endif
 
+/* ---- <math.h> -------------------------------------------------------------- */
+#if defined(SPROBE_STANDIN_WANT_math_h) && !defined(SPROBE_STANDIN_HAVE_math_h)
+#define SPROBE_STANDIN_HAVE_math_h
+#define NAN __builtin_nanf("")
+#define INFINITY __builtin_inff()
+#define isnan(x) __builtin_isnan(x)
+#define isinf(x) __builtin_isinf(x)
+double sqrt(double x);
+double fabs(double x);
+double fmax(double x, double y);
+double exp(double x);
+double log(double x);
+double log1p(double x);
+double lgamma(double x);
+long long llround(double x);
+#endif
+
 /* ---- <string.h> ------------------------------------------------------------ */
 #if defined(SPROBE_STANDIN_WANT_string_h) && !defined(SPROBE_STANDIN_HAVE_string_h)
 #define SPROBE_STANDIN_HAVE_string_h

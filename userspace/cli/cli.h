@@ -9,6 +9,7 @@
 #define SPROBE_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -41,6 +42,11 @@ int cli_parse_double(const char *s, double min, double max, double *out);
 int cli_parse_pid(const char *s, pid_t *out);
 /* A real-time signal number, SIGRTMIN..SIGRTMAX (Linux). */
 int cli_parse_rtsig(const char *s, int *out);
+/* The report selection options report and diff share: --tid, --pid,
+ * --top (c is 't', 'p' or 'n'; arg its value) into *tid, *pid, *top,
+ * saying on stderr what a bad value wants. Returns 0 or CLI_EXIT_USAGE. */
+int cli_parse_selection(const char *cmd, int c, const char *arg, uint32_t *tid, uint32_t *pid,
+			uint32_t *top);
 
 int cmd_record(int argc, char **argv);
 

@@ -71,7 +71,6 @@ int cmd_diff(int argc, char **argv)
 	int fmt = SPROBE_REPORT_TEXT, c, err = 0;
 	uint32_t tid = 0, top = 0, fpid = 0;
 	double alpha = 0.05;
-	unsigned long num;
 	struct sprobe_report *r[2] = { NULL, NULL };
 	FILE *out = stdout;
 	int rc = CLI_EXIT_ERROR;
@@ -88,31 +87,11 @@ int cmd_diff(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			}
 			break;
-		case 'p': {
-			pid_t pp;
-
-			if (cli_parse_pid(optarg, &pp)) {
-				fprintf(stderr, "stackprobe diff: --pid wants a process id, got '%s'\n", optarg);
-				return CLI_EXIT_USAGE;
-			}
-			fpid = (uint32_t)pp;
-			break;
-		}
+		case 'p':
 		case 't':
-			if (cli_parse_ulong(optarg, 1, 0x7fffffffUL, &num)) {
-				fprintf(stderr, "stackprobe diff: --tid wants a thread id (a positive "
-						"decimal number), got '%s'\n", optarg);
-				return CLI_EXIT_USAGE;
-			}
-			tid = (uint32_t)num;
-			break;
 		case 'n':
-			if (cli_parse_ulong(optarg, 1, 1000000UL, &num)) {
-				fprintf(stderr, "stackprobe diff: --top wants a number from 1 to 1000000, "
-						"got '%s'\n", optarg);
+			if (cli_parse_selection("diff", c, optarg, &tid, &fpid, &top))
 				return CLI_EXIT_USAGE;
-			}
-			top = (uint32_t)num;
 			break;
 		case 'a': {
 			char *end;

@@ -92,7 +92,6 @@ int cmd_report(int argc, char **argv)
 	int fmt = SPROBE_REPORT_TEXT, c, err;
 	uint32_t tid = 0, top = 0, fpid = 0;
 	const char *source_fn = NULL;
-	unsigned long num;
 	struct sprobe_report *r;
 	FILE *out = stdout;
 
@@ -112,31 +111,11 @@ int cmd_report(int argc, char **argv)
 		case 's':
 			source_fn = optarg;
 			break;
-		case 'p': {
-			pid_t pp;
-			if (cli_parse_pid(optarg, &pp)) {
-				fprintf(stderr, "stackprobe report: --pid wants a process id, got '%s'\n",
-					optarg);
-				return CLI_EXIT_USAGE;
-			}
-			fpid = (uint32_t)pp;
-			break;
-		}
+		case 'p':
 		case 't':
-			if (cli_parse_ulong(optarg, 1, 0x7fffffffUL, &num)) {
-				fprintf(stderr, "stackprobe report: --tid wants a thread id "
-						"(a positive decimal number), got '%s'\n", optarg);
-				return CLI_EXIT_USAGE;
-			}
-			tid = (uint32_t)num;
-			break;
 		case 'n':
-			if (cli_parse_ulong(optarg, 1, 1000000UL, &num)) {
-				fprintf(stderr, "stackprobe report: --top wants a number from 1 "
-						"to 1000000, got '%s'\n", optarg);
+			if (cli_parse_selection("report", c, optarg, &tid, &fpid, &top))
 				return CLI_EXIT_USAGE;
-			}
-			top = (uint32_t)num;
 			break;
 		case 'o':
 			output = optarg;

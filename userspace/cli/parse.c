@@ -73,3 +73,33 @@ int cli_parse_rtsig(const char *s, int *out)
 	return 0;
 }
 #endif
+
+int cli_parse_selection(const char *cmd, int c, const char *arg, uint32_t *tid, uint32_t *pid,
+			uint32_t *top)
+{
+	unsigned long num;
+	pid_t pp;
+
+	if (c == 'p') {
+		if (cli_parse_pid(arg, &pp)) {
+			fprintf(stderr, "stackprobe %s: --pid wants a process id, got '%s'\n", cmd, arg);
+			return CLI_EXIT_USAGE;
+		}
+		*pid = (uint32_t)pp;
+	} else if (c == 't') {
+		if (cli_parse_ulong(arg, 1, 0x7fffffffUL, &num)) {
+			fprintf(stderr, "stackprobe %s: --tid wants a thread id (a positive decimal "
+					"number), got '%s'\n", cmd, arg);
+			return CLI_EXIT_USAGE;
+		}
+		*tid = (uint32_t)num;
+	} else {
+		if (cli_parse_ulong(arg, 1, 1000000UL, &num)) {
+			fprintf(stderr, "stackprobe %s: --top wants a number from 1 to 1000000, got "
+					"'%s'\n", cmd, arg);
+			return CLI_EXIT_USAGE;
+		}
+		*top = (uint32_t)num;
+	}
+	return 0;
+}

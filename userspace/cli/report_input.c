@@ -288,7 +288,7 @@ int cli_report_open(const char *cmd, const char *input, struct sprobe_report *r)
 		 * temporary copy, as record adds them. */
 		err = load_file(cmd, r, input, input);
 #else
-		err = sprobe_report__load_file(cmd, r, input);
+		err = sprobe_report__load_file(r, input);
 #endif
 	}
 	if (err == -ENOENT || err == -EACCES || err == -EISDIR || err == -EPERM) {

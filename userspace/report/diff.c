@@ -230,3 +230,11 @@ int sprobe_rep__diff_fold(struct sprobe_rep_diff *d, struct sprobe_report *base,
 	return err ? err : fold(now, d, 1);
 }
 
+
+void sprobe_rep__diff_jnum(FILE *o, double v)
+{
+	if (isnan(v))
+		fputs("null", o);
+	else
+		fprintf(o, "%.9g", v);
+}

@@ -44,6 +44,8 @@ struct sprobe_rep_diff {
 int sprobe_rep__diff_new(struct sprobe_report *base, struct sprobe_report *now, double alpha,
 			 struct sprobe_rep_diff *d);
 void sprobe_rep__diff_free(struct sprobe_rep_diff *d);
+/* A JSON number, or null for NAN (the writers' missing interval). */
+void sprobe_rep__diff_jnum(FILE *o, double v);
 /* Every stack of both runs into d->stacks / d->stack_counts (idempotent). */
 int sprobe_rep__diff_fold(struct sprobe_rep_diff *d, struct sprobe_report *base,
 			  struct sprobe_report *now);

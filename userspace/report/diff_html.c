@@ -25,26 +25,18 @@
 /* Frames under this share of both runs are left out of the graph's data. */
 #define DIFF_PRUNE 1e-5
 
-static void jnum(FILE *o, double v)
-{
-	if (isnan(v))
-		fputs("null", o);
-	else
-		fprintf(o, "%.6g", v);
-}
-
 static void jchange(FILE *o, const struct sprobe_rep_change *c)
 {
 	fputc('[', o);
-	jnum(o, c->base);
+	sprobe_rep__diff_jnum(o, c->base);
 	fputc(',', o);
-	jnum(o, c->now);
+	sprobe_rep__diff_jnum(o, c->now);
 	fputc(',', o);
-	jnum(o, c->delta);
+	sprobe_rep__diff_jnum(o, c->delta);
 	fputc(',', o);
-	jnum(o, c->lo);
+	sprobe_rep__diff_jnum(o, c->lo);
 	fputc(',', o);
-	jnum(o, c->hi);
+	sprobe_rep__diff_jnum(o, c->hi);
 	fprintf(o, ",%d]", c->significant ? 1 : 0);
 }
 

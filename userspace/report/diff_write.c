@@ -91,14 +91,6 @@ static int write_text(const struct sprobe_rep_diff *d, struct sprobe_report *bas
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-static void jnum(FILE *o, double v)
-{
-	if (isnan(v))
-		fputs("null", o);
-	else
-		fprintf(o, "%.9g", v);
-}
-
 static void jpair(FILE *o, double lo, double hi)
 {
 	if (isnan(lo))
@@ -110,11 +102,11 @@ static void jpair(FILE *o, double lo, double hi)
 static void jchange(FILE *o, const struct sprobe_rep_change *c)
 {
 	fputs("\"base_share\": ", o);
-	jnum(o, c->base);
+	sprobe_rep__diff_jnum(o, c->base);
 	fputs(", \"new_share\": ", o);
-	jnum(o, c->now);
+	sprobe_rep__diff_jnum(o, c->now);
 	fputs(", \"delta\": ", o);
-	jnum(o, c->delta);
+	sprobe_rep__diff_jnum(o, c->delta);
 	fputs(", \"ci95\": ", o);
 	jpair(o, c->lo, c->hi);
 	fputs(", \"base_ci95\": ", o);
@@ -122,7 +114,7 @@ static void jchange(FILE *o, const struct sprobe_rep_change *c)
 	fputs(", \"new_ci95\": ", o);
 	jpair(o, c->now_lo, c->now_hi);
 	fputs(", \"p\": ", o);
-	jnum(o, c->p);
+	sprobe_rep__diff_jnum(o, c->p);
 	fprintf(o, ", \"significant\": %s", c->significant ? "true" : "false");
 }
 
