@@ -444,8 +444,8 @@ static void test_damaged_sections(void **state)
 	/* A section claimed uncompressed with a size that wraps the image's
 	 * layout to a page (the loader sums the kept sections' sizes in
 	 * dwarf_load.c's order, 16-aligned after the ELF header): refused
-	 * before anything is copied. Found in review: the earlier sections
-	 * were inflated past the end of a one-page mapping. */
+	 * before anything is copied (the earlier sections would be inflated
+	 * past the end of a one-page mapping). */
 	static const char *const order[] = { ".debug_info",	".debug_abbrev",
 					     ".debug_aranges",	".debug_line",
 					     ".debug_line_str", ".debug_str",

@@ -1076,11 +1076,10 @@ static void test_soak(void **state)
 
 /* exit() from a plugin's constructor, i.e. inside dlopen with the loader's
  * lock held, while the agent samples at 999 Hz: the program ends with the
- * plugin's status. The agent's exit handler used to join its probe
- * thread without a bound; a probe in a dlopen of its own (the unwinder's
- * pin of the plugin it had just sampled, or a first-use load) waits for
- * that lock, and the program hung for good (found in review, 3 runs of
- * 3). Now the join gives up after SPROBE_SAMPLER_STOP_TIMEOUT_S. */
+ * plugin's status. A probe in a dlopen of its own (the unwinder's pin of
+ * the plugin it had just sampled, or a first-use load) waits for that
+ * lock, so the agent's exit handler joins it with a bound
+ * (SPROBE_SAMPLER_STOP_TIMEOUT_S): an unbounded join hangs the program. */
 static void test_exit_in_constructor_ends(void **state)
 {
 	const char *argv[] = { "build/dlexit", "build/dlexit_plugin.so", NULL };
