@@ -56,7 +56,7 @@ static uint64_t busy(uint64_t rounds)
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--after-exec") == 0) {
-		printf("after exec: busy=%llx\n", (unsigned long long)busy(30000000));
+		printf("after exec: busy=%llx\n", (unsigned long long)busy(100000000));
 		return 42;
 	}
 	setvbuf(stdout, NULL, _IONBF, 0);
