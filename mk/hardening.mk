@@ -40,8 +40,9 @@ ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_failure
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
-# runs in the native lane only.
-ASAN_EXCLUDED_TESTS := test_capture
+# runs in the native lane only. test_capture_copy and test_capture_cpu were
+# part of it (the split by theme kept the lanes as they were).
+ASAN_EXCLUDED_TESTS := test_capture test_capture_copy test_capture_cpu
 ASAN_OPTS_COMMON := detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0
 ASAN_OPTS_CAPTURE := $(ASAN_OPTS_COMMON):replace_intrin=0:intercept_intrin=0
 UBSAN_OPTS := print_stacktrace=1:halt_on_error=1
