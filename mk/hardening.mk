@@ -36,7 +36,7 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 # handler, would leave the window's copy unchecked in every build. Every
 # other test is fully checked.
 ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_pause_offcpu test_pause_merge \
-			test_failure_modes \
+			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
 			test_outputs test_record test_blocked_perf test_zero_pause
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
@@ -144,7 +144,10 @@ $(BUILD)/sigown: tests/workloads/sigown.c | $(BUILD)
 		-Wno-deprecated-declarations -pthread -o $@ $<
 
 all: $(BUILD)/service $(BUILD)/sigown
-$(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
+# The failure-mode tests, one theme per program (tests/test_failure_modes*.c).
+FAILMODE_TEST_BINS := $(addprefix $(BUILD)/tests/,test_failure_modes test_failure_modes_signals \
+	test_failure_modes_dlclose)
+$(FAILMODE_TEST_BINS): $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
 	$(BUILD)/sigown $(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
 # make soak-service [SOAK_SECONDS=3600] [SOAK_FREQ=999] [SOAK_DL=100] [SOAK_REQUIRE_BPF=1]
@@ -222,6 +225,6 @@ $(BUILD)/dlexit_plugin.so: tests/workloads/dlexit_plugin.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -fPIC -shared -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
 all: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
-$(BUILD)/tests/test_failure_modes: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
+$(FAILMODE_TEST_BINS): $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
 $(BUILD)/tests/test_cpuclock: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/cpusplit $(BUILD)/maskedworkers \
 	$(BUILD)/noperf
