@@ -24,7 +24,7 @@ TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 # Every native test, by name, as the top Makefile sees them.
 # Windows tests (tests/test_windows_*.c) are built by mk/windows.mk only.
 HARDEN_TEST_NAMES = $(filter-out $(ASAN_EXCLUDED_TESTS) test_windows_%,$(patsubst tests/%.c,%,$(TEST_SRCS)))
-TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
+TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_stream
 
 # The capture copies a live stack (its own, from its signal handler) that
 # holds other frames' ASan redzones; ASan's memcpy interceptor reports that
