@@ -37,7 +37,7 @@ TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_str
 # other test is fully checked.
 ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_capture_torture test_pause test_pause_offcpu test_pause_merge \
 			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
-			test_outputs test_outputs_html test_record test_blocked_perf test_zero_pause
+			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and

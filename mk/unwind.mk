@@ -115,10 +115,10 @@ test-aarch64-unwind: $(UNWIND_A64_BINS)
 TEST_LANES += test-aarch64-unwind
 
 # A C++ chain through frames with cleanups (personality + LSDA FDEs):
-# test_record checks walks go through them.
+# test_record_agent checks walks go through them.
 # No frame pointers: the walk must come from the CFI.
 $(BUILD)/cxxcleanup: tests/workloads/cxxcleanup.cc | $(BUILD)
 	$(call msg,CXX,$@)
 	$(Q)g++ -O2 -g -fomit-frame-pointer -fasynchronous-unwind-tables -o $@ $<
 all: $(BUILD)/cxxcleanup
-$(BUILD)/tests/test_record: $(BUILD)/cxxcleanup
+$(BUILD)/tests/test_record_agent: $(BUILD)/cxxcleanup
