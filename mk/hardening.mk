@@ -131,7 +131,8 @@ fuzz: $(FUZZ_ELF) $(FUZZ_TABLE) $(FUZZ_DATAFILE)
 	$(Q)$(MAKE) --no-print-directory fuzz-elf
 
 # ---- the service workload, failure modes, soak -------------------------
-$(BUILD)/service: tests/workloads/service.c | $(BUILD)
+# tests/workloads/service/*.h are its parts, included by service.c.
+$(BUILD)/service: tests/workloads/service.c $(wildcard tests/workloads/service/*.h) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread \
 		-o $@ $< -ldl
