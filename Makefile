@@ -116,8 +116,8 @@ DARWIN_EXCLUDED_SRCS := userspace/symbols/modules.c userspace/symbols/symbolize.
 	userspace/report/debuginfod.c
 DARWIN_LIB_SRCS := $(filter-out $(DARWIN_EXCLUDED_SRCS),$(call lib_srcs,macos))
 DARWIN_CLI_SRCS := userspace/cli/main.c userspace/cli/cmd_report.c userspace/cli/cmd_diff.c userspace/cli/report_input.c userspace/cli/parse.c userspace/cli/macos/unavailable.c
-DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_concurrency.c \
-	test_datafile.c test_report.c test_cli.c),$(TEST_SRCS))
+DARWIN_TEST_SRCS := $(filter $(addprefix tests/,test_table.c test_table_hostile.c test_table_concurrency.c \
+	test_datafile.c test_report.c test_report_json.c test_report_cli.c test_cli.c),$(TEST_SRCS))
 ifeq ($(UNAME_S),Darwin)
 ifeq ($(origin CC),default)
 CC := clang

@@ -3,7 +3,8 @@
 # check, make soak.
 
 # The known-stack test needs frame pointers in the test's own functions.
-$(BUILD)/tests/test_capture: TEST_CFLAGS += -fno-omit-frame-pointer
+$(BUILD)/tests/test_capture $(BUILD)/tests/test_capture_copy $(BUILD)/tests/test_capture_cpu: \
+	TEST_CFLAGS += -fno-omit-frame-pointer
 $(BUILD)/tests/test_capture_torture: TEST_CFLAGS += -fno-omit-frame-pointer
 
 # --- aarch64 under qemu-user -------------------------------------------
@@ -21,15 +22,20 @@ CAPTURE_A64_SRCS := $(CAPTURE_PORTABLE_SRCS) $(CAPTURE_LINUX_SRCS) userspace/com
 CAPTURE_A64_CFLAGS = -O2 -g $(WARN) -std=gnu11 -pthread -D_GNU_SOURCE \
 	-Iinclude -I. -Ibackends -Itests -fno-omit-frame-pointer
 
-$(BUILD)/aarch64/test_capture: tests/test_capture.c $(CAPTURE_A64_SRCS) $(HDRS) tests/capture_fixture.h
+# The capture tests, one theme per program (tests/test_capture*.c but the
+# torture, which has no aarch64 build).
+CAPTURE_A64_TESTS := test_capture test_capture_copy test_capture_cpu
+CAPTURE_A64_BINS := $(addprefix $(BUILD)/aarch64/,$(CAPTURE_A64_TESTS))
+
+$(CAPTURE_A64_BINS): $(BUILD)/aarch64/%: tests/%.c $(CAPTURE_A64_SRCS) $(HDRS) tests/capture_fixture.h
 	$(call msg,A64-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(AARCH64_CC) $(CAPTURE_A64_CFLAGS) -o $@ $< $(CAPTURE_A64_SRCS) -lcmocka
 
 .PHONY: test-aarch64
-test-aarch64: $(BUILD)/aarch64/test_capture
+test-aarch64: $(CAPTURE_A64_BINS)
 	$(Q)SPROBE_TEST_SLOW=1 SPROBE_TEST_QEMU=1 tools/run-tests.sh $(BUILD)/test-results/aarch64.res \
-		"$(QEMU_AARCH64) -L / $(BUILD)/aarch64/test_capture"
+		$(foreach t,$(CAPTURE_A64_BINS),"$(QEMU_AARCH64) -L / $(t)")
 TEST_LANES += test-aarch64
 
 # --- unsupported platforms ----------------------------------------------

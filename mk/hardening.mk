@@ -24,7 +24,7 @@ TSAN_FLAGS := -O1 -g -fsanitize=thread -fno-omit-frame-pointer
 # Every native test, by name, as the top Makefile sees them.
 # Windows tests (tests/test_windows_*.c) are built by mk/windows.mk only.
 HARDEN_TEST_NAMES = $(filter-out $(ASAN_EXCLUDED_TESTS) test_windows_%,$(patsubst tests/%.c,%,$(TEST_SRCS)))
-TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
+TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_stream
 
 # The capture copies a live stack (its own, from its signal handler) that
 # holds other frames' ASan redzones; ASan's memcpy interceptor reports that
@@ -35,13 +35,15 @@ TSAN_TEST_NAMES := test_table test_table_concurrency test_stream
 # __attribute__((no_sanitize_address)) plus a non-intercepted copy in the
 # handler, would leave the window's copy unchecked in every build. Every
 # other test is fully checked.
-ASAN_CAPTURING_TESTS := test_unwind test_capture_torture test_pause test_failure_modes \
-			test_outputs test_record test_blocked_perf test_zero_pause
+ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_capture_torture test_pause test_pause_offcpu test_pause_merge \
+			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
+			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
-# runs in the native lane only.
-ASAN_EXCLUDED_TESTS := test_capture
+# runs in the native lane only. test_capture_copy and test_capture_cpu were
+# part of it (the split by theme kept the lanes as they were).
+ASAN_EXCLUDED_TESTS := test_capture test_capture_copy test_capture_cpu
 ASAN_OPTS_COMMON := detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0
 ASAN_OPTS_CAPTURE := $(ASAN_OPTS_COMMON):replace_intrin=0:intercept_intrin=0
 UBSAN_OPTS := print_stacktrace=1:halt_on_error=1
@@ -129,7 +131,8 @@ fuzz: $(FUZZ_ELF) $(FUZZ_TABLE) $(FUZZ_DATAFILE)
 	$(Q)$(MAKE) --no-print-directory fuzz-elf
 
 # ---- the service workload, failure modes, soak -------------------------
-$(BUILD)/service: tests/workloads/service.c | $(BUILD)
+# tests/workloads/service/*.h are its parts, included by service.c.
+$(BUILD)/service: tests/workloads/service.c $(wildcard tests/workloads/service/*.h) | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread \
 		-o $@ $< -ldl
@@ -142,7 +145,10 @@ $(BUILD)/sigown: tests/workloads/sigown.c | $(BUILD)
 		-Wno-deprecated-declarations -pthread -o $@ $<
 
 all: $(BUILD)/service $(BUILD)/sigown
-$(BUILD)/tests/test_failure_modes: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
+# The failure-mode tests, one theme per program (tests/test_failure_modes*.c).
+FAILMODE_TEST_BINS := $(addprefix $(BUILD)/tests/,test_failure_modes test_failure_modes_signals \
+	test_failure_modes_dlclose)
+$(FAILMODE_TEST_BINS): $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/service \
 	$(BUILD)/sigown $(BUILD)/tests/unwind_testlib/libsprobe_testlib.so
 
 # make soak-service [SOAK_SECONDS=3600] [SOAK_FREQ=999] [SOAK_DL=100] [SOAK_REQUIRE_BPF=1]
@@ -220,6 +226,6 @@ $(BUILD)/dlexit_plugin.so: tests/workloads/dlexit_plugin.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -fPIC -shared -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -o $@ $<
 all: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
-$(BUILD)/tests/test_failure_modes: $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
+$(FAILMODE_TEST_BINS): $(BUILD)/dlexit $(BUILD)/dlexit_plugin.so
 $(BUILD)/tests/test_cpuclock: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/cpusplit $(BUILD)/maskedworkers \
 	$(BUILD)/noperf

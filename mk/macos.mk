@@ -26,6 +26,8 @@
 
 MACOS_TARGETS := arm64-apple-macos11 x86_64-apple-macos11
 MACOS_STANDIN := tests/macos_sdk_standin.h
+# Its sections, in pieces by header group, included by it.
+MACOS_STANDIN_PARTS := $(sort $(wildcard tests/macos_sdk_standin/*.h))
 MACOS_STANDIN_DIR := $(BUILD)/macos-standin
 # Every system header a checked source includes that the macOS SDK has (one
 # forwarding file each). A header is added here only if the SDK has it.
@@ -43,7 +45,7 @@ MACOS_CHECK_SRCS := $(DARWIN_LIB_SRCS) $(DARWIN_CLI_SRCS) $(DARWIN_TEST_SRCS) $(
 MACOS_CHECK_FLAGS = -fsyntax-only -std=gnu11 $(WARN) -D_GNU_SOURCE -DSPROBE_VERSION=\"$(VERSION)\" -nostdlibinc \
 	-isystem $(MACOS_STANDIN_DIR) -Iinclude -I. -Ibackends -Iuserspace -Itests
 
-$(MACOS_STANDIN_DIR)/.stamp: $(MACOS_STANDIN) mk/macos.mk
+$(MACOS_STANDIN_DIR)/.stamp: $(MACOS_STANDIN) $(MACOS_STANDIN_PARTS) mk/macos.mk
 	$(call msg,GEN,$(MACOS_STANDIN_DIR))
 	$(Q)rm -rf $(MACOS_STANDIN_DIR)
 	$(Q)for h in $(MACOS_STANDIN_HDRS); do mkdir -p $(MACOS_STANDIN_DIR)/$$(dirname $$h); \

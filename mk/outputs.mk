@@ -64,9 +64,11 @@ deps-npm:
 
 # The output tests record the demo with the CLI, then read every format
 # with the independent readers.
-$(BUILD)/tests/test_outputs: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/demo
-$(BUILD)/tests/test_outputs: | node-deps
-$(BUILD)/tests/test_outputs: TEST_CFLAGS += -DSPROBE_NODE_MODULES='"$(CURDIR)/$(NODE_DIR)/node_modules"'
+# (tests/test_outputs*.c, one theme per program).
+OUTPUTS_TEST_BINS := $(BUILD)/tests/test_outputs $(BUILD)/tests/test_outputs_html
+$(OUTPUTS_TEST_BINS): $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/demo
+$(OUTPUTS_TEST_BINS): | node-deps
+$(OUTPUTS_TEST_BINS): TEST_CFLAGS += -DSPROBE_NODE_MODULES='"$(CURDIR)/$(NODE_DIR)/node_modules"'
 
 # ---- install test lane ------------------------------------------------------
 .PHONY: test-install

@@ -18,10 +18,10 @@ run-demo: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/demo
 	$(Q)echo "== the same data as folded stacks (first lines): stackprobe report -i $(BUILD)/demo.data --format folded"
 	$(Q)$(BUILD)/stackprobe report -i $(BUILD)/demo.data --format folded | sort -t' ' -k2 -nr | head -n 8
 
-# Workloads the end-to-end tests run (tests/test_record.c).
+# Workloads the end-to-end tests run (tests/test_record*.c).
 $(BUILD)/victim: tests/workloads/victim.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -std=gnu11 $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
 
 all: $(BUILD)/victim
-$(BUILD)/tests/test_record: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/demo $(BUILD)/victim
+$(BUILD)/tests/test_record $(BUILD)/tests/test_record_agent: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/demo $(BUILD)/victim

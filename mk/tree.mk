@@ -1,4 +1,4 @@
-# ---- the process tree (tests/test_tree.c) ----------------------
+# ---- the process tree (tests/test_tree.c, tests/test_tree_programs.c) --
 # build/treework: forks, exec chains, a killed child, _exit; build/treework-static:
 # the same program linked statically (the agent cannot enter it).
 $(BUILD)/treework: tests/workloads/treework.c | $(BUILD)
@@ -9,7 +9,7 @@ $(BUILD)/treework-static: tests/workloads/treework.c | $(BUILD)
 	$(Q)$(CC) -O1 -g -static -std=gnu11 -D_GNU_SOURCE $(WARN) -Wno-missing-prototypes -pthread -o $@ $<
 
 all: $(BUILD)/treework $(BUILD)/treework-static
-$(BUILD)/tests/test_tree: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static $(BUILD)/inlined
+$(BUILD)/tests/test_tree $(BUILD)/tests/test_tree_programs: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD)/treework $(BUILD)/treework-static $(BUILD)/inlined
 
 # The process-tree benchmark: a make -j2 build unprofiled, under record
 # (wall 99, cpu 999) and under perf record -g, interleaved; the agent's

@@ -64,9 +64,11 @@ $(UNWIND_PLTLIBS): $(UNWIND_PLTSRC)
 	$(Q)$(STRIP) --strip-all -o $@ $@.tmp && rm -f $@.tmp
 
 $(BUILD)/tests/test_symbolize: $(UNWIND_TESTLIBS) $(UNWIND_PLTLIBS)
-$(BUILD)/tests/test_unwind: $(UNWIND_TESTLIBS)
+# The unwind tests, one theme per program (tests/test_unwind*.c).
+UNWIND_TEST_NAMES := test_unwind test_unwind_limits
+$(addprefix $(BUILD)/tests/,$(UNWIND_TEST_NAMES)): $(UNWIND_TESTLIBS)
 # The known-stack test: callers must be found by CFI, not frame pointers.
-$(BUILD)/tests/test_unwind: TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
+$(addprefix $(BUILD)/tests/,$(UNWIND_TEST_NAMES)): TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables
 $(BUILD)/tests/test_symbolize: TEST_CFLAGS += -O2 -DSPROBE_TEST_CORPUS='"$(CURDIR)/tests/corpus"'
 # Both walkers must see the same 35 frames: frame pointers on.
 $(BUILD)/bench/bench_unwind: BENCH_CFLAGS += -O2 -fno-omit-frame-pointer
@@ -97,7 +99,8 @@ $(UNWIND_A64_DIR)/unwind_testlib/libsprobe_testlib_stripped.so: $(UNWIND_LIBSRC)
 	$(Q)$(UNWIND_A64_CC) $(UNWIND_LIBCFLAGS) -Wl,-soname,$(@F) -o $@.tmp $<
 	$(Q)$(UNWIND_A64_STRIP) --strip-all -o $@ $@.tmp && rm -f $@.tmp
 
-$(UNWIND_A64_DIR)/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS) \
+UNWIND_A64_BINS := $(addprefix $(UNWIND_A64_DIR)/,$(UNWIND_TEST_NAMES))
+$(UNWIND_A64_BINS): $(UNWIND_A64_DIR)/%: tests/%.c $(UNWIND_A64_SRCS) $(HDRS) \
 		$(UNWIND_A64_DIR)/unwind_testlib/libsprobe_testlib_stripped.so
 	$(call msg,A64-CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -105,17 +108,17 @@ $(UNWIND_A64_DIR)/test_unwind: tests/test_unwind.c $(UNWIND_A64_SRCS) $(HDRS) \
 		-lunwind-generic -lunwind -ldw -lelf -lz -lcmocka -ldl
 
 .PHONY: test-aarch64-unwind
-test-aarch64-unwind: $(UNWIND_A64_DIR)/test_unwind
+test-aarch64-unwind: $(UNWIND_A64_BINS)
 	$(Q)SPROBE_TEST_SLOW=1 SPROBE_TEST_QEMU=1 tools/run-tests.sh \
 		$(BUILD)/test-results/aarch64-unwind.res \
-		"$(UNWIND_QEMU) -L / $(UNWIND_A64_DIR)/test_unwind"
+		$(foreach t,$(UNWIND_A64_BINS),"$(UNWIND_QEMU) -L / $(t)")
 TEST_LANES += test-aarch64-unwind
 
 # A C++ chain through frames with cleanups (personality + LSDA FDEs):
-# test_record checks walks go through them.
+# test_record_agent checks walks go through them.
 # No frame pointers: the walk must come from the CFI.
 $(BUILD)/cxxcleanup: tests/workloads/cxxcleanup.cc | $(BUILD)
 	$(call msg,CXX,$@)
 	$(Q)g++ -O2 -g -fomit-frame-pointer -fasynchronous-unwind-tables -o $@ $<
 all: $(BUILD)/cxxcleanup
-$(BUILD)/tests/test_record: $(BUILD)/cxxcleanup
+$(BUILD)/tests/test_record_agent: $(BUILD)/cxxcleanup

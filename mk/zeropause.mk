@@ -15,9 +15,11 @@ $(ZP_OBJ)/chain_nofp.o: tests/zeropause/chain.c tests/zeropause/chain.h | $(BUIL
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -O2 -fomit-frame-pointer -DZP_SUFFIX=_nofp -c $< -o $@
 
-$(BUILD)/tests/test_zero_pause: $(ZP_CHAIN_OBJS)
-$(BUILD)/tests/test_zero_pause: TEST_LIBS += $(ZP_CHAIN_OBJS)
-$(BUILD)/tests/test_zero_pause: TEST_CFLAGS += -Itests/zeropause
+# The zero-pause tests, one theme per program (tests/test_zero_pause*.c).
+ZP_TEST_BINS := $(addprefix $(BUILD)/tests/,test_zero_pause test_zero_pause_torn test_zero_pause_kept)
+$(ZP_TEST_BINS): $(ZP_CHAIN_OBJS)
+$(ZP_TEST_BINS): TEST_LIBS += $(ZP_CHAIN_OBJS)
+$(ZP_TEST_BINS): TEST_CFLAGS += -Itests/zeropause
 $(BUILD)/bench/bench_zero_pause: $(ZP_CHAIN_OBJS)
 $(BUILD)/bench/bench_zero_pause: BENCH_LIBS += $(ZP_CHAIN_OBJS)
 $(BUILD)/bench/bench_zero_pause: BENCH_CFLAGS += -Itests/zeropause
@@ -38,4 +40,4 @@ TEST_LANES += test-aarch64-zp
 
 # Under ASan it captures in-process through signals too (see
 # ASAN_CAPTURING_TESTS in mk/hardening.mk).
-ASAN_CAPTURING_TESTS += test_zero_pause
+ASAN_CAPTURING_TESTS += test_zero_pause test_zero_pause_torn test_zero_pause_kept

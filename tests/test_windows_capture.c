@@ -4,7 +4,13 @@
  * mingw-w64 at -O2 and run under wine by `make test-windows` (mk/windows.mk).
  * Wine's suspend costs 0.2-5 ms per thread, so nothing here asserts a time;
  * waits are on events or bounded polls with generous deadlines.
+ *
+ * Here: the known stack, a truncated copy, the module inventory (its PDB
+ * GUID/age checked against objdump's, by mk/windows.mk) and bad input.
+ * Threads exiting, the window's locks, torture and slots are in
+ * test_windows_capture_threads.c; the helpers in windows_capture_fixture.h.
  */
+
 #ifndef _WIN32
 #error "Windows-only test: built by mk/windows.mk with mingw-w64, run under wine"
 #endif
@@ -19,97 +25,7 @@
 #include <stackprobe/win.h>
 
 #include "sprobe_test.h"
-
-#define DEADLINE_MS 60000u
-
-/* ---- helpers -------------------------------------------------------- */
-
-static struct sprobe_capturer *new_capturer(void)
-{
-	struct sprobe_capture_opts o = {
-		.sz = sizeof(o),
-		/* Wine suspends slowly; a deadline is not what these tests
-		 * are about. */
-		.timeout_ns = 120ull * 1000 * 1000 * 1000,
-	};
-	struct sprobe_capturer *c = sprobe_capturer__new(&o);
-	assert_non_null(c);
-	return c;
-}
-
-/* The invariants every capture must keep, whatever happened to threads. */
-static void check_stats_by(struct sprobe_snapshot *s, DWORD capturer_tid)
-{
-	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
-	uint32_t sum = 0, raw = 0, empty = 0;
-
-	assert_non_null(st);
-	for (int r = 0; r < SPROBE_DROP__COUNT; r++)
-		sum += st->dropped[r];
-	assert_int_equal(st->dropped[SPROBE_DROP_NONE], 0);
-	assert_int_equal(sum, st->threads_dropped);
-	assert_int_equal(st->threads_total, st->threads_captured + st->threads_dropped);
-	for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++) {
-		struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, i);
-		assert_non_null(t);
-		if (t->stage == SPROBE_STAGE_RAW) {
-			raw++;
-			assert_int_equal(t->drop_reason, SPROBE_DROP_NONE);
-			assert_int_equal(t->method, SPROBE_METHOD_SUSPEND);
-			/* Copy starts at sp and never passes the stack base. */
-			assert_true(t->stack_len > 0);
-			assert_true(t->stack_addr == t->sp);
-			assert_true(t->stack_addr + t->stack_len <= t->stack_top);
-			assert_true(t->truncated ==
-				    (t->stack_addr + t->stack_len < t->stack_top));
-			assert_true(t->exit_ns >= t->entry_ns && t->entry_ns > 0);
-			/* The capturing thread never captures itself. */
-			assert_true(t->tid != (pid_t)capturer_tid);
-		} else {
-			empty++;
-			assert_int_equal(t->stage, SPROBE_STAGE_EMPTY);
-			assert_true(t->drop_reason > SPROBE_DROP_NONE &&
-				    t->drop_reason < SPROBE_DROP__COUNT);
-		}
-	}
-	assert_int_equal(raw, st->threads_captured);
-	assert_int_equal(raw + empty + st->dropped[SPROBE_DROP_NO_SLOT], st->threads_total);
-}
-
-static void check_stats(struct sprobe_snapshot *s)
-{
-	check_stats_by(s, GetCurrentThreadId());
-}
-
-static struct sprobe_thread_sample *find_tid(struct sprobe_snapshot *s, DWORD tid)
-{
-	for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++) {
-		struct sprobe_thread_sample *t = sprobe_snapshot__thread(s, i);
-		if (t && t->tid == (pid_t)tid)
-			return t;
-	}
-	return NULL;
-}
-
-/* [begin, end) of the function containing addr, from its unwind entry. */
-static void func_range(const void *fn, uint64_t *begin, uint64_t *end)
-{
-	DWORD64 base = 0;
-	PRUNTIME_FUNCTION fe = RtlLookupFunctionEntry((DWORD64)(uintptr_t)fn, &base, NULL);
-	assert_non_null(fe);
-	*begin = base + fe->BeginAddress;
-	*end = base + fe->EndAddress;
-}
-
-/* Bounded wait for *flag != 0 (the other thread got there). */
-static void wait_flag(volatile LONG *flag)
-{
-	DWORD t0 = GetTickCount();
-	while (!InterlockedCompareExchange(flag, 0, 0)) {
-		assert_true(GetTickCount() - t0 < DEADLINE_MS);
-		SwitchToThread();
-	}
-}
+#include "windows_capture_fixture.h"
 
 /* ---- the known stack: outer -> mid -> leaf, at -O2 ------------------ */
 
@@ -143,8 +59,6 @@ __attribute__((noinline, noclone)) static int leaf_c(volatile LONG *ready, volat
 		YieldProcessor();
 	return (int)*stop;
 }
-
-static volatile int sink;
 
 __declspec(dllexport) int sprobe_test_marker_mid(struct marker *m);
 __declspec(dllexport) int sprobe_test_marker_outer(struct marker *m);
@@ -337,328 +251,6 @@ static void test_truncated_copy_is_bounded(void **state)
 	sprobe_capturer__free(c);
 }
 
-/* ---- threads exiting while captures run ----------------------------- */
-
-struct churn {
-	volatile LONG stop;
-	volatile LONG spawned;
-};
-
-static DWORD WINAPI short_lived(void *arg)
-{
-	(void)arg;
-	return 0;
-}
-
-static DWORD WINAPI churn_thread(void *arg)
-{
-	struct churn *ch = arg;
-	while (!ch->stop) {
-		/* One short-lived thread at a time per churner: enough to race
-		 * the captures, not enough to starve wineserver. */
-		HANDLE h = CreateThread(NULL, 0, short_lived, NULL, 0, NULL);
-		if (h) {
-			InterlockedIncrement(&ch->spawned);
-			WaitForSingleObject(h, INFINITE);
-			CloseHandle(h);
-		}
-	}
-	return 0;
-}
-
-static DWORD WINAPI spinner_thread(void *arg)
-{
-	volatile LONG *stop = arg;
-	while (!*stop)
-		YieldProcessor();
-	return 0;
-}
-
-static void test_threads_exiting_mid_capture(void **state)
-{
-	(void)state;
-	struct churn ch = { 0 };
-	volatile LONG stop_spin = 0;
-	DWORD spin_tid = 0;
-	HANDLE churners[2], spin;
-	for (int i = 0; i < 2; i++) {
-		churners[i] = CreateThread(NULL, 0, churn_thread, &ch, 0, NULL);
-		assert_non_null(churners[i]);
-	}
-	spin = CreateThread(NULL, 0, spinner_thread, (void *)&stop_spin, 0, &spin_tid);
-	assert_non_null(spin);
-
-	struct sprobe_capturer *c = new_capturer();
-	struct sprobe_snapshot *s = sprobe_snapshot__new(0, 16384);
-	assert_non_null(s);
-	uint32_t exited = 0, captured = 0;
-	for (int iter = 0; iter < 30; iter++) {
-		assert_int_equal(sprobe_capturer__capture(c, s), 0);
-		check_stats(s);
-		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
-		exited += st->dropped[SPROBE_DROP_EXITED];
-		captured += st->threads_captured;
-		/* The long-lived sibling is captured every time. */
-		struct sprobe_thread_sample *t = find_tid(s, spin_tid);
-		assert_non_null(t);
-		if (t->stage != SPROBE_STAGE_RAW)
-			fail_msg("long-lived sibling not captured: %s",
-				 sprobe_drop_reason__str(t->drop_reason));
-		/* Unwinding whatever was captured must not crash. */
-		for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++) {
-			struct sprobe_thread_sample *x = sprobe_snapshot__thread(s, i);
-			if (x->stage == SPROBE_STAGE_RAW)
-				assert_true(sprobe_unwind_pe(x) >= 1);
-		}
-	}
-	InterlockedExchange(&ch.stop, 1);
-	InterlockedExchange(&stop_spin, 1);
-	assert_int_equal(WaitForMultipleObjects(2, churners, TRUE, DEADLINE_MS), WAIT_OBJECT_0);
-	assert_int_equal(WaitForSingleObject(spin, DEADLINE_MS), WAIT_OBJECT_0);
-	for (int i = 0; i < 2; i++)
-		CloseHandle(churners[i]);
-	CloseHandle(spin);
-	assert_true(ch.spawned > 0);
-	/* Informational: how often the race was actually hit. */
-	print_message("churn: %ld threads spawned, %u captured, %u dropped as exited\n",
-		      (long)ch.spawned, captured, exited);
-	sprobe_snapshot__free(s);
-	sprobe_capturer__free(c);
-}
-
-/* ---- no allocation / no lock in the window --------------------------- */
-
-/*
- * A window that allocated (or took any heap lock) would deadlock the first
- * time it suspended a thread holding that lock. These threads hold the
- * process heap's lock and the CRT allocator's as often as they can, and the
- * captures run in a thread the test watches with a deadline: a deadlock is
- * reported as a failure instead of hanging the lane.
- */
-struct heap_torture {
-	volatile LONG stop;
-	volatile LONG rounds;
-	struct sprobe_capturer *c;
-	struct sprobe_snapshot *s;
-	int captures;
-	volatile LONG done;
-	int err;
-	DWORD tid;
-};
-
-static DWORD WINAPI heap_locker(void *arg)
-{
-	struct heap_torture *ht = arg;
-	HANDLE heap = GetProcessHeap();
-	while (!ht->stop) {
-		if (HeapLock(heap)) {
-			for (int i = 0; i < 200; i++)
-				YieldProcessor();
-			HeapUnlock(heap);
-		}
-		InterlockedIncrement(&ht->rounds);
-	}
-	return 0;
-}
-
-static DWORD WINAPI malloc_hammer(void *arg)
-{
-	struct heap_torture *ht = arg;
-	while (!ht->stop) {
-		void *p = malloc(64 + (ht->rounds & 1023));
-		void *q = HeapAlloc(GetProcessHeap(), 0, 128);
-		sink += p != NULL;
-		free(p);
-		HeapFree(GetProcessHeap(), 0, q);
-		InterlockedIncrement(&ht->rounds);
-	}
-	return 0;
-}
-
-static DWORD WINAPI capture_loop(void *arg)
-{
-	struct heap_torture *ht = arg;
-	ht->tid = GetCurrentThreadId();
-	for (int i = 0; i < ht->captures && !ht->err; i++) {
-		ht->err = sprobe_capturer__capture(ht->c, ht->s);
-		if (!ht->err && sprobe_snapshot__stats(ht->s)->threads_captured == 0)
-			ht->err = -ENODATA;
-	}
-	InterlockedExchange(&ht->done, 1);
-	return 0;
-}
-
-static void test_window_takes_no_heap_lock(void **state)
-{
-	(void)state;
-	struct heap_torture ht = { .captures = 40 };
-	HANDLE th[4];
-	ht.c = new_capturer();
-	ht.s = sprobe_snapshot__new(0, 0);
-	assert_non_null(ht.s);
-	th[0] = CreateThread(NULL, 0, heap_locker, &ht, 0, NULL);
-	th[1] = CreateThread(NULL, 0, heap_locker, &ht, 0, NULL);
-	th[2] = CreateThread(NULL, 0, malloc_hammer, &ht, 0, NULL);
-	th[3] = CreateThread(NULL, 0, malloc_hammer, &ht, 0, NULL);
-	for (int i = 0; i < 4; i++)
-		assert_non_null(th[i]);
-	HANDLE cap = CreateThread(NULL, 0, capture_loop, &ht, 0, NULL);
-	assert_non_null(cap);
-
-	DWORD w = WaitForSingleObject(cap, DEADLINE_MS);
-	InterlockedExchange(&ht.stop, 1);
-	if (w != WAIT_OBJECT_0) {
-		/* A thread is stuck suspended holding the heap lock: neither
-		 * cmocka's output nor a normal exit can be trusted to finish
-		 * (both may need that lock). Say so without the heap and end
-		 * the process with a failure status. */
-		static const char msg[] = "FAIL: test_window_takes_no_heap_lock: captures did not "
-					  "finish within 60 s: a suspend window waited for a lock "
-					  "held by a suspended thread\n";
-		DWORD wr;
-		WriteFile(GetStdHandle(STD_OUTPUT_HANDLE), msg, sizeof(msg) - 1, &wr, NULL);
-		TerminateProcess(GetCurrentProcess(), 3);
-	}
-	assert_int_equal(ht.err, 0);
-	assert_int_equal(WaitForMultipleObjects(4, th, TRUE, DEADLINE_MS), WAIT_OBJECT_0);
-	for (int i = 0; i < 4; i++)
-		CloseHandle(th[i]);
-	CloseHandle(cap);
-	check_stats_by(ht.s, ht.tid);
-	assert_true(ht.rounds > 0);
-	sprobe_snapshot__free(ht.s);
-	sprobe_capturer__free(ht.c);
-}
-
-/* ---- torture: many threads, every one resumed ------------------------ */
-
-#define NTORTURE 48
-
-struct worker {
-	volatile LONG *stop;
-	volatile LONG progress;
-	CRITICAL_SECTION *cs;
-	DWORD tid;
-};
-
-__attribute__((noinline, noclone)) static int busy(struct worker *w, int depth)
-{
-	if (depth > 0)
-		return busy(w, depth - 1) + 1;
-	switch (w->progress & 3) {
-	case 0: {
-		void *p = malloc(32);
-		free(p);
-		break;
-	}
-	case 1:
-		EnterCriticalSection(w->cs);
-		LeaveCriticalSection(w->cs);
-		break;
-	case 2:
-		SwitchToThread();
-		break;
-	default:
-		for (int i = 0; i < 100; i++)
-			YieldProcessor();
-	}
-	return 0;
-}
-
-static DWORD WINAPI torture_worker(void *arg)
-{
-	struct worker *w = arg;
-	w->tid = GetCurrentThreadId();
-	while (!*w->stop) {
-		sink += busy(w, (int)(w->progress % 7));
-		InterlockedIncrement(&w->progress);
-	}
-	return 0;
-}
-
-static void test_torture_many_threads(void **state)
-{
-	(void)state;
-	static struct worker w[NTORTURE];
-	HANDLE th[NTORTURE];
-	volatile LONG stop = 0;
-	CRITICAL_SECTION cs;
-	InitializeCriticalSection(&cs);
-	for (int i = 0; i < NTORTURE; i++) {
-		w[i] = (struct worker){ .stop = &stop, .cs = &cs };
-		th[i] = CreateThread(NULL, 0, torture_worker, &w[i], 0, NULL);
-		assert_non_null(th[i]);
-	}
-	for (int i = 0; i < NTORTURE; i++)
-		wait_flag(&w[i].progress);
-
-	struct sprobe_capturer *c = new_capturer();
-	struct sprobe_snapshot *s = sprobe_snapshot__new(0, 32768);
-	assert_non_null(s);
-	for (int iter = 0; iter < 10; iter++) {
-		assert_int_equal(sprobe_capturer__capture(c, s), 0);
-		check_stats(s);
-		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
-		assert_true(st->threads_total >= NTORTURE);
-		/* None of these threads exits: every one is captured. */
-		for (int i = 0; i < NTORTURE; i++) {
-			struct sprobe_thread_sample *t = find_tid(s, w[i].tid);
-			assert_non_null(t);
-			assert_int_equal(t->stage, SPROBE_STAGE_RAW);
-			assert_true(sprobe_unwind_pe(t) >= 1);
-		}
-	}
-	/* Every thread was resumed: each one makes progress again. */
-	LONG before[NTORTURE];
-	for (int i = 0; i < NTORTURE; i++)
-		before[i] = w[i].progress;
-	DWORD t0 = GetTickCount();
-	for (int i = 0; i < NTORTURE; i++) {
-		while (w[i].progress == before[i]) {
-			if (GetTickCount() - t0 > DEADLINE_MS)
-				fail_msg("thread %d (tid %lu) made no progress after the captures: "
-					 "left suspended?", i, (unsigned long)w[i].tid);
-			SwitchToThread();
-		}
-	}
-	InterlockedExchange(&stop, 1);
-	for (int i = 0; i < NTORTURE; i++) {
-		assert_int_equal(WaitForSingleObject(th[i], DEADLINE_MS), WAIT_OBJECT_0);
-		CloseHandle(th[i]);
-	}
-	DeleteCriticalSection(&cs);
-	sprobe_snapshot__free(s);
-	sprobe_capturer__free(c);
-}
-
-/* ---- more threads than slots ----------------------------------------- */
-
-static void test_more_threads_than_slots(void **state)
-{
-	(void)state;
-	volatile LONG stop = 0;
-	HANDLE th[6];
-	for (int i = 0; i < 6; i++) {
-		th[i] = CreateThread(NULL, 0, spinner_thread, (void *)&stop, 0, NULL);
-		assert_non_null(th[i]);
-	}
-	struct sprobe_capturer *c = new_capturer();
-	struct sprobe_snapshot *s = sprobe_snapshot__new(2, 4096);
-	assert_non_null(s);
-	assert_int_equal(sprobe_capturer__capture(c, s), 0);
-	InterlockedExchange(&stop, 1);
-	check_stats(s);
-	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s);
-	assert_true(st->threads_total >= 6);
-	assert_int_equal(sprobe_snapshot__nthreads(s), 2);
-	assert_int_equal(st->dropped[SPROBE_DROP_NO_SLOT], st->threads_total - 2);
-	assert_int_equal(WaitForMultipleObjects(6, th, TRUE, DEADLINE_MS), WAIT_OBJECT_0);
-	for (int i = 0; i < 6; i++)
-		CloseHandle(th[i]);
-	sprobe_snapshot__free(s);
-	sprobe_capturer__free(c);
-}
-
 /* ---- module inventory ------------------------------------------------- */
 
 static int hexval(int ch)
@@ -789,15 +381,10 @@ static void test_bad_input(void **state)
 	sprobe_capturer__free(NULL);
 }
 
-
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_known_stack_O2),
 	cmocka_unit_test(test_known_stack_leaf_without_unwind_entry),
 	cmocka_unit_test(test_truncated_copy_is_bounded),
-	cmocka_unit_test(test_threads_exiting_mid_capture),
-	cmocka_unit_test(test_window_takes_no_heap_lock),
-	cmocka_unit_test(test_torture_many_threads),
-	cmocka_unit_test(test_more_threads_than_slots),
 	cmocka_unit_test(test_module_inventory),
 	cmocka_unit_test(test_bad_input),
 };

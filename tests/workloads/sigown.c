@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * A program that takes a real-time signal for itself through one libc entry
- * point, for test_signal_entry_points (tests/test_failure_modes.c): run
+ * point, for test_signal_entry_points (tests/test_failure_modes_signals.c): run
  * under the agent with STACKPROBE_SIGNAL naming that signal, the program
  * must keep working and the agent must say it gave the signal up.
  *
