@@ -31,6 +31,11 @@ for t in demo cpu; do
 		"$cli" report -i "$out/$t.data" --format "${f%%:*}" -o "$out/$t.${f#*:}" || exit 1
 	done
 done
+# What changed between the two recordings (wall -> cpu mode): the diff's
+# page and, as the reference, its JSON.
+for f in html:html json:json; do
+	"$cli" diff --format "${f%%:*}" -o "$out/diff.${f#*:}" "$out/demo.data" "$out/cpu.data" || exit 1
+done
 # One thread alone (--tid), as a user narrows a report: its pprof too.
 tid=$(sed -n 's/^compute-0-\([0-9]*\);.*/\1/p' "$out/demo.folded" | head -n 1)
 [ -n "$tid" ] || { echo "no compute-0 thread in the demo's folded report"; exit 1; }

@@ -23,13 +23,19 @@ static void pct(FILE *o, double v)
 	fprintf(o, "%6.2f%%", 100.0 * v);
 }
 
+/* Points, with no "-0.00" for a change that rounds to nothing. */
+static double points(double v)
+{
+	return fabs(100.0 * v) < 0.005 ? 0.0 : 100.0 * v;
+}
+
 static void change(FILE *o, const struct sprobe_rep_change *c)
 {
 	if (isnan(c->lo))
-		fprintf(o, "%+7.2f %-17s  ", 100.0 * c->delta, "(no interval)");
+		fprintf(o, "%+7.2f %-17s  ", points(c->delta), "(no interval)");
 	else
-		fprintf(o, "%+7.2f [%+6.2f, %+6.2f] %c", 100.0 * c->delta, 100.0 * c->lo,
-			100.0 * c->hi, c->significant ? '*' : ' ');
+		fprintf(o, "%+7.2f [%+6.2f, %+6.2f] %c", points(c->delta), points(c->lo),
+			points(c->hi), c->significant ? '*' : ' ');
 }
 
 static void run_line(FILE *o, const char *what, const char *name, const struct sprobe_report *r,
