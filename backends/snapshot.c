@@ -246,6 +246,13 @@ int sprobe_snapshot__refinish(struct sprobe_snapshot *s)
 	return sprobe_snapshot__finish(s);
 }
 
+int sprobe_snapshot__carried(const struct sprobe_snapshot *s, uint32_t i)
+{
+	if (!s || i >= s->nthreads || atomic_load(&((struct sprobe_snapshot *)s)->inflight))
+		return SPROBE_CARRY_NONE;
+	return s->zp_kept[i] > 1 ? s->zp_kept[i] - 1 : SPROBE_CARRY_NONE;
+}
+
 uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s)
 {
 	return s ? s->nthreads : 0;

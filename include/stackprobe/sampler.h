@@ -99,7 +99,7 @@ struct sprobe_sampler_opts {
 	const char *table_path;	   /* NULL: /dev/shm/stackprobe-<pid>.table */
 	bool no_table;		   /* do not publish a node table */
 	uint32_t table_capacity;   /* 0: 1024 nodes */
-	uint32_t max_threads;	   /* 0: 1024 */
+	uint32_t max_threads;	   /* 0: 16384 */
 	size_t max_stack_bytes;	   /* 0: SPROBE_MAX_STACK_BYTES */
 	size_t queue_bytes;	   /* stream queue; 0: stream default */
 	int signo;		   /* 0: pick a free real-time signal */

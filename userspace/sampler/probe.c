@@ -187,6 +187,40 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
+/* One record for the captures that carried e's thread forward (ts: its
+ * carried sample, the stack it was carried with), at t. */
+static void carry_flush(struct sprobe_sampler *s, struct thread_ent *e,
+			struct sprobe_thread_sample *ts, uint64_t t)
+{
+	uint32_t own = ts->weight;
+
+	if (!e->carry)
+		return;
+	ts->weight = e->carry;
+	sprobe_stream__push_thread_sample(s->stream, ts, t);
+	atomic_fetch_add_explicit(&s->st_samples, e->carry, memory_order_relaxed);
+	ts->weight = own;
+	e->carry = 0;
+}
+
+/* The probe ends: every carried weight still waiting gets its record. */
+static void carry_flush_all(struct sprobe_sampler *s, uint64_t t)
+{
+	uint32_t n = sprobe_snapshot__nthreads(s->snap);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
+		bool fresh;
+		struct thread_ent *e;
+
+		if (!ts || ts->tid <= 0 || !sprobe_snapshot__carried(s->snap, i))
+			continue;
+		e = sprobe_sampler_threads__get(s, ts->tid, &fresh);
+		if (e)
+			carry_flush(s, e, ts, t);
+	}
+}
+
 /* Unwind, publish and stream the capture in s->snap (err: how it ended),
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
@@ -225,7 +259,21 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		bool fresh = false;
 		struct thread_ent *e = ts->tid > 0 ? sprobe_sampler_threads__get(s, ts->tid, &fresh) : NULL;
 
+		int carried = e ? sprobe_snapshot__carried(s->snap, i) : SPROBE_CARRY_NONE;
+
+		if (carried != SPROBE_CARRY_NONE) {
+			/* Unchecked, no system call: its weight waits for its
+			 * next record (one per turn or new thread list, not
+			 * one per capture). */
+			sprobe_sampler_threads__seen(s, e);
+			if (!sprobe_sampler_poll__engine(s) &&
+			    (++e->carry >= SPROBE_DF_SAMPLE_WEIGHT_MAX || carried == SPROBE_CARRY_LAST))
+				carry_flush(s, e, ts, t0);
+			continue;
+		}
 		if (ts->drop_reason != SPROBE_DROP_NONE || ts->stage == SPROBE_STAGE_EMPTY) {
+			if (e)
+				e->carry = 0; /* its carried captures stood for nothing */
 			if (ndropped < SPROBE_DF_MAX_DROPPED_TIDS && ts->tid > 0) {
 				s->dropped[ndropped].tid = (uint32_t)ts->tid;
 				s->dropped[ndropped].reason = ts->drop_reason;
@@ -271,10 +319,18 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
-		uint32_t w = ts->weight ? ts->weight : 1;
+		uint32_t w = (ts->weight ? ts->weight : 1) + e->carry;
+		uint32_t own = ts->weight;
+
 		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
 			w = SPROBE_DF_SAMPLE_WEIGHT_MAX; /* what the file can say */
+		/* Wall mode: the captures that carried it forward count
+		 * here; the slot keeps its own weight for the next capture,
+		 * which may keep this header. */
+		ts->weight = w;
+		e->carry = 0;
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
+		ts->weight = own;
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}
 	/* The blocked threads' perf-event samples since the last round. */
@@ -288,7 +344,8 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	for (uint32_t i = 0; i < n; i++) {
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
 
-		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY && ts->tid > 0)
+		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY &&
+		    ts->tid > 0 && !sprobe_snapshot__carried(s->snap, i))
 			sprobe_sampler_emit__symbols(s, ts);
 	}
 	/* Done with the copies: those of threads blocked for a whole round
@@ -503,6 +560,8 @@ void *sprobe_sampler_probe__main(void *arg)
 	}
 	sources_made(s); /* never made: __start() must not wait on */
 	round_finish(s); /* the last wall capture, if one was started */
+	if (s->opts.mode == SPROBE_MODE_WALL)
+		carry_flush_all(s, s->started_ns);
 	/* cpu mode: what the sources produced since the last collect (a
 	 * short process's whole profile may be there). */
 	if (s->opts.mode == SPROBE_MODE_CPU && !sprobe_sampler_poll__engine(s) && !s->probe_error)

@@ -51,7 +51,13 @@
 
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
-#define DEFAULT_MAX_THREADS 1024u
+/* Slots, sample headers and the threads table are anonymous mappings
+ * paged in by use: a process of few threads pays for the few. */
+#define DEFAULT_MAX_THREADS 16384u
+/* Carrying blocked threads forward: a blocked thread is checked at least
+ * once a turn (s), and at least this many per round. */
+#define CARRY_TURN_S 1.0
+#define CARRY_MIN_CHECKS 8u
 
 
 /* One sampler per process: the capture handler is process-wide. */
@@ -158,6 +164,16 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		goto fail;
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
+	if (s->zero_pause) {
+		/* Blocked threads are checked in turns, each at least once a
+		 * CARRY_TURN_S, and carried forward in between: a round costs
+		 * the threads that ran plus CARRY_MIN_CHECKS, not every
+		 * thread (docs/capture.md "Many threads"). */
+		double r = s->opts.freq_hz * CARRY_TURN_S;
+
+		(void)sprobe_capturer__zp_carry(s->capturer, CARRY_MIN_CHECKS,
+						r < 1 ? 1 : r > 65535 ? 65535 : (uint32_t)r);
+	}
 	if (s->opts.mode == SPROBE_MODE_CPU && s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL) {
 		s->cpu_engine = SPROBE_CPU_ENGINE_POLL;
 		snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),

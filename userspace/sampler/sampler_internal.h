@@ -40,6 +40,11 @@ struct thread_ent {
 	 * perf event, blocked_perf.h) from one that waits. */
 	uint64_t blk_cpu;
 	bool blk_known;
+	/* Wall mode: captures that carried the thread forward unchecked
+	 * (sprobe_snapshot__carried()) since its last sample record: the
+	 * weight its next record adds (its stack is the one it was carried
+	 * with, or it ran meanwhile and the error is within one turn). */
+	uint32_t carry;
 };
 
 struct pc_set {
