@@ -89,6 +89,7 @@ struct sprobe_sampler_status {
 	_Atomic uint64_t window_median_ns;
 	_Atomic uint32_t threads;
 	_Atomic uint64_t rounds_failed;	/* see sprobe_sampler_stats */
+	_Atomic uint64_t rounds_skipped; /* see sprobe_sampler_stats */
 };
 
 struct sprobe_sampler_opts {
@@ -182,6 +183,9 @@ struct sprobe_sampler_stats {
 	 * behind the agent's back (a raw rt_sigaction); nothing is sent then. */
 	int32_t last_error;
 	uint64_t rounds_failed;
+	/* Wall mode: periods with no round, because the round before ran
+	 * past the next period's start (the rate asked could not be kept). */
+	uint64_t rounds_skipped;
 };
 
 struct sprobe_sampler;

@@ -555,8 +555,22 @@ void *sprobe_sampler_probe__main(void *arg)
 		uint64_t step = jitter ? wall_interval(s, period) : period;
 		next += step;
 		now = sprobe_mono_ns();
-		if (next < now) /* overran: skip the missed ticks, do not burst */
+		if (next + period < now) {
+			/* Overran by more than a period: skip the missed
+			 * ticks, do not burst, and say so (status, stats;
+			 * the report compares the captures' rate to the
+			 * asked one). */
+			uint64_t missed = (now - next) / period;
+
+			atomic_fetch_add_explicit(&s->st_rounds_skipped, missed, memory_order_relaxed);
+			if (s->opts.status)
+				atomic_fetch_add_explicit(&s->opts.status->rounds_skipped, missed,
+							  memory_order_relaxed);
 			next = now + step;
+		}
+		/* Late by less than a period (a slow wake-up, a long round):
+		 * the next round starts at once and the schedule keeps its
+		 * rate; at most one round runs back to back. */
 	}
 	sources_made(s); /* never made: __start() must not wait on */
 	round_finish(s); /* the last wall capture, if one was started */
@@ -582,6 +596,7 @@ void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler
 	out->threads_dropped = atomic_load_explicit(&m->st_threads_dropped, memory_order_relaxed);
 	out->table_errors = atomic_load_explicit(&m->st_table_errors, memory_order_relaxed);
 	out->rounds_failed = atomic_load_explicit(&m->st_rounds_failed, memory_order_relaxed);
+	out->rounds_skipped = atomic_load_explicit(&m->st_rounds_skipped, memory_order_relaxed);
 	out->last_error = atomic_load_explicit(&m->st_last_error, memory_order_relaxed);
 	out->last_window_median_ns = atomic_load_explicit(&m->st_window_median, memory_order_relaxed);
 	out->threads = atomic_load_explicit(&m->st_threads, memory_order_relaxed);
