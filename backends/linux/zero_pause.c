@@ -307,21 +307,23 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		e = &tmp;
 		cached = false;
 	}
-	if (e->sys_fd < 0) {
+	if (e->sched_fd < 0) {
 		/* Held between captures while the descriptor budget allows
-		 * (userspace/fds.h), else opened for this use only. */
+		 * (userspace/fds.h), else opened for this use only: then the
+		 * syscall file only when the thread changed (below), so an
+		 * unchanged thread costs three system calls, not eight. */
 		enum sprobe_fd_kind kind = cached ? SPROBE_FD_CACHE : SPROBE_FD_TRANSIENT;
 
-		e->sys_fd = zp_open1(t->tid, "syscall", kind);
-		e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
-		if (kind == SPROBE_FD_CACHE && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
+		e->sys_fd = cached ? zp_open1(t->tid, "syscall", kind) : -1;
+		e->sched_fd = !cached || e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		if (cached && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
 			sprobe_fd__close(e->sys_fd);
-			kind = SPROBE_FD_TRANSIENT;
+			sprobe_fd__close(e->sched_fd);
 			cached = false;
-			e->sys_fd = zp_open1(t->tid, "syscall", kind);
-			e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+			e->sys_fd = -1;
+			e->sched_fd = zp_open1(t->tid, "schedstat", SPROBE_FD_TRANSIENT);
 		}
-		if (e->sys_fd < 0 || e->sched_fd < 0) {
+		if (e->sched_fd < 0 || (cached && e->sys_fd < 0)) {
 			sprobe_fd__close(e->sys_fd);
 			sprobe_fd__close(e->sched_fd);
 			e->sys_fd = e->sched_fd = -1;
@@ -372,7 +374,11 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		return true;
 	}
 	e->last_ok = false;
-	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+	if (e->sys_fd < 0)
+		e->sys_fd = zp_open1(t->tid, "syscall", SPROBE_FD_TRANSIENT);
+	sc[0] = '\0';
+	if (e->sys_fd < 0 || zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 ||
+	    !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
 		e->was_running = cached && strncmp(sc, "running", 7) == 0;
 		goto out; /* running (or gone): the signal path decides */
 	}
@@ -447,7 +453,9 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	t->drop_reason = SPROBE_DROP_NONE;
 	t->stage = SPROBE_STAGE_RAW;
 	ok = true;
-	if (cached && (size_t)nb <= sizeof(e->last)) {
+	/* Remembered in the thread's entry even when its files are not
+	 * held: the next check is then one read of schedstat. */
+	if (e != &tmp && (size_t)nb <= sizeof(e->last)) {
 		memcpy(e->last, b, (size_t)nb);
 		e->last_len = (uint32_t)nb;
 		e->slot = i;
