@@ -134,7 +134,8 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			/* Not its turn: the slot stays as the last capture
 			 * left it (a blocked thread's stack, walked), no
 			 * system call. Its turn comes within `rounds`. */
-			s->zp_kept[i] = closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED;
+			s->zp_kept[i] = (closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
+					(s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
 			if (i >= s->nthreads)
 				s->nthreads = i + 1;
 			s->stats.zp_carried++;

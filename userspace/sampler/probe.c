@@ -187,20 +187,20 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
-/* One record for the captures that carried e's thread forward (ts: its
- * carried sample, the stack it was carried with), at t. */
-static void carry_flush(struct sprobe_sampler *s, struct thread_ent *e,
-			struct sprobe_thread_sample *ts, uint64_t t)
+/* One record for the captures that carried slot i's thread forward (ts:
+ * its carried sample, the stack it was carried with), at t. */
+static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thread_sample *ts,
+			uint64_t t)
 {
-	uint32_t own = ts->weight;
+	uint32_t own = ts->weight, w = s->slot_carry[i];
 
-	if (!e->carry)
+	if (!w)
 		return;
-	ts->weight = e->carry;
+	ts->weight = w;
 	sprobe_stream__push_thread_sample(s->stream, ts, t);
-	atomic_fetch_add_explicit(&s->st_samples, e->carry, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	ts->weight = own;
-	e->carry = 0;
+	s->slot_carry[i] = 0;
 }
 
 /* The probe ends: every carried weight still waiting gets its record. */
@@ -208,17 +208,9 @@ static void carry_flush_all(struct sprobe_sampler *s, uint64_t t)
 {
 	uint32_t n = sprobe_snapshot__nthreads(s->snap);
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
-		bool fresh;
-		struct thread_ent *e;
-
-		if (!ts || ts->tid <= 0 || !sprobe_snapshot__carried(s->snap, i))
-			continue;
-		e = sprobe_sampler_threads__get(s, ts->tid, &fresh);
-		if (e)
-			carry_flush(s, e, ts, t);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		if (s->slot_carry[i] && sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
+			carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t);
 }
 
 /* Unwind, publish and stream the capture in s->snap (err: how it ended),
@@ -254,26 +246,32 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	if (sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder)) != s->mods_generation)
 		s->mods_generation = sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder));
 
+	s->ncarried = 0;
 	for (uint32_t i = 0; i < n; i++) {
+		int carried = sprobe_snapshot__carried(s->snap, i);
+
+		if (carried != SPROBE_CARRY_NONE) {
+			/* Unchecked, no system call, not even read: its
+			 * weight waits in its slot for its next record (one a
+			 * turn or a new thread list, not one a capture). A
+			 * slot keeps its thread while carried (the list is
+			 * re-read only after a LAST). */
+			s->ncarried++;
+			if (!sprobe_sampler_poll__engine(s) &&
+			    (++s->slot_carry[i] >= SPROBE_DF_SAMPLE_WEIGHT_MAX ||
+			     carried == SPROBE_CARRY_LAST))
+				carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t0);
+			continue;
+		}
+
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
 		bool fresh = false;
 		struct thread_ent *e = ts->tid > 0 ? sprobe_sampler_threads__get(s, ts->tid, &fresh) : NULL;
 
-		int carried = e ? sprobe_snapshot__carried(s->snap, i) : SPROBE_CARRY_NONE;
-
-		if (carried != SPROBE_CARRY_NONE) {
-			/* Unchecked, no system call: its weight waits for its
-			 * next record (one per turn or new thread list, not
-			 * one per capture). */
-			sprobe_sampler_threads__seen(s, e);
-			if (!sprobe_sampler_poll__engine(s) &&
-			    (++e->carry >= SPROBE_DF_SAMPLE_WEIGHT_MAX || carried == SPROBE_CARRY_LAST))
-				carry_flush(s, e, ts, t0);
-			continue;
-		}
+		if (e)
+			e->slot = i; /* the sweep finds it there while it is carried */
 		if (ts->drop_reason != SPROBE_DROP_NONE || ts->stage == SPROBE_STAGE_EMPTY) {
-			if (e)
-				e->carry = 0; /* its carried captures stood for nothing */
+			s->slot_carry[i] = 0; /* its carried captures stood for nothing */
 			if (ndropped < SPROBE_DF_MAX_DROPPED_TIDS && ts->tid > 0) {
 				s->dropped[ndropped].tid = (uint32_t)ts->tid;
 				s->dropped[ndropped].reason = ts->drop_reason;
@@ -319,7 +317,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
-		uint32_t w = (ts->weight ? ts->weight : 1) + e->carry;
+		uint32_t w = (ts->weight ? ts->weight : 1) + s->slot_carry[i];
 		uint32_t own = ts->weight;
 
 		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
@@ -328,7 +326,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * here; the slot keeps its own weight for the next capture,
 		 * which may keep this header. */
 		ts->weight = w;
-		e->carry = 0;
+		s->slot_carry[i] = 0;
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		ts->weight = own;
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
@@ -342,10 +340,11 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	 * process killed meanwhile keeps the samples already in the stream
 	 * (readers take symbols after the samples that use them). */
 	for (uint32_t i = 0; i < n; i++) {
+		if (sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
+			continue; /* its pcs were named when it was captured */
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
 
-		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY &&
-		    ts->tid > 0 && !sprobe_snapshot__carried(s->snap, i))
+		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY && ts->tid > 0)
 			sprobe_sampler_emit__symbols(s, ts);
 	}
 	/* Done with the copies: those of threads blocked for a whole round

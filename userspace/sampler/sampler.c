@@ -95,6 +95,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	sprobe__zfree(s->windows);
 	sprobe__zfree(s->dropped);
 	sprobe__zfree(s->usage);
+	sprobe__zfree(s->slot_carry);
 	free(s);
 }
 
@@ -140,7 +141,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->windows = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
 	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
-	if (!s->threads || !s->windows || !s->dropped || !s->usage) {
+	s->slot_carry = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->slot_carry) {
 		err = ENOMEM;
 		goto fail;
 	}

@@ -40,11 +40,9 @@ struct thread_ent {
 	 * perf event, blocked_perf.h) from one that waits. */
 	uint64_t blk_cpu;
 	bool blk_known;
-	/* Wall mode: captures that carried the thread forward unchecked
-	 * (sprobe_snapshot__carried()) since its last sample record: the
-	 * weight its next record adds (its stack is the one it was carried
-	 * with, or it ran meanwhile and the error is within one turn). */
-	uint32_t carry;
+	/* Its slot in the last capture that did not carry it forward: where
+	 * the sweep looks while it is carried (sprobe_snapshot__carried()). */
+	uint32_t slot;
 };
 
 struct pc_set {
@@ -99,6 +97,12 @@ struct sprobe_sampler {
 	size_t threads_cap;
 	size_t nents;		/* entries in threads[] */
 	size_t nseen;		/* of them, marked seen this round */
+	size_t ncarried;	/* and carried forward this round (not marked) */
+	/* Per snapshot slot: captures that carried its thread forward
+	 * unchecked since its last record, the weight its next record adds
+	 * (its stack is the one it was carried with, or it ran meanwhile
+	 * and the error is within one turn). max_threads entries. */
+	uint32_t *slot_carry;
 	struct pc_set pcs;
 	/* Source lines deferred (opts.lines_after_ns): frames named without
 	 * their srcline yet, and when the sampler started. */
