@@ -127,15 +127,22 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			continue;
 		}
 		const struct sprobe_thread_sample *prev = NULL;
+		/* Carried last time and the list not re-read: the slot holds
+		 * the same thread's walked zero-pause sample, known without
+		 * reading it (a cold line per thread). Else read it. */
+		uint8_t kv = s->zp_kept[i];
+		bool was_carried = (kv & (SPROBE_ZP_HELD - 1)) > 1 && !relist;
+
 		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && i % rounds != turn &&
-		    s->samples[i].tid == c->tids[i] &&
-		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
-		    s->samples[i].stage == SPROBE_STAGE_UNWOUND) {
+		    (was_carried || (s->samples[i].tid == c->tids[i] &&
+				     s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
+				     s->samples[i].stage == SPROBE_STAGE_UNWOUND))) {
 			/* Not its turn: the slot stays as the last capture
 			 * left it (a blocked thread's stack, walked), no
 			 * system call. Its turn comes within `rounds`. */
 			s->zp_kept[i] = (closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
-					(s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
+					(was_carried ? kv & SPROBE_ZP_HELD
+						     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
 			if (i >= s->nthreads)
 				s->nthreads = i + 1;
 			s->stats.zp_carried++;
