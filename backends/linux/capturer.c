@@ -182,8 +182,8 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
 {
 	for (uint32_t i = 0; i < s->nthreads; i++)
-		if (s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
-			c->maps_stale = true;
+		if (s->zp_kept[i] <= 1 && s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
+			c->maps_stale = true; /* (a carried slot is not read) */
 }
 
 /* The checks every wall capture call starts with; on 0 c->lock is held. */

@@ -371,7 +371,8 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		t->exit_ns = sprobe_now_ns();
 		s->zp_kept[i] = 1; /* sprobe_snapshot__trim() may give the copy back */
 		s->stats.zp_unchanged++;
-		return true;
+		ok = true;
+		goto out; /* files opened for this use only are closed there */
 	}
 	e->last_ok = false;
 	if (e->sys_fd < 0)

@@ -54,10 +54,11 @@
 /* Slots, sample headers and the threads table are anonymous mappings
  * paged in by use: a process of few threads pays for the few. */
 #define DEFAULT_MAX_THREADS 16384u
-/* Carrying blocked threads forward: a blocked thread is checked at least
- * once a turn (s), and at least this many per round. */
-#define CARRY_TURN_S 1.0
-#define CARRY_MIN_CHECKS 8u
+/* Carrying blocked threads forward: checks of blocked threads per second
+ * (each a schedstat read, ~2 us cached, ~8 us past the descriptor
+ * budget), and the longest turn, in s. */
+#define CARRY_CHECKS_PER_S 800.0
+#define CARRY_TURN_MAX_S 5.0
 
 
 /* One sampler per process: the capture handler is process-wide. */
@@ -167,14 +168,16 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
 	if (s->zero_pause) {
-		/* Blocked threads are checked in turns, each at least once a
-		 * CARRY_TURN_S, and carried forward in between: a round costs
-		 * the threads that ran plus CARRY_MIN_CHECKS, not every
-		 * thread (docs/capture.md "Many threads"). */
-		double r = s->opts.freq_hz * CARRY_TURN_S;
+		/* Blocked threads are checked in turns and carried forward in
+		 * between: a round costs the threads that ran plus about
+		 * CARRY_CHECKS_PER_S / F checks, not every thread; a turn
+		 * lasts N / CARRY_CHECKS_PER_S s, at most CARRY_TURN_MAX_S
+		 * (docs/capture.md "Many threads"). */
+		double per_round = CARRY_CHECKS_PER_S / s->opts.freq_hz;
+		double rounds = s->opts.freq_hz * CARRY_TURN_MAX_S;
 
-		(void)sprobe_capturer__zp_carry(s->capturer, CARRY_MIN_CHECKS,
-						r < 1 ? 1 : r > 65535 ? 65535 : (uint32_t)r);
+		(void)sprobe_capturer__zp_carry(s->capturer, per_round < 1 ? 1 : (uint32_t)(per_round + 0.5),
+						rounds < 1 ? 1 : rounds > 65535 ? 65535 : (uint32_t)rounds);
 	}
 	if (s->opts.mode == SPROBE_MODE_CPU && s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL) {
 		s->cpu_engine = SPROBE_CPU_ENGINE_POLL;
