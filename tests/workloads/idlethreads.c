@@ -20,6 +20,9 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+/* Apart from cond: a waiter's "one more" wakes main only, not every
+ * waiter already there (which would run them all once per new one). */
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
 static int go, waiting;
 static atomic_int stop_busy;
 
@@ -38,7 +41,7 @@ static void *waiter(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&lock);
 	waiting++;
-	pthread_cond_broadcast(&cond);
+	pthread_cond_signal(&ready_cond);
 	while (!go)
 		pthread_cond_wait(&cond, &lock);
 	pthread_mutex_unlock(&lock);
@@ -70,7 +73,7 @@ int main(int argc, char **argv)
 			return 1;
 	pthread_mutex_lock(&lock);
 	while (waiting < n)
-		pthread_cond_wait(&cond, &lock); /* woken by each waiter */
+		pthread_cond_wait(&ready_cond, &lock); /* woken by each waiter */
 	pthread_mutex_unlock(&lock);
 	for (long i = 0; i < busy; i++)
 		if (pthread_create(&b[i], NULL, busy_spin, NULL) != 0)
