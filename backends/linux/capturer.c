@@ -133,13 +133,15 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		uint8_t kv = s->zp_kept[i];
 		bool was_carried = (kv & (SPROBE_ZP_HELD - 1)) > 1 && !relist;
 
-		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && i % rounds != turn &&
+		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && (i % rounds != turn || closing) &&
 		    (was_carried || (s->samples[i].tid == c->tids[i] &&
 				     s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
 				     s->samples[i].stage == SPROBE_STAGE_UNWOUND))) {
 			/* Not its turn: the slot stays as the last capture
 			 * left it (a blocked thread's stack, walked), no
-			 * system call. Its turn comes within `rounds`. */
+			 * system call. Its turn comes within `rounds`. A
+			 * closing capture checks none: a thread found gone
+			 * there would take its carried weight with it. */
 			s->zp_kept[i] = (closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
 					(was_carried ? kv & SPROBE_ZP_HELD
 						     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);

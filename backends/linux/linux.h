@@ -128,6 +128,10 @@ struct zp_ent {
 	/* The syscall file said "running" last time: ask it first (a thread
 	 * that computes stays running; one read instead of two). */
 	bool was_running;
+	/* Its CPU clock read before that copy's first schedstat read
+	 * (cpu_ok: read), the cheaper check of the two. */
+	bool cpu_ok;
+	uint64_t last_cpu;
 	char last[96];
 };
 
