@@ -108,7 +108,11 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		c->zp_snap = s;
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
-	uint32_t turn = rounds > 1 ? (uint32_t)(c->carry_turn++ % rounds) : 0;
+	/* A closing capture checks no turn: the next one takes it. */
+	uint32_t turn = rounds > 1 ? (uint32_t)(c->carry_turn % rounds) : 0;
+
+	if (!closing)
+		c->carry_turn++;
 	s->stats.threads_total = c->ntids;
 
 	/* Handler parameters for this capture; published by sprobe_lx_arm_slot(). */
