@@ -42,7 +42,7 @@ struct sprobe_snapshot {
 	/* Per sample: the capture kept its previous zero-pause copy (the
 	 * thread was not switched in since; the backend sets it, sample_init
 	 * clears it). sprobe_snapshot__trim() gives back only those. */
-	uint8_t *zp_kept;
+	uint8_t *zp_kept;	/* 0, 1 (kept) or SPROBE_ZP_CARRIED* */
 	/* The Linux backend's zero-pause stamp: which of its captures last
 	 * wrote the slots (0: none, or something else wrote them since). */
 	uint64_t zp_epoch;
@@ -52,6 +52,14 @@ struct sprobe_snapshot {
 	 * lock; read without it only to refuse misuse (-EBUSY). */
 	_Atomic bool inflight;
 };
+
+/* zp_kept[i]: the slot was carried forward unchecked
+ * (sprobe_capturer__zp_carry()), and its spell goes on or ends here;
+ * plus SPROBE_ZP_HELD when its copy is still in its buffer (for
+ * sprobe_snapshot__trim(), which then need not read the sample). */
+#define SPROBE_ZP_CARRIED (1 + SPROBE_CARRY_MORE)
+#define SPROBE_ZP_CARRIED_LAST (1 + SPROBE_CARRY_LAST)
+#define SPROBE_ZP_HELD 4
 
 /* Called by sprobe_capturer__capture() (capture.c) after argument checks and
  * sprobe_snapshot__reset(). Fills s->nthreads samples and s->stats, except

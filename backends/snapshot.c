@@ -177,14 +177,18 @@ int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 		return -EBUSY;
 	for (uint32_t i = 0; i <= s->nthreads; i++) {
 		struct sprobe_thread_sample *t = i < s->nthreads ? &s->samples[i] : NULL;
-		bool zp = t && s->zp_kept[i] && t->method == SPROBE_METHOD_ZERO_PAUSE &&
-			  t->stack_len > 0 && t->stage != SPROBE_STAGE_EMPTY;
+		/* A carried slot is read only if its copy is held. */
+		uint8_t kept = t ? s->zp_kept[i] : 0;
+		bool zp = (kept == 1 || (kept & SPROBE_ZP_HELD)) &&
+			  t->method == SPROBE_METHOD_ZERO_PAUSE && t->stack_len > 0 &&
+			  t->stage != SPROBE_STAGE_EMPTY;
 
 		if (zp) {
 			if (!nrun)
 				run = i;
 			nrun++;
 			t->stack_len = 0; /* the bytes are gone: nothing claims them */
+			s->zp_kept[i] &= (uint8_t)~SPROBE_ZP_HELD;
 			given++;
 			continue;
 		}
@@ -207,6 +211,12 @@ int sprobe_snapshot__finish(struct sprobe_snapshot *s)
 	for (uint32_t i = 0; i < s->nthreads; i++) {
 		struct sprobe_thread_sample *t = &s->samples[i];
 
+		if (s->zp_kept[i] > 1) {
+			/* Carried: a zero-pause sample, not read again. */
+			captured++;
+			zp++;
+			continue;
+		}
 		if (t->stage == SPROBE_STAGE_RAW || t->stage == SPROBE_STAGE_UNWOUND) {
 			captured++;
 			/* A zero-pause sample's entry/exit bracket the
@@ -244,6 +254,15 @@ int sprobe_snapshot__refinish(struct sprobe_snapshot *s)
 	memset(s->stats.dropped, 0, sizeof(s->stats.dropped));
 	s->stats.dropped[SPROBE_DROP_NO_SLOT] = no_slot;
 	return sprobe_snapshot__finish(s);
+}
+
+int sprobe_snapshot__carried(const struct sprobe_snapshot *s, uint32_t i)
+{
+	if (!s || i >= s->nthreads || atomic_load(&((struct sprobe_snapshot *)s)->inflight))
+		return SPROBE_CARRY_NONE;
+	uint8_t v = s->zp_kept[i] & (SPROBE_ZP_HELD - 1);
+
+	return v > 1 ? v - 1 : SPROBE_CARRY_NONE;
 }
 
 uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s)

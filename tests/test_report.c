@@ -473,7 +473,52 @@ static void test_weighted_samples(void **state)
 	df_buf_close(&b);
 }
 
+/* A wall-mode recording whose captures came at half the asked rate says
+ * so, with the rounds not taken; one at the asked rate says only the rate;
+ * drops are listed by reason. */
+static void test_rate_below_asked(void **state)
+{
+	static const uint64_t sa[] = { PC_A, PC_MAIN };
+	struct df_buf b;
+	const uint64_t t0 = 1000000000;
+	char *out;
+
+	(void)state;
+	assert_int_equal(df_buf_open(&b), 0);
+	put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_HEADER, .header = {
+		.pid = 7, .mode = SPROBE_DF_MODE_WALL, .freq_hz = 100, .start_mono_ns = t0 } });
+	for (int c = 0; c < 11; c++) {
+		struct sprobe_df_record rec = { .type = SPROBE_DF_CAPTURE, .capture = {
+			.time_ns = t0 + (uint64_t)c * 20000000, .threads_total = 2,
+			.threads_captured = c == 3 ? 1 : 2, .threads_dropped = c == 3 } };
+
+		rec.capture.dropped[SPROBE_DROP_NO_SLOT] = c == 3;
+		put(&b, rec);
+		put(&b, (struct sprobe_df_record){ .type = SPROBE_DF_SAMPLE, .sample = {
+			.time_ns = rec.capture.time_ns, .tid = 7, .method = SPROBE_METHOD_SIGNAL,
+			.pcs = sa, .nframes = 2 } });
+	}
+	assert_int_equal(sprobe_datafile_writer__finish(b.w, &(struct sprobe_df_trailer){
+		.end_mono_ns = t0 + 200000000 }), 0);
+	assert_int_equal(df_buf_take(&b), 0);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	print_message("%s", out);
+	assert_non_null(strstr(out, "rate:     50.0 captures/s of 100 asked (50.0 %): 10 rounds not taken"));
+	assert_non_null(strstr(out, "dropped:  no-slot 1 "));
+	free(out);
+	df_buf_close(&b);
+
+	make_file(&b, true);
+	out = report_of(&b, SPROBE_REPORT_TEXT, 0, NULL);
+	/* 3 captures 10 ms apart at 99 Hz asked: kept, nothing more said. */
+	assert_non_null(strstr(out, "rate:     100.0 captures/s of 99 asked (101.0 %)\n"));
+	assert_non_null(strstr(out, "dropped:  exited 2, timeout 1 "));
+	free(out);
+	df_buf_close(&b);
+}
+
 static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_rate_below_asked),
 	cmocka_unit_test(test_text_shares),
 	cmocka_unit_test(test_modules_without_symbols),
 	cmocka_unit_test(test_cfi_names_are_not_symbols),

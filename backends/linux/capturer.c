@@ -22,6 +22,18 @@ static struct sprobe_capturer *g_owner;
  * a signal from an earlier capturer can never match a later one's slot. */
 static uint64_t g_last_gen;
 
+/* Captures per turn of a carried thread (sprobe_capturer__zp_carry()):
+ * 1 when carrying is off. */
+static uint32_t carry_rounds(const struct sprobe_capturer *c)
+{
+	uint32_t r;
+
+	if (!c->zp_on || c->carry_max <= 1 || !c->carry_min)
+		return 1;
+	r = (uint32_t)(((uint64_t)c->ntids + c->carry_min - 1) / c->carry_min);
+	return r < 1 ? 1 : r > c->carry_max ? c->carry_max : r;
+}
+
 /*
  * Everything of a wall capture up to the waiting: enumerate, refresh the
  * ranges, zero-pause what is blocked, decide who gets a signal (their
@@ -52,19 +64,41 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 	if (!sprobe_lx_chain_front(c))
 		return -EBUSY;
 	self = sprobe_lx_gettid();
-	err = sprobe_lx_enumerate_threads(c, self);
-	if (err)
-		return err;
-	if (sprobe_lx_new_threads(c) || c->maps_stale) {
+	uint32_t rounds = carry_rounds(c);
+	/* With carrying on, the list is what costs O(threads) a capture
+	 * (getdents64, a sort): re-read it when the count moved, else once
+	 * every `rounds` (an exit and a birth in one round keep the count).
+	 * A new list moves threads between slots, which ends their carried
+	 * spells: the capture before it closes them (CARRY_LAST: their
+	 * weight is written with the stack they were carried with) and the
+	 * next one lists. */
+	bool count_moved = sprobe_lx_thread_count_changed(c);
+	bool relist = rounds <= 1 || !c->ntids || c->carry_closing;
+	bool closing = false;
+
+	if (!relist && (c->list_stale || count_moved || ++c->list_age >= rounds)) {
+		closing = c->carry_prev_n > 0;
+		relist = !closing;
+	}
+	c->carry_closing = closing;
+	if (relist) {
+		c->list_age = 0;
+		c->list_stale = false;
+		err = sprobe_lx_enumerate_threads(c, self);
+		if (err)
+			return err;
+	}
+	if ((relist && sprobe_lx_new_threads(c)) || c->maps_stale) {
 		err = sprobe_lx_refresh_ranges(c);
 		if (err) {
 			c->nprev = 0; /* read them again next time */
+			c->list_stale = true;
 			return err;
 		}
 	}
 	bool zp_reuse = false;
 	if (c->zp_on) {
-		err = sprobe_lx_zp_sync(c);
+		err = relist ? sprobe_lx_zp_sync(c) : 0;
 		if (err)
 			return err;
 		/* Slots still hold the last capture's copies only if that
@@ -74,6 +108,11 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		c->zp_snap = s;
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
+	/* A closing capture checks no turn: the next one takes it. */
+	uint32_t turn = rounds > 1 ? (uint32_t)(c->carry_turn % rounds) : 0;
+
+	if (!closing)
+		c->carry_turn++;
 	s->stats.threads_total = c->ntids;
 
 	/* Handler parameters for this capture; published by sprobe_lx_arm_slot(). */
@@ -92,6 +131,29 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			continue;
 		}
 		const struct sprobe_thread_sample *prev = NULL;
+		/* Carried last time and the list not re-read: the slot holds
+		 * the same thread's walked zero-pause sample, known without
+		 * reading it (a cold line per thread). Else read it. */
+		uint8_t kv = s->zp_kept[i];
+		bool was_carried = (kv & (SPROBE_ZP_HELD - 1)) > 1 && !relist;
+
+		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && (i % rounds != turn || closing) &&
+		    (was_carried || (s->samples[i].tid == c->tids[i] &&
+				     s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
+				     s->samples[i].stage == SPROBE_STAGE_UNWOUND))) {
+			/* Not its turn: the slot stays as the last capture
+			 * left it (a blocked thread's stack, walked), no
+			 * system call. Its turn comes within `rounds`. A
+			 * closing capture checks none: a thread found gone
+			 * there would take its carried weight with it. */
+			s->zp_kept[i] = (closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
+					(was_carried ? kv & SPROBE_ZP_HELD
+						     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
+			if (i >= s->nthreads)
+				s->nthreads = i + 1;
+			s->stats.zp_carried++;
+			continue;
+		}
 		if (zp_reuse && s->samples[i].tid == c->tids[i] &&
 		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
 		    s->samples[i].stage != SPROBE_STAGE_EMPTY) {
@@ -116,6 +178,7 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			c->sent[nsent++] = i;
 		}
 	}
+	c->carry_prev_n = s->nthreads;
 	*nsent_out = nsent;
 	*sent = now;
 	return 0;
@@ -125,8 +188,8 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
 {
 	for (uint32_t i = 0; i < s->nthreads; i++)
-		if (s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
-			c->maps_stale = true;
+		if (s->zp_kept[i] <= 1 && s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
+			c->maps_stale = true; /* (a carried slot is not read) */
 }
 
 /* The checks every wall capture call starts with; on 0 c->lock is held. */
@@ -412,12 +475,16 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	pthread_mutex_init(&c->lock, NULL);
 	c->dents_len = 32768;
 	c->dents = malloc(c->dents_len);
-	c->slots = aligned_alloc(CACHELINE, sizeof(struct slot) * o.max_threads);
+	/* Paged in by use (a slot costs only once used), one spare slot to
+	 * align them to a cache line. */
+	c->slots_raw = sprobe__zcalloc((size_t)o.max_threads + 1, sizeof(struct slot));
+	c->slots = c->slots_raw ? (struct slot *)(((uintptr_t)c->slots_raw + CACHELINE - 1) &
+						  ~(uintptr_t)(CACHELINE - 1))
+				: NULL;
 	if (!c->dents || !c->slots) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	memset(c->slots, 0, sizeof(struct slot) * o.max_threads);
 	c->task_fd = sprobe_fd__open("/proc/self/task", O_RDONLY | O_DIRECTORY, 0, SPROBE_FD_KEEP);
 	if (c->task_fd < 0) {
 		err = c->task_fd;
@@ -471,7 +538,7 @@ fail:
 	free(c->zp);
 	free(c->zp_tmp);
 	free(c->dents);
-	free(c->slots);
+	sprobe__zfree(c->slots_raw);
 	free(c->maps);
 	free(c->ranges);
 	pthread_mutex_destroy(&c->lock);
@@ -512,7 +579,7 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->tids);
 	free(c->prev_tids);
 	free(c->sent);
-	free(c->slots);
+	sprobe__zfree(c->slots_raw);
 	free(c->maps);
 	free(c->ranges);
 	sprobe_snapshot__free(c->cpu_snap);
@@ -561,6 +628,18 @@ int sprobe_capturer__forget(struct sprobe_capturer *c)
 	return 0;
 }
 
+int sprobe_capturer__zp_carry(struct sprobe_capturer *c, uint32_t min_checks, uint32_t max_rounds)
+{
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	c->carry_min = min_checks ? min_checks : 1;
+	c->carry_max = max_rounds;
+	c->list_stale = true;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
 int sprobe_capturer__signo(const struct sprobe_capturer *c)
 {
 	return c ? c->signo : -EINVAL;
@@ -579,6 +658,7 @@ int sprobe_capturer__exclude_tid(struct sprobe_capturer *c, pid_t tid)
 		err = -ENOSPC;
 	else
 		c->excl[c->nexcl++] = tid;
+	c->list_stale = true;
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
@@ -593,6 +673,7 @@ int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid)
 	for (uint32_t i = 0; i < c->nexcl; i++) {
 		if (c->excl[i] == tid) {
 			c->excl[i] = c->excl[--c->nexcl];
+			c->list_stale = true;
 			err = 0;
 			break;
 		}

@@ -128,6 +128,10 @@ struct zp_ent {
 	/* The syscall file said "running" last time: ask it first (a thread
 	 * that computes stays running; one read instead of two). */
 	bool was_running;
+	/* Its CPU clock read before that copy's first schedstat read
+	 * (cpu_ok: read), the cheaper check of the two. */
+	bool cpu_ok;
+	uint64_t last_cpu;
 	char last[96];
 };
 
@@ -343,6 +347,7 @@ struct sprobe_capturer {
 	pthread_mutex_t lock; /* serialises captures */
 	uint64_t gen;	      /* last generation handed out */
 	struct slot *slots;   /* max_threads, cache-line aligned */
+	void *slots_raw;      /* what sprobe__zcalloc() gave for them */
 	/* Thread enumeration. */
 	int task_fd;	/* /proc/self/task: a handle of userspace/fds.h */
 	char *dents;
@@ -415,6 +420,19 @@ struct sprobe_capturer {
 	struct zp_ent *zp, *zp_tmp;
 	uint32_t nzp, zp_cap;
 	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
+	/* Carrying blocked threads forward (sprobe_capturer__zp_carry()):
+	 * the knobs, the rotation's counter, how many slots the last capture
+	 * filled (a slot beyond it holds an older capture's sample: never
+	 * carried), and the thread list's freshness: the task directory's
+	 * link count (2 + threads) when last listed, captures since, and
+	 * whether the excluded set changed. Probe only, under lock. */
+	uint32_t carry_min, carry_max;
+	uint64_t carry_turn;
+	uint32_t carry_prev_n;
+	uint64_t task_nlink;
+	uint32_t list_age;
+	bool list_stale;
+	bool carry_closing;	/* this capture closed the spells: list next */
 	/* Top of a glibc thread stack's mapping minus its TCB, 0 while
 	 * unknown: where a zero-pause copy may stop (zero_pause.c,
 	 * zp_tcb_guess()). Probe only, under lock. */
@@ -484,6 +502,9 @@ uint32_t sprobe_lx_thread_sigcheck(const struct sprobe_capturer *c, pid_t tid, b
 int sprobe_lx_cmp_tid(const void *a, const void *b);
 void sprobe_lx_sort_tids(pid_t *v, uint32_t n);
 bool sprobe_lx_new_threads(struct sprobe_capturer *c);
+/* Has the thread count changed since the last call (the task directory's
+ * link count, one fstat)? true when it cannot tell. */
+bool sprobe_lx_thread_count_changed(struct sprobe_capturer *c);
 
 /* batch.c: slots, the signal batch, the blocked-thread memo. */
 void sprobe_lx_arm_slot(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,

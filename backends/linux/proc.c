@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backends/linux/linux.h"
 #include "userspace/common/fds.h"
@@ -347,6 +348,24 @@ bool sprobe_lx_new_threads(struct sprobe_capturer *c)
 	c->nprev = c->ntids;
 	sprobe_lx_sort_tids(c->prev_tids, c->nprev);
 	return fresh;
+}
+
+bool sprobe_lx_thread_count_changed(struct sprobe_capturer *c)
+{
+	int fd = sprobe_fd__get(c->task_fd);
+	struct stat st;
+	bool changed = true;
+
+	if (fd < 0)
+		return true;
+	/* procfs counts a process's threads in its task directory's links
+	 * (proc_task_getattr(): 2 + threads), read in O(1). */
+	if (fstat(fd, &st) == 0) {
+		changed = (uint64_t)st.st_nlink != c->task_nlink;
+		c->task_nlink = (uint64_t)st.st_nlink;
+	}
+	sprobe_fd__put(c->task_fd);
+	return changed;
 }
 
 /*

@@ -287,6 +287,43 @@ static ssize_t zp_read(int h, char *buf, size_t len)
 	return n;
 }
 
+/* Thread tid's CPU clock (its run time, sum_exec_runtime): one system
+ * call, no file. false when it is gone. */
+static bool zp_cpu_ns(pid_t tid, uint64_t *ns)
+{
+	struct timespec ts;
+
+	/* The kernel's per-thread CPUCLOCK_SCHED clock id for tid. */
+	if (clock_gettime((clockid_t)((~(unsigned)tid) << 3) | 6, &ts) < 0)
+		return false;
+	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return true;
+}
+
+/* t becomes prev again: the thread has not run since prev's copy was
+ * read, so its stack and registers are those. If that copy was unwound,
+ * frames[] (which sample_init() leaves alone) still holds its walk: the
+ * same bytes give the same frames, so it stays UNWOUND and is not walked
+ * again, and the copy itself is not needed (a sprobe_snapshot__trim() may
+ * have given it back: stack_len 0). A copy not unwound is reused only if
+ * it is still in its slot. */
+static void zp_keep(struct sprobe_snapshot *s, uint32_t i, struct sprobe_thread_sample *t,
+		    const struct sprobe_thread_sample *prev, uint64_t entry)
+{
+	const uint8_t *buf = t->stack;
+
+	memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
+	t->stack = buf;
+	if (prev->stage != SPROBE_STAGE_UNWOUND) {
+		t->nframes = 0;
+		t->stage = SPROBE_STAGE_RAW;
+	}
+	t->entry_ns = entry;
+	t->exit_ns = sprobe_now_ns();
+	s->zp_kept[i] = 1; /* sprobe_snapshot__trim() may give the copy back */
+	s->stats.zp_unchanged++;
+}
+
 /*
  * Try to capture thread t (sample i of s) without a signal. Returns true
  * when t now holds a zero-pause sample; false when the thread runs (not
@@ -307,21 +344,37 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		e = &tmp;
 		cached = false;
 	}
-	if (e->sys_fd < 0) {
+	bool reusable = prev && e != &tmp && e->last_ok && e->slot == i &&
+			(prev->stage == SPROBE_STAGE_UNWOUND || prev->stack_len > 0);
+	uint64_t cpu0 = 0;
+	bool cpu_ok;
+
+	/* Its CPU clock read before the copy's first schedstat read has
+	 * not moved: it has not run since, so that copy stands. One system
+	 * call and no file (opening a proc file costs more than reading it). */
+	entry = sprobe_now_ns();
+	cpu_ok = zp_cpu_ns(t->tid, &cpu0);
+	if (reusable && e->cpu_ok && cpu_ok && cpu0 == e->last_cpu) {
+		zp_keep(s, i, t, prev, entry);
+		return true;
+	}
+	if (e->sched_fd < 0) {
 		/* Held between captures while the descriptor budget allows
-		 * (userspace/fds.h), else opened for this use only. */
+		 * (userspace/fds.h), else opened for this use only: then the
+		 * syscall file only when the thread changed (below), so an
+		 * unchanged thread costs three system calls, not eight. */
 		enum sprobe_fd_kind kind = cached ? SPROBE_FD_CACHE : SPROBE_FD_TRANSIENT;
 
-		e->sys_fd = zp_open1(t->tid, "syscall", kind);
-		e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
-		if (kind == SPROBE_FD_CACHE && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
+		e->sys_fd = cached ? zp_open1(t->tid, "syscall", kind) : -1;
+		e->sched_fd = !cached || e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		if (cached && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
 			sprobe_fd__close(e->sys_fd);
-			kind = SPROBE_FD_TRANSIENT;
+			sprobe_fd__close(e->sched_fd);
 			cached = false;
-			e->sys_fd = zp_open1(t->tid, "syscall", kind);
-			e->sched_fd = e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+			e->sys_fd = -1;
+			e->sched_fd = zp_open1(t->tid, "schedstat", SPROBE_FD_TRANSIENT);
 		}
-		if (e->sys_fd < 0 || e->sched_fd < 0) {
+		if (e->sched_fd < 0 || (cached && e->sys_fd < 0)) {
 			sprobe_fd__close(e->sys_fd);
 			sprobe_fd__close(e->sched_fd);
 			e->sys_fd = e->sched_fd = -1;
@@ -341,38 +394,22 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 			return false;
 		e->was_running = false;
 	}
-	entry = sprobe_now_ns();
 	na = zp_read(e->sched_fd, a, sizeof(a));
 	if (na <= 0)
 		goto out;
-	if (prev && e->last_ok && e->slot == i && (size_t)na == e->last_len &&
-	    memcmp(a, e->last, (size_t)na) == 0 &&
-	    (prev->stage == SPROBE_STAGE_UNWOUND || prev->stack_len > 0)) {
+	if (reusable && (size_t)na == e->last_len && memcmp(a, e->last, (size_t)na) == 0) {
 		/* Not switched in since the schedstat read that closed its
-		 * previous copy: its stack and registers are those. One read
-		 * instead of four. If that copy was unwound, frames[] (which
-		 * sample_init() leaves alone) still holds its walk: the same
-		 * bytes give the same frames, so it stays UNWOUND and is not
-		 * walked again, and the copy itself is not needed (a
-		 * sprobe_snapshot__trim() may have given it back: stack_len
-		 * 0). A copy not unwound is reused only if it is still in
-		 * its slot. */
-		const uint8_t *buf = t->stack;
-
-		memcpy(t, prev, offsetof(struct sprobe_thread_sample, frames));
-		t->stack = buf;
-		if (prev->stage != SPROBE_STAGE_UNWOUND) {
-			t->nframes = 0;
-			t->stage = SPROBE_STAGE_RAW;
-		}
-		t->entry_ns = entry;
-		t->exit_ns = sprobe_now_ns();
-		s->zp_kept[i] = 1; /* sprobe_snapshot__trim() may give the copy back */
-		s->stats.zp_unchanged++;
-		return true;
+		 * previous copy: one read instead of four. */
+		zp_keep(s, i, t, prev, entry);
+		ok = true;
+		goto out; /* files opened for this use only are closed there */
 	}
 	e->last_ok = false;
-	if (zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 || !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
+	if (e->sys_fd < 0)
+		e->sys_fd = zp_open1(t->tid, "syscall", SPROBE_FD_TRANSIENT);
+	sc[0] = '\0';
+	if (e->sys_fd < 0 || zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 ||
+	    !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
 		e->was_running = cached && strncmp(sc, "running", 7) == 0;
 		goto out; /* running (or gone): the signal path decides */
 	}
@@ -447,11 +484,18 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	t->drop_reason = SPROBE_DROP_NONE;
 	t->stage = SPROBE_STAGE_RAW;
 	ok = true;
-	if (cached && (size_t)nb <= sizeof(e->last)) {
+	/* Remembered in the thread's entry even when its files are not
+	 * held: the next check is then one read of schedstat. */
+	if (e != &tmp && (size_t)nb <= sizeof(e->last)) {
 		memcpy(e->last, b, (size_t)nb);
 		e->last_len = (uint32_t)nb;
 		e->slot = i;
 		e->last_ok = true;
+		/* Read before the first schedstat read: if it ran between
+		 * the two, the copy was refused; if it runs later, the clock
+		 * moves past it. */
+		e->last_cpu = cpu0;
+		e->cpu_ok = cpu_ok;
 	}
 out:
 	if (!ok && blocked)

@@ -79,6 +79,14 @@ int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size
 	return -ENOTSUP;
 }
 
+int sprobe_capturer__zp_carry(struct sprobe_capturer *c, uint32_t min_checks, uint32_t max_rounds)
+{
+	(void)c;
+	(void)min_checks;
+	(void)max_rounds;
+	return -ENOTSUP;
+}
+
 int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			       const uint32_t *idx, uint32_t n)
 {

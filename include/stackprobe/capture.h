@@ -167,6 +167,10 @@ struct sprobe_snapshot_stats {
 	 * zero-pause capture into the same snapshot, whose copy was kept
 	 * as it is (one schedstat read, no copy). */
 	uint32_t zp_unchanged;
+	/* Of zp_captured: threads carried forward without any system call
+	 * (sprobe_capturer__zp_carry()): their slot is the previous
+	 * capture's, unchecked this time (sprobe_snapshot__carried()). */
+	uint32_t zp_carried;
 };
 
 enum sprobe_strategy {
@@ -295,6 +299,22 @@ SPROBE_API
 int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size_t len);
 
 /*
+ * Zero-pause with many threads (docs/capture.md "Many threads: carrying
+ * blocked threads forward"). A thread whose last zero-pause sample is still
+ * in its slot, unwound, is checked (one schedstat read) only in one capture
+ * of every R, R = min(max_rounds, ceil(threads / min_checks)), its slot's
+ * turn; in the others it is carried forward: its slot is left as it is
+ * (same stack, same walk), with no system call, and
+ * sprobe_snapshot__carried() says so. A thread that ran meanwhile is seen
+ * at its next turn, within R captures. The thread list is then re-read
+ * only when the thread count changed (one fstat) or once every R captures.
+ * max_rounds 0 or 1 (the default): every thread is checked at every
+ * capture. Returns 0, or -EINVAL. Thread-safe (the capturer's lock).
+ */
+SPROBE_API
+int sprobe_capturer__zp_carry(struct sprobe_capturer *c, uint32_t min_checks, uint32_t max_rounds);
+
+/*
  * Re-capture samples idx[0..n) of s (indices into s, from the last wall
  * capture into s by c) through the signal path, now: each is replaced by
  * a signal capture of the same thread (method SIGNAL) or dropped with its
@@ -406,6 +426,21 @@ uint32_t sprobe_snapshot__nthreads(const struct sprobe_snapshot *s);
  * into s or its free; NULL (errno EINVAL/ERANGE) otherwise. */
 SPROBE_API
 struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, uint32_t i);
+
+/* Was sample i of the last capture into s carried forward
+ * (sprobe_capturer__zp_carry())? NONE: captured or dropped as usual (also
+ * for NULL, i out of range, or a capture in flight). MORE: its slot holds
+ * the previous capture's sample of the same thread, unchecked, and the
+ * next capture may carry it again. LAST: the same, but the next capture
+ * re-reads the thread list, which may move the thread to another slot: a
+ * user that defers carried weight writes it now. */
+enum sprobe_carry {
+	SPROBE_CARRY_NONE = 0,
+	SPROBE_CARRY_MORE = 1,
+	SPROBE_CARRY_LAST = 2,
+};
+SPROBE_API
+int sprobe_snapshot__carried(const struct sprobe_snapshot *s, uint32_t i);
 
 /* The stats of the last capture into s (owned by s), or NULL for NULL. */
 SPROBE_API

@@ -186,7 +186,9 @@ struct sprobe_df_sample {
 	uint32_t nframes;		/* <= SPROBE_MAX_FRAMES */
 	/* Samples this record stands for: 0 or 1 = one; cpu mode writes the
 	 * timer periods the stack covers (the kernel folds expirations at
-	 * its tick). Written capped at SPROBE_DF_SAMPLE_WEIGHT_MAX; the
+	 * its tick); wall mode the captures a blocked thread was carried
+	 * through unchecked, plus this one (docs/capture.md "Many
+	 * threads"). Written capped at SPROBE_DF_SAMPLE_WEIGHT_MAX; the
 	 * reader always returns >= 1. */
 	uint32_t weight;
 };

@@ -89,6 +89,7 @@ struct sprobe_sampler_status {
 	_Atomic uint64_t window_median_ns;
 	_Atomic uint32_t threads;
 	_Atomic uint64_t rounds_failed;	/* see sprobe_sampler_stats */
+	_Atomic uint64_t rounds_skipped; /* see sprobe_sampler_stats */
 };
 
 struct sprobe_sampler_opts {
@@ -99,7 +100,7 @@ struct sprobe_sampler_opts {
 	const char *table_path;	   /* NULL: /dev/shm/stackprobe-<pid>.table */
 	bool no_table;		   /* do not publish a node table */
 	uint32_t table_capacity;   /* 0: 1024 nodes */
-	uint32_t max_threads;	   /* 0: 1024 */
+	uint32_t max_threads;	   /* 0: 16384 */
 	size_t max_stack_bytes;	   /* 0: SPROBE_MAX_STACK_BYTES */
 	size_t queue_bytes;	   /* stream queue; 0: stream default */
 	int signo;		   /* 0: pick a free real-time signal */
@@ -182,6 +183,9 @@ struct sprobe_sampler_stats {
 	 * behind the agent's back (a raw rt_sigaction); nothing is sent then. */
 	int32_t last_error;
 	uint64_t rounds_failed;
+	/* Wall mode: periods with no round, because the round before ran
+	 * past the next period's start (the rate asked could not be kept). */
+	uint64_t rounds_skipped;
 };
 
 struct sprobe_sampler;

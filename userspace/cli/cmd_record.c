@@ -186,6 +186,9 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 	uint64_t refused = atomic_load_explicit(&st->rounds_failed, memory_order_relaxed);
 	if (refused)
 		fprintf(stderr, "  captures refused %llu", (unsigned long long)refused);
+	uint64_t skipped = atomic_load_explicit(&st->rounds_skipped, memory_order_relaxed);
+	if (skipped)
+		fprintf(stderr, "  rounds skipped %llu (below the asked rate)", (unsigned long long)skipped);
 }
 
 int cmd_record(int argc, char **argv)

@@ -378,6 +378,10 @@ static int load_record(struct sprobe_report *r, const struct sprobe_df_record *r
 		const struct sprobe_df_capture *c = &rec->capture;
 
 		r->captures++;
+		if (c->time_ns && (!r->cap_first_ns || c->time_ns < r->cap_first_ns))
+			r->cap_first_ns = c->time_ns;
+		if (c->time_ns > r->cap_last_ns)
+			r->cap_last_ns = c->time_ns;
 		if (cur(r))
 			cur(r)->captures++;
 		r->cap_total += c->threads_total;

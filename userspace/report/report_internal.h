@@ -219,6 +219,7 @@ struct sprobe_report {
 
 	/* capture records (global, not filtered by tid) */
 	uint64_t captures, cap_total, cap_captured, cap_dropped;
+	uint64_t cap_first_ns, cap_last_ns; /* capture times, CLOCK_MONOTONIC */
 	uint64_t cap_dropped_reason[SPROBE_DROP__COUNT];
 	uint64_t cap_pause_ns;
 	u64vec capture_ns;

@@ -281,6 +281,43 @@ static void text_processes(FILE *o, const struct sprobe_report *r)
 		fprintf(o, "  (processes without samples beyond 40 not listed)\n");
 }
 
+/*
+ * Wall mode: the rate the captures achieved against the one asked, and the
+ * thread-captures dropped by reason. A round that cannot be finished in
+ * its period delays the next ones (the probe skips the ticks it missed),
+ * so a rate below the asked one is said here, never left to be guessed
+ * from fewer samples. One process only: a tree's captures are per process.
+ */
+static void text_rate(FILE *o, const struct sprobe_report *r, bool merged)
+{
+	double span = r->cap_last_ns > r->cap_first_ns ? (double)(r->cap_last_ns - r->cap_first_ns) / 1e9 : 0;
+
+	if (r->has_header && r->header.mode != SPROBE_DF_MODE_CPU && r->header.freq_hz &&
+	    r->captures >= 2 && span > 0 && !(merged && r->procs.n > 1)) {
+		double got = (double)(r->captures - 1) / span, asked = r->header.freq_hz;
+		double short_by = asked * span - (double)(r->captures - 1);
+
+		fprintf(o, "  rate:     %.1f captures/s of %.0f asked (%.1f %%)", got, asked,
+			100.0 * got / asked);
+		if (got < 0.95 * asked)
+			fprintf(o, ": %.0f rounds not taken, the probe could not finish a round "
+				   "in its period", short_by);
+		fputc('\n', o);
+	}
+	if (r->cap_dropped) {
+		const char *sep = "";
+
+		fprintf(o, "  dropped:  ");
+		for (int k = 0; k < SPROBE_DROP__COUNT; k++) {
+			if (!r->cap_dropped_reason[k])
+				continue;
+			fprintf(o, "%s%s %" PRIu64, sep, sprobe_rep__drop_names[k], r->cap_dropped_reason[k]);
+			sep = ", ";
+		}
+		fprintf(o, " (thread-captures not taken, by reason: docs/capture.md)\n");
+	}
+}
+
 /* The half-width of a share's 95 % interval in points, or "-". */
 static void half_width(char *buf, size_t len, const struct sprobe_rep_shares *sh, double se)
 {
@@ -332,10 +369,14 @@ int sprobe_rep__write_text(struct sprobe_report *r, FILE *o)
 	fprintf(o, "  samples:  %" PRIu64 " in %" PRIu64 " captures; %" PRIu64
 		   " records lost in the stream; %" PRIu64 " thread-captures dropped\n",
 		nsel, r->captures, sprobe_rep__lost_total(r), r->cap_dropped);
+	text_rate(o, r, merged);
 	if (r->nsel_stacks != nsel)
 		fprintf(o, "  weights:  the %" PRIu64 " samples come from %" PRIu64 " captured stacks,\n"
-			   "            each counted for the CPU timer periods it covers\n",
-			nsel, r->nsel_stacks);
+			   "            each counted for the %s it stands for\n",
+			nsel, r->nsel_stacks,
+			r->has_header && r->header.mode == SPROBE_DF_MODE_CPU
+				? "CPU timer periods"
+				: "captures (a blocked thread carried forward unchecked)");
 	sprobe_rep__write_cpu_coverage(r, o);
 
 	text_symbols(o, r);

@@ -187,6 +187,32 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
+/* One record for the captures that carried slot i's thread forward (ts:
+ * its carried sample, the stack it was carried with), at t. */
+static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thread_sample *ts,
+			uint64_t t)
+{
+	uint32_t own = ts->weight, w = s->slot_carry[i];
+
+	if (!w)
+		return;
+	ts->weight = w;
+	sprobe_stream__push_thread_sample(s->stream, ts, t);
+	atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
+	ts->weight = own;
+	s->slot_carry[i] = 0;
+}
+
+/* The probe ends: every carried weight still waiting gets its record. */
+static void carry_flush_all(struct sprobe_sampler *s, uint64_t t)
+{
+	uint32_t n = sprobe_snapshot__nthreads(s->snap);
+
+	for (uint32_t i = 0; i < n; i++)
+		if (s->slot_carry[i] && sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
+			carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t);
+}
+
 /* Unwind, publish and stream the capture in s->snap (err: how it ended),
  * taken at t0. */
 static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
@@ -220,12 +246,32 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	if (sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder)) != s->mods_generation)
 		s->mods_generation = sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder));
 
+	s->ncarried = 0;
 	for (uint32_t i = 0; i < n; i++) {
+		int carried = sprobe_snapshot__carried(s->snap, i);
+
+		if (carried != SPROBE_CARRY_NONE) {
+			/* Unchecked, no system call, not even read: its
+			 * weight waits in its slot for its next record (one a
+			 * turn or a new thread list, not one a capture). A
+			 * slot keeps its thread while carried (the list is
+			 * re-read only after a LAST). */
+			s->ncarried++;
+			if (!sprobe_sampler_poll__engine(s) &&
+			    (++s->slot_carry[i] >= SPROBE_DF_SAMPLE_WEIGHT_MAX ||
+			     carried == SPROBE_CARRY_LAST))
+				carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t0);
+			continue;
+		}
+
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
 		bool fresh = false;
 		struct thread_ent *e = ts->tid > 0 ? sprobe_sampler_threads__get(s, ts->tid, &fresh) : NULL;
 
+		if (e)
+			e->slot = i; /* the sweep finds it there while it is carried */
 		if (ts->drop_reason != SPROBE_DROP_NONE || ts->stage == SPROBE_STAGE_EMPTY) {
+			s->slot_carry[i] = 0; /* its carried captures stood for nothing */
 			if (ndropped < SPROBE_DF_MAX_DROPPED_TIDS && ts->tid > 0) {
 				s->dropped[ndropped].tid = (uint32_t)ts->tid;
 				s->dropped[ndropped].reason = ts->drop_reason;
@@ -271,10 +317,18 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
-		uint32_t w = ts->weight ? ts->weight : 1;
+		uint32_t w = (ts->weight ? ts->weight : 1) + s->slot_carry[i];
+		uint32_t own = ts->weight;
+
 		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
 			w = SPROBE_DF_SAMPLE_WEIGHT_MAX; /* what the file can say */
+		/* Wall mode: the captures that carried it forward count
+		 * here; the slot keeps its own weight for the next capture,
+		 * which may keep this header. */
+		ts->weight = w;
+		s->slot_carry[i] = 0;
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
+		ts->weight = own;
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
 	}
 	/* The blocked threads' perf-event samples since the last round. */
@@ -286,6 +340,8 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	 * process killed meanwhile keeps the samples already in the stream
 	 * (readers take symbols after the samples that use them). */
 	for (uint32_t i = 0; i < n; i++) {
+		if (sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
+			continue; /* its pcs were named when it was captured */
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);
 
 		if (ts->drop_reason == SPROBE_DROP_NONE && ts->stage != SPROBE_STAGE_EMPTY && ts->tid > 0)
@@ -498,11 +554,27 @@ void *sprobe_sampler_probe__main(void *arg)
 		uint64_t step = jitter ? wall_interval(s, period) : period;
 		next += step;
 		now = sprobe_mono_ns();
-		if (next < now) /* overran: skip the missed ticks, do not burst */
+		if (next + period < now) {
+			/* Overran by more than a period: skip the missed
+			 * ticks, do not burst, and say so (status, stats;
+			 * the report compares the captures' rate to the
+			 * asked one). */
+			uint64_t missed = (now - next) / period;
+
+			atomic_fetch_add_explicit(&s->st_rounds_skipped, missed, memory_order_relaxed);
+			if (s->opts.status)
+				atomic_fetch_add_explicit(&s->opts.status->rounds_skipped, missed,
+							  memory_order_relaxed);
 			next = now + step;
+		}
+		/* Late by less than a period (a slow wake-up, a long round):
+		 * the next round starts at once and the schedule keeps its
+		 * rate; at most one round runs back to back. */
 	}
 	sources_made(s); /* never made: __start() must not wait on */
 	round_finish(s); /* the last wall capture, if one was started */
+	if (s->opts.mode == SPROBE_MODE_WALL)
+		carry_flush_all(s, s->started_ns);
 	/* cpu mode: what the sources produced since the last collect (a
 	 * short process's whole profile may be there). */
 	if (s->opts.mode == SPROBE_MODE_CPU && !sprobe_sampler_poll__engine(s) && !s->probe_error)
@@ -523,6 +595,7 @@ void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler
 	out->threads_dropped = atomic_load_explicit(&m->st_threads_dropped, memory_order_relaxed);
 	out->table_errors = atomic_load_explicit(&m->st_table_errors, memory_order_relaxed);
 	out->rounds_failed = atomic_load_explicit(&m->st_rounds_failed, memory_order_relaxed);
+	out->rounds_skipped = atomic_load_explicit(&m->st_rounds_skipped, memory_order_relaxed);
 	out->last_error = atomic_load_explicit(&m->st_last_error, memory_order_relaxed);
 	out->last_window_median_ns = atomic_load_explicit(&m->st_window_median, memory_order_relaxed);
 	out->threads = atomic_load_explicit(&m->st_threads, memory_order_relaxed);

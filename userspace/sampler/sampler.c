@@ -51,7 +51,14 @@
 
 #define DEFAULT_FREQ 99.0
 #define DEFAULT_TABLE_NODES 1024u
-#define DEFAULT_MAX_THREADS 1024u
+/* Slots, sample headers and the threads table are anonymous mappings
+ * paged in by use: a process of few threads pays for the few. */
+#define DEFAULT_MAX_THREADS 16384u
+/* Carrying blocked threads forward: checks of blocked threads per second
+ * (each a schedstat read, ~2 us cached, ~8 us past the descriptor
+ * budget), and the longest turn, in s. */
+#define CARRY_CHECKS_PER_S 800.0
+#define CARRY_TURN_MAX_S 5.0
 
 
 /* One sampler per process: the capture handler is process-wide. */
@@ -89,6 +96,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	sprobe__zfree(s->windows);
 	sprobe__zfree(s->dropped);
 	sprobe__zfree(s->usage);
+	sprobe__zfree(s->slot_carry);
 	free(s);
 }
 
@@ -134,7 +142,8 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->windows = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
 	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
-	if (!s->threads || !s->windows || !s->dropped || !s->usage) {
+	s->slot_carry = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->slot_carry) {
 		err = ENOMEM;
 		goto fail;
 	}
@@ -158,6 +167,18 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 		goto fail;
 	}
 	s->zero_pause = sprobe_capturer__zero_pause(s->capturer, NULL, 0) == 1;
+	if (s->zero_pause) {
+		/* Blocked threads are checked in turns and carried forward in
+		 * between: a round costs the threads that ran plus about
+		 * CARRY_CHECKS_PER_S / F checks, not every thread; a turn
+		 * lasts N / CARRY_CHECKS_PER_S s, at most CARRY_TURN_MAX_S
+		 * (docs/capture.md "Many threads"). */
+		double per_round = CARRY_CHECKS_PER_S / s->opts.freq_hz;
+		double rounds = s->opts.freq_hz * CARRY_TURN_MAX_S;
+
+		(void)sprobe_capturer__zp_carry(s->capturer, per_round < 1 ? 1 : (uint32_t)(per_round + 0.5),
+						rounds < 1 ? 1 : rounds > 65535 ? 65535 : (uint32_t)rounds);
+	}
 	if (s->opts.mode == SPROBE_MODE_CPU && s->opts.cpu_engine == SPROBE_CPU_ENGINE_POLL) {
 		s->cpu_engine = SPROBE_CPU_ENGINE_POLL;
 		snprintf(s->cpu_engine_why, sizeof(s->cpu_engine_why),

@@ -40,6 +40,9 @@ struct thread_ent {
 	 * perf event, blocked_perf.h) from one that waits. */
 	uint64_t blk_cpu;
 	bool blk_known;
+	/* Its slot in the last capture that did not carry it forward: where
+	 * the sweep looks while it is carried (sprobe_snapshot__carried()). */
+	uint32_t slot;
 };
 
 struct pc_set {
@@ -94,6 +97,12 @@ struct sprobe_sampler {
 	size_t threads_cap;
 	size_t nents;		/* entries in threads[] */
 	size_t nseen;		/* of them, marked seen this round */
+	size_t ncarried;	/* and carried forward this round (not marked) */
+	/* Per snapshot slot: captures that carried its thread forward
+	 * unchecked since its last record, the weight its next record adds
+	 * (its stack is the one it was carried with, or it ran meanwhile
+	 * and the error is within one turn). max_threads entries. */
+	uint32_t *slot_carry;
 	struct pc_set pcs;
 	/* Source lines deferred (opts.lines_after_ns): frames named without
 	 * their srcline yet, and when the sampler started. */
@@ -110,7 +119,7 @@ struct sprobe_sampler {
 	uint64_t *windows;	/* scratch: window lengths of one round */
 	struct sprobe_df_dropped *dropped; /* scratch */
 
-	_Atomic uint64_t st_rounds_failed;
+	_Atomic uint64_t st_rounds_failed, st_rounds_skipped;
 	_Atomic int32_t st_last_error;
 	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
 		st_window_median;

@@ -73,11 +73,15 @@ void sprobe_sampler_threads__sweep(struct sprobe_sampler *s)
 
 	/* Every entry seen: nothing to remove, and no need to walk the
 	 * whole table (2 x max_threads entries, cold by the next round). */
-	if (s->nseen == s->nents)
+	if (s->nseen + s->ncarried == s->nents)
 		return;
 	for (size_t i = 0; i < cap; i++) {
 		struct thread_ent *e = &s->threads[i];
 		if (e->tid == 0 || e->round == s->round)
+			continue;
+		/* Carried forward this round: seen, in the slot it had. */
+		if (s->snap && sprobe_snapshot__carried(s->snap, e->slot) != SPROBE_CARRY_NONE &&
+		    sprobe_snapshot__thread(s->snap, e->slot)->tid == e->tid)
 			continue;
 		if (e->node && s->table)
 			sprobe_table__remove(s->table, e->node);

@@ -616,6 +616,12 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
 	 * once, and released after the last thread. */
 	u->in_round = true;
 	for (uint32_t i = 0; i < n; i++) {
+		/* Carried forward: walked when it was captured, and not
+		 * read here (one cold cache line per thread and round). */
+		if (sprobe_snapshot__carried(snap, i) != SPROBE_CARRY_NONE) {
+			done++;
+			continue;
+		}
 		struct sprobe_thread_sample *t = sprobe_snapshot__thread(snap, i);
 		enum sprobe_unwind_stop why = SPROBE_UNWIND_BAD;
 

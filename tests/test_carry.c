@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * Many threads: blocked threads carried forward (sprobe_capturer__zp_carry(),
+ * docs/capture.md "Many threads"). A capture checks the threads that ran
+ * plus one turn's share of the blocked ones, and carries the others
+ * forward without a system call; a blocked thread still gets every
+ * capture's weight in its blocking stack, and a thread that wakes and runs
+ * is seen running within a turn.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <stackprobe/capture.h>
+#include <stackprobe/datafile.h>
+#include <stackprobe/unwind.h>
+
+#include "run_helper.h"
+#include "sprobe_test.h"
+
+#define NPARK 64
+
+struct parked {
+	int rfd, wfd;
+	_Atomic pid_t tid;
+	_Atomic int spinning;
+	pthread_t th;
+};
+
+static struct parked g_park[NPARK];
+static _Atomic int g_stop_spin;
+
+/* Where a woken thread runs until told to stop. */
+__attribute__((noinline)) static void spin_in_carry_test(struct parked *p)
+{
+	atomic_store(&p->spinning, 1);
+	while (!atomic_load_explicit(&g_stop_spin, memory_order_relaxed))
+		;
+	atomic_store(&p->spinning, 0);
+}
+
+/* Blocks in read(); 's' spins, 'q' ends. */
+static void *park_main(void *arg)
+{
+	struct parked *p = arg;
+	char ch;
+
+	atomic_store(&p->tid, (pid_t)syscall(SYS_gettid));
+	for (;;) {
+		ssize_t n = read(p->rfd, &ch, 1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != 1 || ch == 'q')
+			return NULL;
+		if (ch == 's')
+			spin_in_carry_test(p);
+	}
+}
+
+/* Is tid blocked in a system call (its syscall file not "running")? */
+static bool in_syscall(pid_t tid)
+{
+	char path[64], buf[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return buf[0] >= '0' && buf[0] <= '9';
+}
+
+static void park_all(void)
+{
+	atomic_store(&g_stop_spin, 0);
+	for (int i = 0; i < NPARK; i++) {
+		int fds[2];
+
+		assert_int_equal(pipe(fds), 0);
+		g_park[i] = (struct parked){ .rfd = fds[0], .wfd = fds[1] };
+		assert_int_equal(pthread_create(&g_park[i].th, NULL, park_main, &g_park[i]), 0);
+	}
+	/* Polled, not slept on: each must show in its read(). */
+	for (int i = 0; i < NPARK; i++)
+		while (!atomic_load(&g_park[i].tid) || !in_syscall(atomic_load(&g_park[i].tid)))
+			sched_yield();
+}
+
+static void unpark_all(void)
+{
+	atomic_store(&g_stop_spin, 1);
+	for (int i = 0; i < NPARK; i++) {
+		assert_int_equal(write(g_park[i].wfd, "q", 1), 1);
+		pthread_join(g_park[i].th, NULL);
+		close(g_park[i].rfd);
+		close(g_park[i].wfd);
+	}
+}
+
+static int find_tid(struct sprobe_snapshot *s, pid_t tid)
+{
+	for (uint32_t i = 0; i < sprobe_snapshot__nthreads(s); i++)
+		if (sprobe_snapshot__thread(s, i)->tid == tid)
+			return (int)i;
+	return -1;
+}
+
+struct rig {
+	struct sprobe_capturer *c;
+	struct sprobe_snapshot *s;
+	struct sprobe_unwinder *u;
+};
+
+/* A zero-pause capturer carrying blocked threads in turns of `rounds`
+ * captures at most, 8 checks a capture at least. false: zero-pause is
+ * off here (qemu-user), said. */
+static bool rig_new(struct rig *r, uint32_t rounds)
+{
+	struct sprobe_capture_opts o = { .sz = sizeof(o), .zero_pause = true };
+	struct sprobe_unwinder_opts uo = { .sz = sizeof(uo) };
+	char why[200];
+
+	r->c = sprobe_capturer__new(&o);
+	assert_non_null(r->c);
+	if (sprobe_capturer__zero_pause(r->c, why, sizeof(why)) != 1) {
+		print_message("SKIP: zero-pause is off here: %s\n", why);
+		sprobe_capturer__free(r->c);
+		return false;
+	}
+	assert_int_equal(sprobe_capturer__zp_carry(r->c, 8, rounds), 0);
+	r->s = sprobe_snapshot__new(256, 0);
+	r->u = sprobe_unwinder__new(&uo);
+	assert_non_null(r->s);
+	assert_non_null(r->u);
+	return true;
+}
+
+static void rig_free(struct rig *r)
+{
+	sprobe_unwinder__free(r->u);
+	sprobe_snapshot__free(r->s);
+	sprobe_capturer__free(r->c);
+}
+
+/*
+ * 64 threads blocked in read(), turns of min(16, 64 / 8) = 8 captures:
+ * after the first capture each one checks at most one slot in 8 (plus
+ * what ran) and carries the rest, unchanged and walked; every thread has
+ * a sample in every capture, and each slot is checked once a turn.
+ */
+static void test_blocked_threads_carried(void **state)
+{
+	struct rig r;
+	uint32_t checked[NPARK] = { 0 };
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 41; k++) {
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(r.s);
+		uint32_t carried = 0;
+
+		assert_int_equal(st->threads_dropped, 0);
+		assert_int_equal(st->threads_captured, st->threads_total);
+		for (int i = 0; i < NPARK; i++) {
+			int at = find_tid(r.s, atomic_load(&g_park[i].tid));
+			const struct sprobe_thread_sample *t;
+
+			assert_true(at >= 0);
+			t = sprobe_snapshot__thread(r.s, (uint32_t)at);
+			assert_int_equal(t->method, SPROBE_METHOD_ZERO_PAUSE);
+			assert_int_equal(t->stage, SPROBE_STAGE_UNWOUND);
+			assert_true(t->nframes >= 2);
+			if (sprobe_snapshot__carried(r.s, (uint32_t)at) != SPROBE_CARRY_NONE)
+				carried++;
+			else if (k >= 1)
+				checked[i]++;
+		}
+		assert_int_equal(st->zp_carried, carried);
+		if (k >= 1) {
+			/* Slots not in this turn, less a few for a list
+			 * re-read (the capture before it carries everything
+			 * but the turn, the one of it checks all). */
+			if (k % 8 != 0)
+				assert_true(carried + NPARK / 8 + 2 >= NPARK || carried == 0);
+		}
+	}
+	/* 40 captures after the first: at least 4 turns (the capture before
+	 * each re-read of the list, once a turn, takes none), each slot
+	 * checked in each. */
+	for (int i = 0; i < NPARK; i++)
+		if (checked[i] < 4)
+			print_message("thread %d: checked %u times\n", i, checked[i]);
+	for (int i = 0; i < NPARK; i++)
+		assert_true(checked[i] >= 4);
+	uint32_t total_checked = 0;
+	for (int i = 0; i < NPARK; i++)
+		total_checked += checked[i];
+	print_message("checks over 40 captures: %u (every thread every time: %u)\n", total_checked,
+		      40 * NPARK);
+	assert_true(total_checked <= 40 * NPARK / 4);
+	rig_free(&r);
+	unpark_all();
+}
+
+/* A carried thread that wakes and runs is caught running (the signal
+ * path, in spin_in_carry_test) within one turn of 8 captures, plus the
+ * capture that closes a turn before the list is read again. */
+static void test_woken_thread_seen_within_a_turn(void **state)
+{
+	struct rig r;
+	struct parked *p = &g_park[NPARK / 2];
+	int seen = -1;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	assert_true(sprobe_snapshot__stats(r.s)->zp_carried > 0);
+	assert_int_equal(write(p->wfd, "s", 1), 1);
+	while (!atomic_load(&p->spinning))
+		sched_yield();
+	for (int k = 0; k < 20 && seen < 0; k++) {
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		int at = find_tid(r.s, atomic_load(&p->tid));
+		const struct sprobe_thread_sample *t;
+
+		assert_true(at >= 0);
+		t = sprobe_snapshot__thread(r.s, (uint32_t)at);
+		if (t->method == SPROBE_METHOD_SIGNAL)
+			seen = k + 1;
+	}
+	print_message("woken thread seen running at capture %d after it woke\n", seen);
+	assert_true(seen >= 1 && seen <= 8 + 1);
+	rig_free(&r);
+	unpark_all();
+}
+
+/* Bad arguments. */
+static void test_carry_bad_arguments(void **state)
+{
+	(void)state;
+	assert_int_equal(sprobe_capturer__zp_carry(NULL, 8, 16), -EINVAL);
+	assert_int_equal(sprobe_snapshot__carried(NULL, 0), SPROBE_CARRY_NONE);
+}
+
+/*
+ * The whole path, under `stackprobe record`: 300 threads blocked in a
+ * condition variable plus 2 busy ones, wall mode at 200 Hz. Every idle
+ * thread's weight is every capture it lived through, within 5 % (it is
+ * created before the first full capture and leaves after the last one
+ * but a few), while the file holds far fewer records than that weight:
+ * carried captures are written once a turn, with their weight.
+ */
+#define REC_IDLE 300
+static void test_record_blocked_share(void **state)
+{
+	char *out;
+	const char *path = "build/test-out/carry.data";
+
+	(void)state;
+	assert_int_equal(sprobe_test_run("mkdir -p build/test-out && build/stackprobe record -q "
+					 "--mode wall -F 200 -o build/test-out/carry.data -- "
+					 "build/idlethreads 300 2 2 2>&1",
+					 &out),
+			 0);
+	free(out);
+
+	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
+	struct sprobe_df_record rec;
+	uint64_t captures = 0, full = 0, records = 0, weight = 0;
+	struct { uint32_t tid; uint64_t w; } *per = calloc(4096, sizeof(*per));
+	uint32_t nper = 0;
+
+	assert_non_null(rd);
+	assert_non_null(per);
+	while (sprobe_datafile_reader__next(rd, &rec) > 0) {
+		if (rec.type == SPROBE_DF_CAPTURE) {
+			captures++;
+			/* idle + busy + main, the agent's own left out */
+			full += rec.capture.threads_total >= REC_IDLE + 3;
+		} else if (rec.type == SPROBE_DF_SAMPLE) {
+			uint32_t w = rec.sample.weight ? rec.sample.weight : 1, k;
+
+			records++;
+			weight += w;
+			for (k = 0; k < nper && per[k].tid != rec.sample.tid; k++)
+				;
+			if (k == nper && nper < 4096)
+				per[nper++].tid = rec.sample.tid;
+			if (k < nper)
+				per[k].w += w;
+		}
+	}
+	sprobe_datafile_reader__free(rd);
+	print_message("%lu captures (%lu with every thread), %lu records, weight %lu, %u threads\n",
+		      (unsigned long)captures, (unsigned long)full, (unsigned long)records,
+		      (unsigned long)weight, nper);
+	assert_true(full >= 100);
+	assert_true(nper >= REC_IDLE);
+	uint32_t in_band = 0;
+	for (uint32_t k = 0; k < nper; k++) {
+		if (per[k].w >= 0.95 * (double)full && per[k].w <= 1.05 * (double)captures)
+			in_band++;
+		else
+			print_message("tid %u: weight %lu\n", per[k].tid, (unsigned long)per[k].w);
+	}
+	/* Every idle thread (and the busy ones and main). */
+	assert_true(in_band >= REC_IDLE + 2);
+	/* Carried captures are not a record each. */
+	assert_true(records * 4 < weight);
+	free(per);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_blocked_threads_carried),
+	cmocka_unit_test(test_woken_thread_seen_within_a_turn),
+	cmocka_unit_test(test_carry_bad_arguments),
+	cmocka_unit_test(test_record_blocked_share),
+};
+
+SPROBE_TEST_MAIN(tests)
