@@ -19,7 +19,7 @@ const trace = JSON.parse(C.fs.readFileSync(C.path.join(C.OUT, 'demo.trace.json')
 // 95 % intervals, as another writer computes them.
 const report = JSON.parse(C.fs.readFileSync(C.path.join(C.OUT, 'demo.json'), 'utf8'));
 const fnOf = new Map(report.functions.map((f) => [f.name, f]));
-const hw = (ci) => (50 * (ci[1] - ci[0])).toFixed(2);
+const hw = (e) => (100 * e).toFixed(2);
 const handlers = trace.traceEvents.filter((e) => e.name === 'handler');
 const kpauses = trace.traceEvents.filter((e) => e.cat === 'kernel' && /^kernel pause/.test(e.name));
 const tidsWithWindows = new Set([...handlers, ...kpauses].map((e) => e.tid));
@@ -121,9 +121,9 @@ describe('HTML report in chromium', () => {
 		// The function's shares and intervals, as the JSON report has them.
 		const f = fnOf.get('compress_reply');
 		assert.equal(m[3], (100 * f.total_share).toFixed(2));
-		assert.equal(m[4], hw(f.total_ci95));
+		assert.equal(m[4], hw(f.total_err95));
 		assert.equal(m[5], (100 * f.self_share).toFixed(2));
-		assert.equal(m[6], hw(f.self_ci95));
+		assert.equal(m[6], hw(f.self_err95));
 		const per = new Map();
 		for (const [k, v] of folded) {
 			const p = k.split(';');
@@ -198,9 +198,9 @@ describe('HTML report in chromium', () => {
 			const f = fnOf.get(r[0]);
 			assert.ok(f, 'no such function in the JSON report: ' + r[0]);
 			assert.equal(r[1], (100 * f.self_share).toFixed(2) + '%');
-			assert.equal(r[2], f.self_ci95 ? hw(f.self_ci95) : '-');
+			assert.equal(r[2], f.self_err95 !== null ? hw(f.self_err95) : '-');
 			assert.equal(r[3], (100 * f.total_share).toFixed(2) + '%');
-			assert.equal(r[4], f.total_ci95 ? hw(f.total_ci95) : '-');
+			assert.equal(r[4], f.total_err95 !== null ? hw(f.total_err95) : '-');
 		}
 		assert.match(await page.locator('#funcs-note').textContent(), /95 % interval/);
 		await page.close();

@@ -93,18 +93,13 @@ int cmd_diff(int argc, char **argv)
 			if (cli_parse_selection("diff", c, optarg, &tid, &fpid, &top))
 				return CLI_EXIT_USAGE;
 			break;
-		case 'a': {
-			char *end;
-
-			errno = 0;
-			alpha = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(alpha > 0 && alpha < 1)) {
-				fprintf(stderr, "stackprobe diff: --alpha wants a level between 0 and 1 "
-						"(e.g. 0.05), got '%s'\n", optarg);
+		case 'a':
+			if (cli_parse_double(optarg, 1e-12, 0.5, &alpha)) {
+				fprintf(stderr, "stackprobe diff: --alpha wants a level above 0 and at most "
+						"0.5 (e.g. 0.05), got '%s'\n", optarg);
 				return CLI_EXIT_USAGE;
 			}
 			break;
-		}
 		case 'o':
 			output = optarg;
 			break;
@@ -154,7 +149,8 @@ int cmd_diff(int argc, char **argv)
 	if (output && fclose(out) != 0 && !err)
 		err = -EIO;
 	if (err)
-		fprintf(stderr, "stackprobe diff: writing %s: %s\n", output ? output : "output",
+		fprintf(stderr, "stackprobe diff: %s: %s\n",
+			err == -EIO ? (output ? output : "writing standard output") : "comparing the runs",
 			strerror(-err));
 	else
 		rc = CLI_EXIT_OK;

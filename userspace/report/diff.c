@@ -73,6 +73,8 @@ static void compare(const struct sprobe_rep_shares *b, const struct sprobe_rep_s
 	/* No variance: both shares 0 or 1 (absent, or on every stack): no
 	 * test when equal, a certain change when not. */
 	c->p = v > 0 ? sprobe_rep__t_pvalue(c->delta / sqrt(v), c->df) : (c->delta ? 0.0 : NAN);
+	if (isnan(c->p))
+		c->lo = c->hi = NAN;	/* no test: no interval either */
 }
 
 static int cmp_rows(const void *a, const void *b, void *arg)
@@ -168,6 +170,14 @@ void sprobe_rep__diff_free(struct sprobe_rep_diff *d)
 
 /* ---- folded stacks of both runs ------------------------------------------ */
 
+/* One frame of a folded stack, as folded.c writes it: ';' separates
+ * frames, so a name's own becomes ':', and a newline a space. */
+static void fold_frame(FILE *m, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s, m);
+}
+
 /* Stacks of r by their folded text (thread and process names without their
  * ids, which differ between runs), into d->stacks as name ids, with counts
  * in col (0 base, 1 new). */
@@ -182,27 +192,29 @@ static int fold(struct sprobe_report *r, struct sprobe_rep_diff *d, int col)
 		const uint32_t *key = (const uint32_t *)sprobe_rep__bytemap_key(&r->stackmap, st->key);
 		size_t n = r->stackmap.keys.v[st->key].len / sizeof(uint32_t) - 1, len = 0;
 		FILE *m = open_memstream(&buf, &cap);
-		char nb[32];
+		const struct process *pr = &r->procs.v[t->proc];
 		bool added;
 		long id;
 
 		if (!m)
 			return -ENOMEM;
-		if (sprobe_rep__multi(r))
-			fprintf(m, "%s;", sprobe_rep__proc_name(r, t->proc, nb, sizeof(nb)));
-		fputs(t->name && *t->name ? t->name : "thread", m);
+		if (sprobe_rep__multi(r)) {	/* the process by name: its pid differs */
+			fold_frame(m, pr->name && *pr->name ? pr->name : "process");
+			fputc(';', m);
+		}
+		fold_frame(m, t->name && *t->name ? t->name : "thread");
 		for (size_t k = 0; k < n; k++) {
 			uint32_t fid;
 
 			memcpy(&fid, key + 1 + k, sizeof(fid));
-			fprintf(m, ";%s", sprobe_rep__func_name(r, fid));
+			fputc(';', m);
+			fold_frame(m, sprobe_rep__func_name(r, fid));
 		}
-		if (fclose(m))
+		if (fclose(m)) {
+			free(buf);
 			return -ENOMEM;
+		}
 		len = strlen(buf);
-		for (size_t k = 0; k < len; k++)	/* ';' separates, ' ' ends: keep both out */
-			if (buf[k] == '\n' || buf[k] == '\r' || buf[k] == ' ')
-				buf[k] = buf[k] == ' ' ? '_' : ' ';
 		id = sprobe_rep__bytemap_intern(&d->stacks, buf, len + 1, &added);
 		free(buf);
 		buf = NULL;

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * `stackprobe diff --format html`: one self-contained page with the table
- * of changes (as the text form) and a differential flame graph: frames as
- * wide as their share of the new run, red where the frame's total share
- * grew, blue where it shrank, deeper colour for a larger change, grey when
- * unchanged; hover says both shares and the change, a click zooms.
+ * of changes (as the text form) and a differential flame graph: a frame as
+ * wide as the larger of its two shares (children in proportion within
+ * their parent, so a stack gone from the new run still shows), red where
+ * its share grew, blue where it shrank, deeper colour for a larger change,
+ * grey when unchanged; hover says both shares and the change, a click
+ * zooms.
  *
  * Hostile input: names reach the page only inside the JSON data, written
  * with ro_json_str() and then made script-safe ('<', '>' and '&' only ever
@@ -97,7 +99,7 @@ static const char page_style[] =
 
 static const char page_body[] =
 	"<h2>Differential flame graph</h2>\n"
-	"<p>Width: share of the new run. Colour: change of the frame's total share, "
+	"<p>Width: the larger of the frame's two shares, children within their parent. Colour: change of its share, "
 	"<span class=\"up\">red grew</span>, <span class=\"down\">blue shrank</span>. "
 	"Click a frame to zoom, the root to reset.</p>\n"
 	"<div id=\"fg\"></div><div id=\"tip\" hidden></div>\n"
@@ -125,11 +127,12 @@ static const char page_script[] =
 	" (i % 3 == 2 && c[5]) ? (c[2] > 0 ? 'up' : 'down') : '', x)); });\n"
 	"  tr.appendChild(el('td', 'n', r[0])); t.appendChild(tr);\n"
 	"});\n"
-	"var root = { name: 'all', b: 0, n: 0, kids: {} };\n"
+	"// kids keyed by frame name: no prototype (a frame may be named 'constructor')\n"
+	"var root = { name: 'all', b: 0, n: 0, kids: Object.create(null) };\n"
 	"D.stacks.forEach(function (s) {\n"
 	"  var node = root; root.b += s[1]; root.n += s[2];\n"
 	"  s[0].split(';').forEach(function (f) {\n"
-	"    var k = node.kids[f]; if (!k) { k = node.kids[f] = { name: f, b: 0, n: 0, kids: {},"
+	"    var k = node.kids[f]; if (!k) { k = node.kids[f] = { name: f, b: 0, n: 0, kids: Object.create(null),"
 	" parent: node }; }\n"
 	"    k.b += s[1]; k.n += s[2]; node = k;\n"
 	"  });\n"
@@ -143,16 +146,20 @@ static const char page_script[] =
 	"}\n"
 	"function render() {\n"
 	"  fg.textContent = ''; var W = fg.clientWidth || 1000, depth = 0;\n"
-	"  var tot = Math.max(zoom.n, zoom.b) || 1;\n"
-	"  (function put(n, x, d) {\n"
-	"    var w = Math.max(n.n, n.b) / tot * W; if (w < 0.5) return;\n"
+	"  // A frame takes the larger of its two shares, its children the parent's\n"
+	"  // width in proportion to theirs: a frame gone from the new run still shows.\n"
+	"  function big(n) { return Math.max(n.n, n.b); }\n"
+	"  (function put(n, x, w, d) {\n"
+	"    if (w < 0.5) return;\n"
 	"    depth = Math.max(depth, d);\n"
 	"    var e = el('div', 'fr', n.name); e.style.left = x + 'px'; e.style.width = w + 'px';\n"
 	"    e.style.top = (d * 17) + 'px'; e.style.background = colour(n); e.node = n;\n"
 	"    fg.appendChild(e);\n"
-	"    var cx = x; Object.keys(n.kids).sort().forEach(function (k) {\n"
-	"      var c = n.kids[k]; put(c, cx, d + 1); cx += Math.max(c.n, c.b) / tot * W; });\n"
-	"  })(zoom, 0, 0);\n"
+	"    var ks = Object.keys(n.kids).sort(), sum = 0;\n"
+	"    ks.forEach(function (k) { sum += big(n.kids[k]); });\n"
+	"    var cx = x, scale = Math.max(sum, big(n)) || 1;\n"
+	"    ks.forEach(function (k) { var c = n.kids[k], cw = big(c) / scale * w; put(c, cx, cw, d + 1); cx += cw; });\n"
+	"  })(zoom, 0, W, 0);\n"
 	"  fg.style.height = ((depth + 1) * 17) + 'px';\n"
 	"}\n"
 	"fg.addEventListener('click', function (ev) { var n = ev.target.node; if (!n) return;"
@@ -178,8 +185,10 @@ int sprobe_rep__diff_html(struct sprobe_rep_diff *d, struct sprobe_report *base,
 
 	if (!err)
 		err = data_json(d, opts, &json, &len);
-	if (err)
+	if (err) {
+		free(json);
 		return err;
+	}
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 	      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
 	      "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n"

@@ -4,11 +4,13 @@
  * new run's stacks with positive values and the base run's with negative
  * ones, labelled pprof::base=true: the profile `go tool pprof -diff_base
  * BASE NEW` builds in memory, so `go tool pprof -top diff.pb.gz` shows each
- * function's change. The base's counts are scaled to the new run's weight
- * (runs of different length compare by share), as the profile's comment
+ * function's change. Runs of different length compare by share: each base
+ * count is multiplied by the new run's weight and each new count by the
+ * base's (integers: no rare stack rounded away), as the profile's comment
  * says. Frames are functions by name (no addresses: the two runs' differ).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +99,10 @@ int sprobe_rep__diff_pprof(struct sprobe_rep_diff *d, struct sprobe_report *base
 {
 	struct dp p = { 0 };
 	struct ro_buf b = { 0 }, tmp = { 0 }, m = { 0 };
-	double scale = d->base.weight ? (double)d->now.weight / (double)d->base.weight : 1.0;
+	/* Cross-multiplied: both sides in units of 1 / (base weight x new
+	 * weight) of a share; 1 when a side is empty. */
+	int64_t mb = d->now.weight ? (int64_t)d->now.weight : 1;
+	int64_t mn = d->base.weight ? (int64_t)d->base.weight : 1;
 	char note[160];
 	int err = sprobe_rep__diff_fold(d, base, now);
 
@@ -110,13 +115,13 @@ int sprobe_rep__diff_pprof(struct sprobe_rep_diff *d, struct sprobe_report *base
 	sprobe_rep__pb_msg(&b, 1, &m);
 	for (size_t i = 0; i < d->stacks.keys.n; i++) {
 		uint64_t cb = d->stack_counts.v[2 * i], cn = d->stack_counts.v[2 * i + 1];
-		int64_t vb = -(int64_t)llround((double)cb * scale);
+		int64_t vb = -(int64_t)cb * mb;
 
 		stack_locs(&p, sprobe_rep__bytemap_key(&d->stacks, (uint32_t)i));
 		if (vb)
 			sample(&p, &b, &tmp, vb, true);
 		if (cn)
-			sample(&p, &b, &tmp, (int64_t)cn, false);
+			sample(&p, &b, &tmp, (int64_t)cn * mn, false);
 	}
 	for (size_t i = 0; i < p.fname.n; i++) {
 		struct ro_buf line = { 0 };
@@ -134,8 +139,10 @@ int sprobe_rep__diff_pprof(struct sprobe_rep_diff *d, struct sprobe_report *base
 		p.oom |= line.oom;
 		ro_buf__free(&line);
 	}
-	snprintf(note, sizeof(note), "stackprobe diff: base negated (pprof::base), scaled by %.6g to the new run's weight",
-		 scale);
+	snprintf(note, sizeof(note),
+		 "stackprobe diff: base negated (pprof::base); base counts x %" PRId64
+		 " (the new run's samples), new counts x %" PRId64 " (the base's): compare by share",
+		 mb, mn);
 	uint64_t comment = str_id(&p, note);
 
 	for (size_t i = 0; i < p.strs.n; i++)

@@ -60,7 +60,7 @@ static int write_text(const struct sprobe_rep_diff *d, struct sprobe_report *bas
 	run_line(o, "base", opts->base_name ? opts->base_name : "BASE", base, &d->base);
 	run_line(o, "new ", opts->new_name ? opts->new_name : "NEW", now, &d->now);
 	fprintf(o, "\nShares of each run's own samples, in %% and points; [95 %% interval of the\n"
-		   "change]; * significant at %.0f %% after Holm's correction over %zu tests\n"
+		   "change]; * significant at %g %% after Holm's correction over %zu tests\n"
 		   "(self and total of every function).\n\n",
 		100.0 * d->alpha, d->tested);
 	fprintf(o, "%7s %7s %-27s %7s %7s %-27s %s\n", "self", "", "", "total", "", "", "");
@@ -172,11 +172,12 @@ static int write_folded(struct sprobe_rep_diff *d, struct sprobe_report *base,
 	if (err)
 		return err;
 	/* The base scaled to the new run's weight (difffolded.pl -n): runs of
-	 * different length compare by share. */
+	 * different length compare by share. Fractional (flamegraph.pl reads
+	 * them): a rare stack of a long base run is not rounded away. */
 	double scale = d->base.weight ? (double)d->now.weight / (double)d->base.weight : 1.0;
 
 	for (size_t i = 0; i < d->stacks.keys.n; i++)
-		fprintf(o, "%s %.0f %" PRIu64 "\n", sprobe_rep__bytemap_key(&d->stacks, (uint32_t)i),
+		fprintf(o, "%s %.2f %" PRIu64 "\n", sprobe_rep__bytemap_key(&d->stacks, (uint32_t)i),
 			(double)d->stack_counts.v[2 * i] * scale, d->stack_counts.v[2 * i + 1]);
 	return 0;
 }

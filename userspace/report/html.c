@@ -170,8 +170,9 @@ static void jfrac(FILE *o, double v)
 }
 
 /* "funcs": the top HTML_FUNCS functions by total samples, each
- * [name, self, total, self_lo, self_hi, total_lo, total_hi] (fractions
- * of 1; the 95 % intervals of shares.c, null without one). */
+ * [name, self, total, self_lo, self_hi, total_lo, total_hi, self_err,
+ * total_err] (fractions of 1; the 95 % intervals of shares.c clipped to
+ * [0, 1], and their half-widths before clipping; null without one). */
 static int write_funcs(FILE *o, struct sprobe_report *r)
 {
 	struct sprobe_rep_shares sh;
@@ -202,6 +203,9 @@ static int write_funcs(FILE *o, struct sprobe_report *r)
 		sprobe_rep__share_ci(&sh, f ? f->total : NAN, f ? f->total_se : NAN, &lo, &hi);
 		jfrac(o, lo);
 		jfrac(o, hi);
+		/* the half-widths before clipping (the text report's ±) */
+		jfrac(o, f && !isnan(sh.tq) ? sh.tq * f->self_se : NAN);
+		jfrac(o, f && !isnan(sh.tq) ? sh.tq * f->total_se : NAN);
 		fputc(']', o);
 	}
 	fputs("]}", o);

@@ -45,6 +45,16 @@ static void jci(FILE *o, const struct sprobe_rep_shares *sh, double share, doubl
 		fprintf(o, "[%.9g, %.9g]", lo, hi);
 }
 
+/* The interval's half-width before clipping to [0, 1] (the text report's
+ * ±), or null. */
+static void jerr(FILE *o, const struct sprobe_rep_shares *sh, double se)
+{
+	if (isnan(se) || isnan(sh->tq))
+		fputs("null", o);
+	else
+		fprintf(o, "%.9g", sh->tq * se);
+}
+
 static void jlost(FILE *o, const uint64_t *lost)
 {
 	uint64_t t = 0;
@@ -287,8 +297,12 @@ int sprobe_rep__write_json(struct sprobe_report *r, FILE *o)
 
 			fprintf(o, ", \"self_share\": %.9g, \"self_ci95\": ", s->self);
 			jci(o, &sh, s->self, s->self_se);
+			fputs(", \"self_err95\": ", o);
+			jerr(o, &sh, s->self_se);
 			fprintf(o, ", \"total_share\": %.9g, \"total_ci95\": ", s->total);
 			jci(o, &sh, s->total, s->total_se);
+			fputs(", \"total_err95\": ", o);
+			jerr(o, &sh, s->total_se);
 		}
 		fputc('}', o);
 	}

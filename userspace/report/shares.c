@@ -32,8 +32,10 @@ static unsigned batches_for(uint64_t samples, uint64_t t0, uint64_t t1)
 	return (unsigned)k;
 }
 
-static double variance(const double *a, const double *n, unsigned k, double p, double sum_n,
-		       uint64_t samples)
+/* kk: the batches that hold samples (an empty one is no observation: a
+ * wall-mode run of many threads and few captures fills few batches). */
+static double variance(const double *a, const double *n, unsigned k, unsigned kk, double p,
+		       double sum_n, uint64_t samples)
 {
 	double ss = 0, floor_v;
 
@@ -43,7 +45,7 @@ static double variance(const double *a, const double *n, unsigned k, double p, d
 		ss += d * d;
 	}
 	floor_v = samples ? p * (1.0 - p) / (double)samples : 0;
-	ss = (double)k / (double)(k - 1) * ss / (sum_n * sum_n);
+	ss = (double)kk / (double)(kk - 1) * ss / (sum_n * sum_n);
 	return ss > floor_v ? ss : floor_v;
 }
 
@@ -74,9 +76,7 @@ int sprobe_rep__shares(struct sprobe_report *r, const uint32_t *group, size_t ng
 	if (!out->f)
 		return -ENOMEM;
 	k = batches_for(out->samples, t0, t1);
-	out->batches = k;
-	out->df = k ? k - 1.0 : NAN;
-	out->tq = k ? sprobe_rep__t_quantile(0.05, out->df) : NAN;
+	out->df = out->tq = NAN;
 	for (size_t i = 0; i < out->nfuncs; i++)
 		out->f[i].self_se = out->f[i].total_se = NAN;
 	if (!out->nfuncs)
@@ -124,6 +124,19 @@ int sprobe_rep__shares(struct sprobe_report *r, const uint32_t *group, size_t ng
 			}
 		}
 	}
+	/* Only batches that hold samples are observations; under two, no
+	 * interval (the shares stand). */
+	if (k > 1) {
+		unsigned kk = 0;
+
+		for (unsigned b = 0; b < k; b++)
+			kk += nb[b] > 0;
+		if (kk >= 2) {
+			out->batches = kk;
+			out->df = kk - 1.0;
+			out->tq = sprobe_rep__t_quantile(0.05, out->df);
+		}
+	}
 	for (size_t i = 0; i < out->nfuncs; i++) {
 		struct sprobe_rep_share *sh = &out->f[i];
 		double w = out->weight ? (double)out->weight : 1.0, st = 0, tt = 0;
@@ -136,10 +149,10 @@ int sprobe_rep__shares(struct sprobe_report *r, const uint32_t *group, size_t ng
 		sh->total = tt / w;
 		if (!out->batches)
 			continue;
-		sh->self_se = sqrt(variance(selfb + i * k, nb, k, sh->self, (double)out->weight,
-					    out->samples));
-		sh->total_se = sqrt(variance(totb + i * k, nb, k, sh->total, (double)out->weight,
-					     out->samples));
+		sh->self_se = sqrt(variance(selfb + i * k, nb, k, out->batches, sh->self,
+					    (double)out->weight, out->samples));
+		sh->total_se = sqrt(variance(totb + i * k, nb, k, out->batches, sh->total,
+					     (double)out->weight, out->samples));
 	}
 out:
 	free(nb);

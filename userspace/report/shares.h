@@ -34,7 +34,8 @@ struct sprobe_rep_share {
 struct sprobe_rep_shares {
 	size_t nfuncs;			/* r->funcs.n, or ngroups */
 	struct sprobe_rep_share *f;	/* by function id (or group); owned */
-	unsigned batches;		/* K; 0: too few samples for an interval */
+	unsigned batches;		/* K: batches of time that hold samples; 0: too
+					 * few samples or batches for an interval */
 	double df;			/* degrees of freedom of se: K - 1 */
 	double tq;			/* two-sided 95 % t quantile at df; NAN if K < 2 */
 	uint64_t weight;		/* selected weight (the shares' denominator) */
