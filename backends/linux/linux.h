@@ -427,8 +427,12 @@ struct sprobe_capturer {
 	 * link count (2 + threads) when last listed, captures since, and
 	 * whether the excluded set changed. Probe only, under lock. */
 	uint32_t carry_min, carry_max;
-	uint64_t carry_turn;
 	uint32_t carry_prev_n;
+	/* Captures counted, and per slot the count at its last check: a
+	 * slot is carried only while fewer than R captures passed since, so
+	 * the bound holds however the turn, the list or R moved meanwhile. */
+	uint64_t carry_seq;
+	uint64_t *carry_checked;
 	uint64_t task_nlink;
 	uint32_t list_age;
 	bool list_stale;
