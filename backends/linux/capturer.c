@@ -93,14 +93,21 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		if (err) {
 			c->nprev = 0; /* read them again next time */
 			c->list_stale = true;
+			/* The list moved but the slots did not: none may be
+			 * carried without the tid check of a fresh list. */
+			if (relist)
+				c->carry_prev_n = 0;
 			return err;
 		}
 	}
 	bool zp_reuse = false;
 	if (c->zp_on) {
 		err = relist ? sprobe_lx_zp_sync(c) : 0;
-		if (err)
+		if (err) {
+			c->carry_prev_n = 0; /* as above */
+			c->list_stale = true;
 			return err;
+		}
 		/* Slots still hold the last capture's copies only if that
 		 * capture, by this capturer, was the last one into s. */
 		zp_reuse = c->zp_snap == s && c->zp_epoch && s->zp_epoch == c->zp_epoch;
