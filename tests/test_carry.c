@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -349,6 +350,61 @@ static void test_bound_holds_under_churn(void **state)
 	unpark_all();
 }
 
+/*
+ * A capture that re-read the list and then failed (no descriptor left to
+ * read the maps) leaves the slots as the last good capture filled them,
+ * for a list they no longer follow: the next capture must carry none of
+ * them (a thread gone since would be carried as alive), and see every
+ * live thread.
+ */
+static void test_no_carry_after_failed_relist(void **state)
+{
+	struct rig r;
+	struct parked gone, born[2];
+	pid_t gone_tid;
+	struct rlimit rl, low;
+	int err;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	gone = g_park[NPARK / 2];
+	gone_tid = atomic_load(&gone.tid);
+	assert_int_equal(write(gone.wfd, "q", 1), 1);
+	pthread_join(gone.th, NULL);
+	churn_step(&born[0], 0);
+	churn_step(&born[1], 0);
+	/* The count moved: this capture closes the spells. */
+	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 3;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	err = sprobe_capture_and_resolve(r.c, r.s, r.u);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	print_message("capture with no descriptor left: %d\n", err);
+	assert_true(err < 0);
+	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	assert_true(find_tid(r.s, gone_tid) < 0);
+	for (int i = 0; i < NPARK; i++)
+		if (i != NPARK / 2)
+			assert_true(find_tid(r.s, atomic_load(&g_park[i].tid)) >= 0);
+	assert_true(find_tid(r.s, atomic_load(&born[0].tid)) >= 0);
+	assert_true(find_tid(r.s, atomic_load(&born[1].tid)) >= 0);
+	churn_step(&born[0], 1);
+	churn_step(&born[1], 1);
+	rig_free(&r);
+	/* unpark_all() ends every parked thread: stand in for the gone one. */
+	assert_int_equal(pthread_create(&g_park[NPARK / 2].th, NULL, park_main, &g_park[NPARK / 2]),
+			 0);
+	unpark_all();
+}
+
 /* Bad arguments. */
 static void test_carry_bad_arguments(void **state)
 {
@@ -429,6 +485,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_threads_carried),
 	cmocka_unit_test(test_woken_thread_seen_within_a_turn),
 	cmocka_unit_test(test_bound_holds_under_churn),
+	cmocka_unit_test(test_no_carry_after_failed_relist),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
 };
