@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -253,6 +254,157 @@ static void test_woken_thread_seen_within_a_turn(void **state)
 	unpark_all();
 }
 
+/* One thread that comes and goes: started on even calls, ended on odd
+ * ones, so the thread count moves at every capture. */
+static void churn_step(struct parked *p, int k)
+{
+	if (k % 2 == 0) {
+		int fds[2];
+
+		assert_int_equal(pipe(fds), 0);
+		*p = (struct parked){ .rfd = fds[0], .wfd = fds[1] };
+		assert_int_equal(pthread_create(&p->th, NULL, park_main, p), 0);
+		while (!atomic_load(&p->tid))
+			sched_yield();
+	} else {
+		assert_int_equal(write(p->wfd, "q", 1), 1);
+		pthread_join(p->th, NULL);
+		close(p->rfd);
+		close(p->wfd);
+	}
+}
+
+/*
+ * The bound holds under churn: with a thread born or gone before every
+ * capture, every capture either closes the spells or re-reads the list,
+ * and the turn alone would come round only every other capture. Each
+ * parked thread must still be checked at least once in every R captures
+ * (R = ceil(threads / 8)), and a woken one seen running within R + 1.
+ * The capture before a check marks the slot LAST, so a check that drops
+ * the thread (gone, all signals masked) loses one capture's weight, not
+ * the R - 1 carried before it.
+ */
+static void test_bound_holds_under_churn(void **state)
+{
+	struct rig r;
+	struct parked churn;
+	struct parked *p = &g_park[NPARK / 3];
+	int last[NPARK], was[NPARK], gap_max = 0, seen = -1;
+	uint32_t rmax = 0;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int i = 0; i < NPARK; i++)
+		last[i] = was[i] = 0;
+	for (int k = 0; k < 60; k++) {
+		churn_step(&churn, k);
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		uint32_t total = sprobe_snapshot__stats(r.s)->threads_total;
+
+		if ((total + 7) / 8 > rmax)
+			rmax = (total + 7) / 8;
+		for (int i = 0; i < NPARK; i++) {
+			int at = find_tid(r.s, atomic_load(&g_park[i].tid));
+
+			assert_true(at >= 0);
+			int cv = sprobe_snapshot__carried(r.s, (uint32_t)at);
+
+			/* A check follows a LAST: the weight carried so far
+			 * was written before the check could drop it. */
+			if (cv == SPROBE_CARRY_NONE && was[i] == SPROBE_CARRY_MORE)
+				print_message("thread %d checked after MORE at capture %d\n", i, k);
+			assert_false(cv == SPROBE_CARRY_NONE && was[i] == SPROBE_CARRY_MORE);
+			was[i] = cv;
+			if (cv != SPROBE_CARRY_NONE)
+				continue;
+			if (k - last[i] > gap_max)
+				gap_max = k - last[i];
+			last[i] = k;
+		}
+	}
+	print_message("longest run between checks under churn: %d captures (R = %u)\n", gap_max,
+		      rmax);
+	assert_true(gap_max >= 1 && (uint32_t)gap_max <= rmax);
+
+	assert_int_equal(write(p->wfd, "s", 1), 1);
+	while (!atomic_load(&p->spinning))
+		sched_yield();
+	for (int k = 60; k < 100 && seen < 0; k++) {
+		churn_step(&churn, k);
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		int at = find_tid(r.s, atomic_load(&p->tid));
+
+		assert_true(at >= 0);
+		if (sprobe_snapshot__thread(r.s, (uint32_t)at)->method == SPROBE_METHOD_SIGNAL)
+			seen = k - 59;
+	}
+	if (seen > 0 && (60 + seen) % 2 == 1)
+		churn_step(&churn, 1); /* the churn thread is alive: end it */
+	print_message("woken thread seen running at capture %d under churn\n", seen);
+	assert_true(seen >= 1 && (uint32_t)seen <= rmax + 1);
+	rig_free(&r);
+	unpark_all();
+}
+
+/*
+ * A capture that re-read the list and then failed (no descriptor left to
+ * read the maps) leaves the slots as the last good capture filled them,
+ * for a list they no longer follow: the next capture must carry none of
+ * them (a thread gone since would be carried as alive), and see every
+ * live thread.
+ */
+static void test_no_carry_after_failed_relist(void **state)
+{
+	struct rig r;
+	struct parked gone, born[2];
+	pid_t gone_tid;
+	struct rlimit rl, low;
+	int err;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	gone = g_park[NPARK / 2];
+	gone_tid = atomic_load(&gone.tid);
+	assert_int_equal(write(gone.wfd, "q", 1), 1);
+	pthread_join(gone.th, NULL);
+	churn_step(&born[0], 0);
+	churn_step(&born[1], 0);
+	/* The count moved: this capture closes the spells. */
+	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 3;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	err = sprobe_capture_and_resolve(r.c, r.s, r.u);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	print_message("capture with no descriptor left: %d\n", err);
+	assert_true(err < 0);
+	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	assert_true(find_tid(r.s, gone_tid) < 0);
+	for (int i = 0; i < NPARK; i++)
+		if (i != NPARK / 2)
+			assert_true(find_tid(r.s, atomic_load(&g_park[i].tid)) >= 0);
+	assert_true(find_tid(r.s, atomic_load(&born[0].tid)) >= 0);
+	assert_true(find_tid(r.s, atomic_load(&born[1].tid)) >= 0);
+	churn_step(&born[0], 1);
+	churn_step(&born[1], 1);
+	rig_free(&r);
+	/* unpark_all() ends every parked thread: stand in for the gone one. */
+	assert_int_equal(pthread_create(&g_park[NPARK / 2].th, NULL, park_main, &g_park[NPARK / 2]),
+			 0);
+	unpark_all();
+}
+
 /* Bad arguments. */
 static void test_carry_bad_arguments(void **state)
 {
@@ -332,6 +484,8 @@ static void test_record_blocked_share(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_threads_carried),
 	cmocka_unit_test(test_woken_thread_seen_within_a_turn),
+	cmocka_unit_test(test_bound_holds_under_churn),
+	cmocka_unit_test(test_no_carry_after_failed_relist),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
 };

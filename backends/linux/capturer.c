@@ -93,14 +93,21 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		if (err) {
 			c->nprev = 0; /* read them again next time */
 			c->list_stale = true;
+			/* The list moved but the slots did not: none may be
+			 * carried without the tid check of a fresh list. */
+			if (relist)
+				c->carry_prev_n = 0;
 			return err;
 		}
 	}
 	bool zp_reuse = false;
 	if (c->zp_on) {
 		err = relist ? sprobe_lx_zp_sync(c) : 0;
-		if (err)
+		if (err) {
+			c->carry_prev_n = 0; /* as above */
+			c->list_stale = true;
 			return err;
+		}
 		/* Slots still hold the last capture's copies only if that
 		 * capture, by this capturer, was the last one into s. */
 		zp_reuse = c->zp_snap == s && c->zp_epoch && s->zp_epoch == c->zp_epoch;
@@ -108,11 +115,12 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		c->zp_snap = s;
 	}
 	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
-	/* A closing capture checks no turn: the next one takes it. */
-	uint32_t turn = rounds > 1 ? (uint32_t)(c->carry_turn % rounds) : 0;
-
-	if (!closing)
-		c->carry_turn++;
+	/* Every capture counts, closing ones too: a turn that stood still
+	 * while the list was re-read would stretch the wait of the slots
+	 * behind it. A slot is checked at its turn or, whatever the turn,
+	 * R captures after its last check (R may have moved since). */
+	uint64_t seq = ++c->carry_seq;
+	uint32_t turn = rounds > 1 ? (uint32_t)(seq % rounds) : 0;
 	s->stats.threads_total = c->ntids;
 
 	/* Handler parameters for this capture; published by sprobe_lx_arm_slot(). */
@@ -137,16 +145,22 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		uint8_t kv = s->zp_kept[i];
 		bool was_carried = (kv & (SPROBE_ZP_HELD - 1)) > 1 && !relist;
 
-		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && (i % rounds != turn || closing) &&
+		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && i % rounds != turn &&
+		    seq - c->carry_checked[i] < rounds &&
 		    (was_carried || (s->samples[i].tid == c->tids[i] &&
 				     s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
 				     s->samples[i].stage == SPROBE_STAGE_UNWOUND))) {
 			/* Not its turn: the slot stays as the last capture
 			 * left it (a blocked thread's stack, walked), no
-			 * system call. Its turn comes within `rounds`. A
-			 * closing capture checks none: a thread found gone
-			 * there would take its carried weight with it. */
-			s->zp_kept[i] = (closing ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
+			 * system call. Its check comes within `rounds`. LAST
+			 * when the next capture lists or checks it: its
+			 * weight is written now, with the stack it was
+			 * carried with, so a check that drops it (gone,
+			 * masked) loses that one capture, not the turn. */
+			bool last = closing || (seq + 1) % rounds == i % rounds ||
+				    seq + 1 - c->carry_checked[i] >= rounds;
+
+			s->zp_kept[i] = (last ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
 					(was_carried ? kv & SPROBE_ZP_HELD
 						     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
 			if (i >= s->nthreads)
@@ -154,6 +168,7 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			s->stats.zp_carried++;
 			continue;
 		}
+		c->carry_checked[i] = seq;
 		if (zp_reuse && s->samples[i].tid == c->tids[i] &&
 		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
 		    s->samples[i].stage != SPROBE_STAGE_EMPTY) {
@@ -481,7 +496,8 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 	c->slots = c->slots_raw ? (struct slot *)(((uintptr_t)c->slots_raw + CACHELINE - 1) &
 						  ~(uintptr_t)(CACHELINE - 1))
 				: NULL;
-	if (!c->dents || !c->slots) {
+	c->carry_checked = sprobe__zcalloc(o.max_threads, sizeof(*c->carry_checked));
+	if (!c->dents || !c->slots || !c->carry_checked) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -539,6 +555,7 @@ fail:
 	free(c->zp_tmp);
 	free(c->dents);
 	sprobe__zfree(c->slots_raw);
+	sprobe__zfree(c->carry_checked);
 	free(c->maps);
 	free(c->ranges);
 	pthread_mutex_destroy(&c->lock);
@@ -580,6 +597,7 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->prev_tids);
 	free(c->sent);
 	sprobe__zfree(c->slots_raw);
+	sprobe__zfree(c->carry_checked);
 	free(c->maps);
 	free(c->ranges);
 	sprobe_snapshot__free(c->cpu_snap);

@@ -421,14 +421,18 @@ struct sprobe_capturer {
 	uint32_t nzp, zp_cap;
 	uint32_t zp_fds;	/* proc fds held (within userspace/fds.h's budget) */
 	/* Carrying blocked threads forward (sprobe_capturer__zp_carry()):
-	 * the knobs, the rotation's counter, how many slots the last capture
-	 * filled (a slot beyond it holds an older capture's sample: never
-	 * carried), and the thread list's freshness: the task directory's
-	 * link count (2 + threads) when last listed, captures since, and
-	 * whether the excluded set changed. Probe only, under lock. */
+	 * the knobs, how many slots the last capture filled (a slot beyond
+	 * it holds an older capture's sample: never carried), and the thread
+	 * list's freshness: the task directory's link count (2 + threads)
+	 * when last listed, captures since, and whether the excluded set
+	 * changed. Probe only, under lock. */
 	uint32_t carry_min, carry_max;
-	uint64_t carry_turn;
 	uint32_t carry_prev_n;
+	/* Captures counted, and per slot the count at its last check: a
+	 * slot is carried only while fewer than R captures passed since, so
+	 * the bound holds however the turn, the list or R moved meanwhile. */
+	uint64_t carry_seq;
+	uint64_t *carry_checked;
 	uint64_t task_nlink;
 	uint32_t list_age;
 	bool list_stale;

@@ -351,10 +351,13 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 
 	/* Its CPU clock read before the copy's first schedstat read has
 	 * not moved: it has not run since, so that copy stands. One system
-	 * call and no file (opening a proc file costs more than reading it). */
+	 * call and no file (opening a proc file costs more than reading it).
+	 * Only while carrying (carry_max > 1): the clock alone is the weaker
+	 * test, taken for the many-threads cost; without carrying the full
+	 * check below stays the rule. */
 	entry = sprobe_now_ns();
 	cpu_ok = zp_cpu_ns(t->tid, &cpu0);
-	if (reusable && e->cpu_ok && cpu_ok && cpu0 == e->last_cpu) {
+	if (reusable && c->carry_max > 1 && e->cpu_ok && cpu_ok && cpu0 == e->last_cpu) {
 		zp_keep(s, i, t, prev, entry);
 		return true;
 	}

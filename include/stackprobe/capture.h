@@ -432,8 +432,9 @@ struct sprobe_thread_sample *sprobe_snapshot__thread(struct sprobe_snapshot *s, 
  * for NULL, i out of range, or a capture in flight). MORE: its slot holds
  * the previous capture's sample of the same thread, unchecked, and the
  * next capture may carry it again. LAST: the same, but the next capture
- * re-reads the thread list, which may move the thread to another slot: a
- * user that defers carried weight writes it now. */
+ * checks it (which may drop it) or re-reads the thread list (which may
+ * move it to another slot): a user that defers carried weight writes it
+ * now. */
 enum sprobe_carry {
 	SPROBE_CARRY_NONE = 0,
 	SPROBE_CARRY_MORE = 1,

@@ -203,6 +203,20 @@ static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thre
 	s->slot_carry[i] = 0;
 }
 
+/* Slot i's carried weight if it is tid's, and the slot emptied; weight
+ * another thread left there is counted lost, not given to tid. */
+static uint32_t carry_take(struct sprobe_sampler *s, uint32_t i, pid_t tid)
+{
+	uint32_t w = s->slot_carry[i];
+
+	s->slot_carry[i] = 0;
+	if (w && s->slot_carry_tid[i] != tid) {
+		s->carry_lost += w;
+		return 0;
+	}
+	return w;
+}
+
 /* The probe ends: every carried weight still waiting gets its record. */
 static void carry_flush_all(struct sprobe_sampler *s, uint64_t t)
 {
@@ -256,7 +270,12 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			 * turn or a new thread list, not one a capture). A
 			 * slot keeps its thread while carried (the list is
 			 * re-read only after a LAST). */
+			pid_t tid = sprobe_snapshot__thread(s->snap, i)->tid;
+
 			s->ncarried++;
+			if (s->slot_carry[i] && s->slot_carry_tid[i] != tid)
+				(void)carry_take(s, i, tid);
+			s->slot_carry_tid[i] = tid;
 			if (!sprobe_sampler_poll__engine(s) &&
 			    (++s->slot_carry[i] >= SPROBE_DF_SAMPLE_WEIGHT_MAX ||
 			     carried == SPROBE_CARRY_LAST))
@@ -271,7 +290,9 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		if (e)
 			e->slot = i; /* the sweep finds it there while it is carried */
 		if (ts->drop_reason != SPROBE_DROP_NONE || ts->stage == SPROBE_STAGE_EMPTY) {
-			s->slot_carry[i] = 0; /* its carried captures stood for nothing */
+			/* Written at its LAST unless the check was not
+			 * foreseen (R moved): then its stack is gone. */
+			s->carry_lost += carry_take(s, i, ts->tid);
 			if (ndropped < SPROBE_DF_MAX_DROPPED_TIDS && ts->tid > 0) {
 				s->dropped[ndropped].tid = (uint32_t)ts->tid;
 				s->dropped[ndropped].reason = ts->drop_reason;
@@ -317,7 +338,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
-		uint32_t w = (ts->weight ? ts->weight : 1) + s->slot_carry[i];
+		uint32_t w = (ts->weight ? ts->weight : 1) + carry_take(s, i, ts->tid);
 		uint32_t own = ts->weight;
 
 		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
@@ -326,7 +347,6 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * here; the slot keeps its own weight for the next capture,
 		 * which may keep this header. */
 		ts->weight = w;
-		s->slot_carry[i] = 0;
 		sprobe_stream__push_thread_sample(s->stream, ts, t0);
 		ts->weight = own;
 		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);

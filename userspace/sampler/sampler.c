@@ -97,6 +97,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	sprobe__zfree(s->dropped);
 	sprobe__zfree(s->usage);
 	sprobe__zfree(s->slot_carry);
+	sprobe__zfree(s->slot_carry_tid);
 	free(s);
 }
 
@@ -143,7 +144,9 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
 	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
 	s->slot_carry = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry));
-	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->slot_carry) {
+	s->slot_carry_tid = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry_tid));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->slot_carry ||
+	    !s->slot_carry_tid) {
 		err = ENOMEM;
 		goto fail;
 	}

@@ -103,6 +103,12 @@ struct sprobe_sampler {
 	 * (its stack is the one it was carried with, or it ran meanwhile
 	 * and the error is within one turn). max_threads entries. */
 	uint32_t *slot_carry;
+	/* Whose weight slot_carry[i] is: a failed round can leave it while
+	 * the next list moves another thread into the slot, which must not
+	 * inherit it. Weight so orphaned (its stack is gone), or dropped with
+	 * its thread at an unforeseen check, is counted in carry_lost. */
+	pid_t *slot_carry_tid;
+	uint64_t carry_lost;
 	struct pc_set pcs;
 	/* Source lines deferred (opts.lines_after_ns): frames named without
 	 * their srcline yet, and when the sampler started. */
