@@ -160,8 +160,7 @@ static int give_back(struct sprobe_snapshot *s, uint32_t first, uint32_t n)
  * idle glibc thread) is dead weight held between captures; give it back.
  * A copy made afresh this round is left: its thread ran since the
  * previous capture and will likely run again, and a page given back costs
- * a fault at the next copy (4-8 us per thread here: docs/PERFORMANCE.md
- * "Memory, per thread"). So a thread pays that at most once per blocked
+ * a fault at the next copy (docs/PERFORMANCE.md "Memory, per thread"). So a thread pays that at most once per blocked
  * spell of more than a round. Running threads' copies (method SIGNAL) are
  * left too: their slots are written again at the next capture, inside the
  * handler's window. Consecutive slots go back in one madvise (one TLB

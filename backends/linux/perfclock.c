@@ -8,7 +8,7 @@
  * Why not the CPU timers: Linux checks POSIX CPU timers at its scheduler
  * tick only (run_posix_cpu_timers()), so every sample lands on a tick and
  * a workload whose phases line up with the tick is always seen at the same
- * phase (issue #27: 3:1 ms came out 594:1). A task-clock event is driven
+ * phase (a 3:1 ms split came out 594:1). A task-clock event is driven
  * by an hrtimer that counts the thread's own runtime and is carried across
  * context switches: it overflows after exactly one period of CPU,
  * wherever that falls.
