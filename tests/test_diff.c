@@ -198,6 +198,20 @@ static char *diff_json(struct sprobe_report *a, struct sprobe_report *b)
 	return out;
 }
 
+/* diff_json() of two synthetic recordings, which it then frees with their
+ * buffers. */
+static char *pair_json(struct sprobe_report *ra, struct df_buf *a, struct sprobe_report *rb,
+		       struct df_buf *b)
+{
+	char *json = diff_json(ra, rb);
+
+	sprobe_report__free(ra);
+	sprobe_report__free(rb);
+	df_buf_close(a);
+	df_buf_close(b);
+	return json;
+}
+
 /* Field key ("delta", "ci95", "base_ci95", "significant") of function fn's
  * self (total: its "total" object) in a diff's JSON: v[0] (and v[1] for
  * an interval); returns false when the field is null or missing. */
@@ -240,16 +254,12 @@ static void test_intervals_cover_truth(void **state)
 		struct df_buf a, b;
 		struct sprobe_report *ra = markov_report(0.75, 0.2, 2000, 1000 + i, &a);
 		struct sprobe_report *rb = markov_report(0.5, 0.2, 2000, 5000 + i, &b);
-		char *json = diff_json(ra, rb);
+		char *json = pair_json(ra, &a, rb, &b);
 		double ci[2];
 
 		assert_true(field(json, "hot_a", false, "base_ci95", ci));
 		covered += ci[0] <= 0.75 && 0.75 <= ci[1];
 		free(json);
-		sprobe_report__free(ra);
-		sprobe_report__free(rb);
-		df_buf_close(&a);
-		df_buf_close(&b);
 	}
 	print_message("95 %% intervals covered the true share in %u of %u runs\n", covered, runs);
 	assert_true(covered >= runs * 9 / 10);
@@ -268,16 +278,12 @@ static void test_intervals_with_few_captures(void **state)
 		struct df_buf a, b;
 		struct sprobe_report *ra = rounds_report(0.5, 100, 4, 70000 + i, &a);
 		struct sprobe_report *rb = rounds_report(0.5, 100, 4, 80000 + i, &b);
-		char *json = diff_json(ra, rb);
+		char *json = pair_json(ra, &a, rb, &b);
 		double ci[2];
 
 		assert_true(field(json, "hot_a", false, "base_ci95", ci));
 		covered += ci[0] <= 0.5 && 0.5 <= ci[1];
 		free(json);
-		sprobe_report__free(ra);
-		sprobe_report__free(rb);
-		df_buf_close(&a);
-		df_buf_close(&b);
 	}
 	print_message("4 captures of 100 threads: the interval covered the truth in %u of %u runs\n",
 		      covered, runs);
@@ -293,14 +299,10 @@ static void test_same_program_not_flagged(void **state)
 		struct df_buf a, b;
 		struct sprobe_report *ra = markov_report(0.75, 0.2, 2000, 9000 + i, &a);
 		struct sprobe_report *rb = markov_report(0.75, 0.2, 2000, 19000 + i, &b);
-		char *json = diff_json(ra, rb);
+		char *json = pair_json(ra, &a, rb, &b);
 
 		flagged += any_significant(json);
 		free(json);
-		sprobe_report__free(ra);
-		sprobe_report__free(rb);
-		df_buf_close(&a);
-		df_buf_close(&b);
 	}
 	print_message("A/A: %u of %u pairs flagged a change\n", flagged, runs);
 	assert_true(flagged <= runs / 20);
@@ -315,7 +317,7 @@ static void test_shift_flagged_at_99hz_3s(void **state)
 		struct df_buf a, b;
 		struct sprobe_report *ra = markov_report(0.75, 0.8, 300, 30000 + i, &a);
 		struct sprobe_report *rb = markov_report(0.5, 0.8, 300, 40000 + i, &b);
-		char *json = diff_json(ra, rb);
+		char *json = pair_json(ra, &a, rb, &b);
 		double sig[2], d[2], ci[2];
 
 		assert_true(field(json, "hot_a", false, "significant", sig));
@@ -324,10 +326,6 @@ static void test_shift_flagged_at_99hz_3s(void **state)
 		found += sig[0] == 1 && d[0] < 0;
 		contains += ci[0] <= -0.25 && -0.25 <= ci[1];
 		free(json);
-		sprobe_report__free(ra);
-		sprobe_report__free(rb);
-		df_buf_close(&a);
-		df_buf_close(&b);
 	}
 	print_message("75 %% -> 50 %% at 300 samples: flagged %u of %u, interval held -25 points "
 		      "in %u\n", found, runs, contains);
