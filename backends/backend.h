@@ -51,6 +51,14 @@ struct sprobe_snapshot {
 	 * it, so nothing may reset it. Set and cleared under the capturer's
 	 * lock; read without it only to refuse misuse (-EBUSY). */
 	_Atomic bool inflight;
+	/* Slots the last capture visited, ascending (capturer-owned array;
+	 * has_touched false: every slot below nthreads). A slot below
+	 * nthreads not listed was carried forward unchanged (CARRY_MORE)
+	 * from the capture before: untouched counts them. Lets a round cost
+	 * the threads it checked, not every thread (sprobe_snapshot__touched()). */
+	const uint32_t *touched;
+	uint32_t ntouched, untouched;
+	bool has_touched;
 };
 
 /* zp_kept[i]: the slot was carried forward unchecked

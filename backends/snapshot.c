@@ -96,6 +96,18 @@ void sprobe_snapshot__reset(struct sprobe_snapshot *s)
 	s->nthreads = 0;
 	memset(&s->stats, 0, sizeof(s->stats));
 	s->frames_resolved = false;
+	s->has_touched = false;
+	s->touched = NULL;
+	s->ntouched = s->untouched = 0;
+}
+
+uint32_t sprobe_snapshot__touched(const struct sprobe_snapshot *s, const uint32_t **idx)
+{
+	if (idx)
+		*idx = s && s->has_touched ? s->touched : NULL;
+	if (!s)
+		return 0;
+	return s->has_touched ? s->ntouched : s->nthreads;
 }
 
 uint8_t *sprobe_snapshot__buffer(struct sprobe_snapshot *s, uint32_t i)
@@ -174,8 +186,23 @@ int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 		return -EINVAL;
 	if (atomic_load(&s->inflight))
 		return -EBUSY;
-	for (uint32_t i = 0; i <= s->nthreads; i++) {
+	/* Only a visited slot can hold a copy to give back (a slot carried
+	 * on untouched gave its copy back when its spell began). */
+	uint32_t nv = sprobe_snapshot__touched(s, NULL), prev = UINT32_MAX;
+
+	for (uint32_t k = 0; k <= nv; k++) {
+		uint32_t i = k == nv ? s->nthreads : s->has_touched ? s->touched[k] : k;
 		struct sprobe_thread_sample *t = i < s->nthreads ? &s->samples[i] : NULL;
+
+		/* A run of slots goes back in one call only if contiguous. */
+		if (nrun && i != prev + 1) {
+			int err = give_back(s, run, nrun);
+
+			if (err)
+				return err;
+			nrun = 0;
+		}
+		prev = i;
 		/* A carried slot is read only if its copy is held. */
 		uint8_t kept = t ? s->zp_kept[i] : 0;
 		bool zp = (kept == 1 || (kept & SPROBE_ZP_HELD)) &&
@@ -204,10 +231,13 @@ int sprobe_snapshot__trim(struct sprobe_snapshot *s)
 int sprobe_snapshot__finish(struct sprobe_snapshot *s)
 {
 	struct sprobe_snapshot_stats *st = &s->stats;
-	uint32_t r, captured = 0, dropped = 0, zp = 0;
+	/* Slots not visited were carried on: zero-pause samples, captured. */
+	uint32_t r, captured = s->untouched, dropped = 0, zp = s->untouched;
 	uint64_t pause = 0;
+	uint32_t nv = sprobe_snapshot__touched(s, NULL);
 
-	for (uint32_t i = 0; i < s->nthreads; i++) {
+	for (uint32_t k = 0; k < nv; k++) {
+		uint32_t i = s->has_touched ? s->touched[k] : k;
 		struct sprobe_thread_sample *t = &s->samples[i];
 
 		if (s->zp_kept[i] > 1) {
@@ -246,10 +276,15 @@ int sprobe_snapshot__refinish(struct sprobe_snapshot *s)
 
 	/* Backends record only NO_SLOT without a sample (see
 	 * sprobe_snapshot__drop()); every other count comes from samples. */
-	for (uint32_t i = 0; i < s->nthreads; i++)
+	uint32_t nv = sprobe_snapshot__touched(s, NULL);
+
+	for (uint32_t k = 0; k < nv; k++) {
+		uint32_t i = s->has_touched ? s->touched[k] : k;
+
 		if (s->samples[i].stage == SPROBE_STAGE_EMPTY &&
 		    s->samples[i].drop_reason == SPROBE_DROP_NO_SLOT)
 			no_slot--;
+	}
 	memset(s->stats.dropped, 0, sizeof(s->stats.dropped));
 	s->stats.dropped[SPROBE_DROP_NO_SLOT] = no_slot;
 	return sprobe_snapshot__finish(s);

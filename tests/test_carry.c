@@ -316,7 +316,7 @@ static void test_bound_holds_under_churn(void **state)
 			/* A check follows a LAST: the weight carried so far
 			 * was written before the check could drop it. */
 			if (cv == SPROBE_CARRY_NONE && was[i] == SPROBE_CARRY_MORE)
-				print_message("thread %d checked after MORE at capture %d\n", i, k);
+				print_message("thread %d (slot %d) checked after MORE at capture %d\n", i, at, k);
 			assert_false(cv == SPROBE_CARRY_NONE && was[i] == SPROBE_CARRY_MORE);
 			was[i] = cv;
 			if (cv != SPROBE_CARRY_NONE)
@@ -353,9 +353,9 @@ static void test_bound_holds_under_churn(void **state)
 /*
  * A capture that re-read the list and then failed (no descriptor left to
  * read the maps) leaves the slots as the last good capture filled them,
- * for a list they no longer follow: the next capture must carry none of
- * them (a thread gone since would be carried as alive), and see every
- * live thread.
+ * for a list they no longer follow: the next capture must not carry the
+ * thread gone since as alive (it closes its slot, and the one after frees
+ * it), and must see every live thread.
  */
 static void test_no_carry_after_failed_relist(void **state)
 {
@@ -379,8 +379,8 @@ static void test_no_carry_after_failed_relist(void **state)
 	pthread_join(gone.th, NULL);
 	churn_step(&born[0], 0);
 	churn_step(&born[1], 0);
-	/* The count moved: this capture closes the spells. */
-	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	/* The count moved: the next capture re-reads the list (slots kept
+	 * per thread: at once) and the maps, for the newcomers' stacks. */
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	low = rl;
 	low.rlim_cur = 3;
@@ -390,7 +390,19 @@ static void test_no_carry_after_failed_relist(void **state)
 	print_message("capture with no descriptor left: %d\n", err);
 	assert_true(err < 0);
 	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
-	assert_true(find_tid(r.s, gone_tid) < 0);
+	/* Gone: absent, or its slot closed by this capture (EXITED, or the
+	 * LAST of the spell it was carried in), never carried on. */
+	int at = find_tid(r.s, gone_tid);
+
+	if (at >= 0) {
+		int cv = sprobe_snapshot__carried(r.s, (uint32_t)at);
+
+		assert_true(cv == SPROBE_CARRY_LAST ||
+			    (cv == SPROBE_CARRY_NONE &&
+			     sprobe_snapshot__thread(r.s, (uint32_t)at)->drop_reason == SPROBE_DROP_EXITED));
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		assert_true(find_tid(r.s, gone_tid) < 0);
+	}
 	for (int i = 0; i < NPARK; i++)
 		if (i != NPARK / 2)
 			assert_true(find_tid(r.s, atomic_load(&g_park[i].tid)) >= 0);
@@ -402,6 +414,98 @@ static void test_no_carry_after_failed_relist(void **state)
 	/* unpark_all() ends every parked thread: stand in for the gone one. */
 	assert_int_equal(pthread_create(&g_park[NPARK / 2].th, NULL, park_main, &g_park[NPARK / 2]),
 			 0);
+	unpark_all();
+}
+
+/*
+ * Threads keep their slots while others come and go. Threads older than
+ * the parked ones (lower tids) leave one by one, and two new ones come
+ * each time and go at the next capture, so the count moves at every
+ * capture and, in a list sorted by tid, every parked thread would move to
+ * another slot each time. Each parked thread must stay in the slot it had,
+ * so only its turn checks it (not a re-read and re-walk of every thread).
+ * The slot of a thread that left is closed by the capture that finds it
+ * gone (its last sample, LAST or EXITED, with its tid), is not handed to
+ * a newcomer in that capture, and is free at the next. Slots not in
+ * sprobe_snapshot__touched() are carried on unchanged.
+ */
+#define NOLD 40
+static void check_parked(struct rig *r, const int *at, uint32_t *checks)
+{
+	const uint32_t *idx;
+	uint32_t nv = sprobe_snapshot__touched(r->s, &idx), m = 0;
+
+	assert_non_null(idx);
+	for (uint32_t v = 1; v < nv; v++)
+		assert_true(idx[v - 1] < idx[v]);
+	for (uint32_t i = 0; i < sprobe_snapshot__nthreads(r->s); i++) {
+		bool listed = m < nv && idx[m] == i;
+
+		m += listed;
+		if (!listed && sprobe_snapshot__thread(r->s, i)->tid)
+			assert_int_equal(sprobe_snapshot__carried(r->s, i), SPROBE_CARRY_MORE);
+	}
+	for (int i = 0; i < NPARK; i++) {
+		assert_int_equal(find_tid(r->s, atomic_load(&g_park[i].tid)), at[i]);
+		*checks += sprobe_snapshot__carried(r->s, (uint32_t)at[i]) == SPROBE_CARRY_NONE;
+	}
+}
+
+static void test_slots_stay_under_churn(void **state)
+{
+	struct rig r;
+	static struct parked old[NOLD], nw[2];
+	int at[NPARK];
+	uint32_t checks = 0, closed = 0;
+
+	(void)state;
+	for (int j = 0; j < NOLD; j++)
+		churn_step(&old[j], 0);
+	park_all();
+	if (!rig_new(&r, 16)) {
+		for (int j = 0; j < NOLD; j++)
+			churn_step(&old[j], 1);
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	for (int i = 0; i < NPARK; i++) {
+		at[i] = find_tid(r.s, atomic_load(&g_park[i].tid));
+		assert_true(at[i] >= 0);
+	}
+	for (int k = 0; k < NOLD; k++) {
+		pid_t gone_tid = atomic_load(&old[k].tid);
+		int gone_at = find_tid(r.s, gone_tid);
+
+		assert_true(gone_at >= 0);
+		churn_step(&old[k], 1);
+		churn_step(&nw[0], 0);
+		churn_step(&nw[1], 0);
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		/* Closed by this capture, with its tid; no newcomer's. */
+		const struct sprobe_thread_sample *g = sprobe_snapshot__thread(r.s, (uint32_t)gone_at);
+		int cv = sprobe_snapshot__carried(r.s, (uint32_t)gone_at);
+
+		assert_int_equal(g->tid, gone_tid);
+		assert_true(cv == SPROBE_CARRY_LAST ||
+			    (cv == SPROBE_CARRY_NONE && g->drop_reason == SPROBE_DROP_EXITED));
+		closed += cv == SPROBE_CARRY_LAST;
+		assert_true(find_tid(r.s, atomic_load(&nw[0].tid)) != gone_at);
+		assert_true(find_tid(r.s, atomic_load(&nw[1].tid)) != gone_at);
+		check_parked(&r, at, &checks);
+		churn_step(&nw[0], 1);
+		churn_step(&nw[1], 1);
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		/* Freed: no thread there, or a newcomer. */
+		assert_true(sprobe_snapshot__thread(r.s, (uint32_t)gone_at)->tid != gone_tid);
+		check_parked(&r, at, &checks);
+	}
+	/* R = ceil(~110 / 8) = 14 at first: about 64 / R checks a capture. */
+	print_message("parked threads checked over %d captures with churn: %u (all: %u); "
+		      "%u left while carried\n", 2 * NOLD, checks, 2 * NOLD * NPARK, closed);
+	assert_true(checks <= 2 * NOLD * NPARK / 4);
+	rig_free(&r);
 	unpark_all();
 }
 
@@ -486,6 +590,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_woken_thread_seen_within_a_turn),
 	cmocka_unit_test(test_bound_holds_under_churn),
 	cmocka_unit_test(test_no_carry_after_failed_relist),
+	cmocka_unit_test(test_slots_stay_under_churn),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
 };

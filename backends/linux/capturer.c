@@ -22,18 +22,6 @@ static struct sprobe_capturer *g_owner;
  * a signal from an earlier capturer can never match a later one's slot. */
 static uint64_t g_last_gen;
 
-/* Captures per turn of a carried thread (sprobe_capturer__zp_carry()):
- * 1 when carrying is off. */
-static uint32_t carry_rounds(const struct sprobe_capturer *c)
-{
-	uint32_t r;
-
-	if (!c->zp_on || c->carry_max <= 1 || !c->carry_min)
-		return 1;
-	r = (uint32_t)(((uint64_t)c->ntids + c->carry_min - 1) / c->carry_min);
-	return r < 1 ? 1 : r > c->carry_max ? c->carry_max : r;
-}
-
 /*
  * Everything of a wall capture up to the waiting: enumerate, refresh the
  * ranges, zero-pause what is blocked, decide who gets a signal (their
@@ -48,7 +36,6 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 			   bool *sent)
 {
 	pid_t self;
-	uint32_t nslots, nsent = 0;
 	int err;
 	bool now = c->strategy != SPROBE_STRATEGY_SEQUENTIAL && c->method == SPROBE_METHOD_SIGNAL;
 
@@ -64,23 +51,52 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 	if (!sprobe_lx_chain_front(c))
 		return -EBUSY;
 	self = sprobe_lx_gettid();
-	uint32_t rounds = carry_rounds(c);
+	uint32_t rounds = sprobe_lx_carry_rounds(c);
+	uint32_t nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
+	/* Carrying keeps each thread in its slot while it lives (carry.c):
+	 * in this snapshot only; another one starts the slots over. */
+	bool stable = rounds > 1 && sprobe_lx_stable_on(c);
+
+	if (stable && (c->stable_snap != s || c->zp_snap != s || s->zp_epoch != c->zp_epoch)) {
+		sprobe_lx_stable_reset(c);
+		c->carry_r = 0;
+		c->stable_snap = s;
+		c->list_stale = true;
+		c->carry_prev_n = 0;
+	} else if (stable) {
+		sprobe_lx_stable_free_gone(c, s);
+	}
 	/* With carrying on, the list is what costs O(threads) a capture
 	 * (getdents64, a sort): re-read it when the count moved, else once
 	 * every `rounds` (an exit and a birth in one round keep the count).
-	 * A new list moves threads between slots, which ends their carried
-	 * spells: the capture before it closes them (CARRY_LAST: their
-	 * weight is written with the stack they were carried with) and the
-	 * next one lists. */
+	 * Without stable slots a new list moves threads between slots, which
+	 * ends their carried spells: the capture before it closes them
+	 * (CARRY_LAST: their weight is written with the stack they were
+	 * carried with) and the next one lists. With them, it lists at once. */
 	bool count_moved = sprobe_lx_thread_count_changed(c);
 	bool relist = rounds <= 1 || !c->ntids || c->carry_closing;
 	bool closing = false;
 
 	if (!relist && (c->list_stale || count_moved || ++c->list_age >= rounds)) {
-		closing = c->carry_prev_n > 0;
+		closing = !stable && c->carry_prev_n > 0;
 		relist = !closing;
 	}
-	c->carry_closing = closing;
+	/* Stable slots: the turn a slot belongs to is its index modulo R, so
+	 * a new R would check some carried slots before the capture that
+	 * writes their weight (LAST). R follows the thread count loosely
+	 * (within a quarter), and when it moves, this capture closes every
+	 * spell under the old R and the next takes the new one. */
+	if (stable && c->carry_r && rounds != c->carry_r) {
+		if (!closing && c->carry_prev_n > 0 &&
+		    (rounds * 4 > c->carry_r * 5 || rounds * 4 < c->carry_r * 3)) {
+			closing = true;
+			c->carry_r_next = rounds;
+		}
+		rounds = c->carry_r;
+	} else if (stable && !c->carry_r) {
+		c->carry_r = rounds;
+	}
+	c->carry_closing = closing && !stable;
 	if (relist) {
 		c->list_age = 0;
 		c->list_stale = false;
@@ -114,14 +130,36 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 		s->zp_epoch = ++c->zp_epoch;
 		c->zp_snap = s;
 	}
-	nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
+	if (stable && relist)
+		sprobe_lx_stable_remap(c, s, nslots);
 	/* Every capture counts, closing ones too: a turn that stood still
 	 * while the list was re-read would stretch the wait of the slots
 	 * behind it. A slot is checked at its turn or, whatever the turn,
 	 * R captures after its last check (R may have moved since). */
 	uint64_t seq = ++c->carry_seq;
-	uint32_t turn = rounds > 1 ? (uint32_t)(seq % rounds) : 0;
-	s->stats.threads_total = c->ntids;
+	struct sprobe_lx_visit v = {
+		.s = s,
+		.tids = stable ? c->stable : c->tids,
+		.rounds = rounds,
+		.turn = rounds > 1 ? (uint32_t)(seq % rounds) : 0,
+		.nslots = nslots,
+		.seq = seq,
+		.relist = relist,
+		.closing = closing,
+		.zp_reuse = zp_reuse,
+		.now = now,
+		.stable = stable,
+		.out = c->visit[c->visit_prev ^ 1],
+	};
+	/* Only the due slots when nothing moved since the last capture into
+	 * s: same list, same slots, its visited list at hand. A closing
+	 * capture marks every carried slot LAST: all of them. */
+	bool due = zp_reuse && rounds > 1 && !relist && !closing && c->visit_ok &&
+		   (stable || c->carry_prev_n == (c->ntids < nslots ? c->ntids : nslots));
+
+	/* Stable slots: the threads left (closed here) and those without a
+	 * slot count too. */
+	s->stats.threads_total = c->ntids + (stable ? c->ngone : 0);
 
 	/* Handler parameters for this capture; published by sprobe_lx_arm_slot(). */
 	sprobe_lx_g.ranges = c->ranges;
@@ -130,71 +168,36 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 
 	if (now)
 		sprobe_lx_batch_begin(c);
-	for (uint32_t i = 0; i < c->ntids; i++) {
-		struct sprobe_thread_sample *t;
-		uint32_t why;
+	if (due) {
+		sprobe_lx_visit_due(c, &v);
+		if (stable)
+			s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->stable_noslot;
+		else if (c->ntids > nslots)
+			s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->ntids - nslots;
+	} else {
+		uint32_t n = stable ? c->stable_hi : c->ntids;
 
-		if (i >= nslots) {
-			sprobe_snapshot__drop(s, NULL, SPROBE_DROP_NO_SLOT);
-			continue;
-		}
-		const struct sprobe_thread_sample *prev = NULL;
-		/* Carried last time and the list not re-read: the slot holds
-		 * the same thread's walked zero-pause sample, known without
-		 * reading it (a cold line per thread). Else read it. */
-		uint8_t kv = s->zp_kept[i];
-		bool was_carried = (kv & (SPROBE_ZP_HELD - 1)) > 1 && !relist;
-
-		if (zp_reuse && rounds > 1 && i < c->carry_prev_n && i % rounds != turn &&
-		    seq - c->carry_checked[i] < rounds &&
-		    (was_carried || (s->samples[i].tid == c->tids[i] &&
-				     s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
-				     s->samples[i].stage == SPROBE_STAGE_UNWOUND))) {
-			/* Not its turn: the slot stays as the last capture
-			 * left it (a blocked thread's stack, walked), no
-			 * system call. Its check comes within `rounds`. LAST
-			 * when the next capture lists or checks it: its
-			 * weight is written now, with the stack it was
-			 * carried with, so a check that drops it (gone,
-			 * masked) loses that one capture, not the turn. */
-			bool last = closing || (seq + 1) % rounds == i % rounds ||
-				    seq + 1 - c->carry_checked[i] >= rounds;
-
-			s->zp_kept[i] = (last ? SPROBE_ZP_CARRIED_LAST : SPROBE_ZP_CARRIED) |
-					(was_carried ? kv & SPROBE_ZP_HELD
-						     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
-			if (i >= s->nthreads)
-				s->nthreads = i + 1;
-			s->stats.zp_carried++;
-			continue;
-		}
-		c->carry_checked[i] = seq;
-		if (zp_reuse && s->samples[i].tid == c->tids[i] &&
-		    s->samples[i].method == SPROBE_METHOD_ZERO_PAUSE &&
-		    s->samples[i].stage != SPROBE_STAGE_EMPTY) {
-			/* sample_init() clears the header: keep it. */
-			memcpy(&c->zp_prev, &s->samples[i], offsetof(struct sprobe_thread_sample, frames));
-			prev = &c->zp_prev;
-		}
-		t = sprobe_snapshot__sample_init(s, i, c->tids[i]);
-		if (c->zp_on && sprobe_lx_zp_try(c, s, i, t, prev))
-			continue; /* read while blocked: no signal */
-		why = 0;
-		if (c->nblk > BLK_MAX || sprobe_lx_known_blocked(c, t->tid))
-			why = sprobe_lx_thread_sigcheck(c, t->tid, false);
-		if (!why)
-			sprobe_lx_forget_blocked(c, t->tid);
-		if (why) {
-			sprobe_snapshot__drop(s, t, why);
-		} else if (c->strategy == SPROBE_STRATEGY_SEQUENTIAL) {
-			c->sent[0] = i;
-			sprobe_lx_run_batch(c, s, c->sent, 1);
-		} else if (!now || sprobe_lx_batch_send_one(c, s, i)) {
-			c->sent[nsent++] = i;
-		}
+		for (uint32_t i = 0; i < n; i++)
+			sprobe_lx_visit_slot(c, &v, i);
 	}
+	/* Slots not visited (or visited and carried on unchanged): every
+	 * one with a thread that is not listed. */
+	s->touched = v.out;
+	s->ntouched = v.nout;
+	s->untouched = (due ? c->nstable : v.nlive) - v.nout;
+	if (!stable && due)
+		s->untouched = s->nthreads - v.nout;
+	s->stats.zp_carried += due ? s->untouched : 0;
+	s->has_touched = true;
+	c->visit_prev ^= 1;
+	c->nvisit_prev = v.nout;
+	c->visit_ok = true;
 	c->carry_prev_n = s->nthreads;
-	*nsent_out = nsent;
+	if (c->carry_r_next) {
+		c->carry_r = c->carry_r_next;
+		c->carry_r_next = 0;
+	}
+	*nsent_out = v.nsent;
 	*sent = now;
 	return 0;
 }
@@ -202,9 +205,15 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 /* A stack outside every known range: read the maps before the next one. */
 static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot *s)
 {
-	for (uint32_t i = 0; i < s->nthreads; i++)
+	const uint32_t *idx;
+	uint32_t n = sprobe_snapshot__touched(s, &idx);
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = idx ? idx[k] : k;
+
 		if (s->zp_kept[i] <= 1 && s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
 			c->maps_stale = true; /* (a carried slot is not read) */
+	}
 }
 
 /* The checks every wall capture call starts with; on 0 c->lock is held. */
@@ -497,7 +506,17 @@ struct sprobe_capturer *sprobe_capturer__new(const struct sprobe_capture_opts *o
 						  ~(uintptr_t)(CACHELINE - 1))
 				: NULL;
 	c->carry_checked = sprobe__zcalloc(o.max_threads, sizeof(*c->carry_checked));
-	if (!c->dents || !c->slots || !c->carry_checked) {
+	c->visit[0] = sprobe__zcalloc(o.max_threads, sizeof(uint32_t));
+	c->visit[1] = sprobe__zcalloc(o.max_threads, sizeof(uint32_t));
+	c->stable = sprobe__zcalloc(o.max_threads, sizeof(*c->stable));
+	c->bytid = sprobe__zcalloc(o.max_threads, sizeof(*c->bytid));
+	c->bytid_tmp = sprobe__zcalloc(o.max_threads, sizeof(*c->bytid_tmp));
+	c->free_slots = sprobe__zcalloc(o.max_threads, sizeof(*c->free_slots));
+	c->gone = sprobe__zcalloc(o.max_threads, sizeof(*c->gone));
+	c->slot_gone = sprobe__zcalloc(o.max_threads, 1);
+	if (!c->dents || !c->slots || !c->carry_checked || !c->visit[0] || !c->visit[1] ||
+	    !c->stable || !c->bytid || !c->bytid_tmp || !c->free_slots || !c->gone ||
+	    !c->slot_gone) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -556,6 +575,9 @@ fail:
 	free(c->dents);
 	sprobe__zfree(c->slots_raw);
 	sprobe__zfree(c->carry_checked);
+	sprobe__zfree(c->visit[0]);
+	sprobe__zfree(c->visit[1]);
+	sprobe_lx_stable_free(c);
 	free(c->maps);
 	free(c->ranges);
 	pthread_mutex_destroy(&c->lock);
@@ -598,6 +620,9 @@ void sprobe_capturer__free(struct sprobe_capturer *c)
 	free(c->sent);
 	sprobe__zfree(c->slots_raw);
 	sprobe__zfree(c->carry_checked);
+	sprobe__zfree(c->visit[0]);
+	sprobe__zfree(c->visit[1]);
+	sprobe_lx_stable_free(c);
 	free(c->maps);
 	free(c->ranges);
 	sprobe_snapshot__free(c->cpu_snap);

@@ -13,6 +13,8 @@
  *   capturer.c    wall-capture entry points and the capturer's life cycle
  *   chain.c       the capture signal shared with the program's disposition
  *   state.c       sprobe_lx_g and sprobe_lx_ch, the global state (a leaf)
+ *   carry.c       which slots a wall capture visits; stable slots while
+ *                 blocked threads are carried forward
  *
  * THE SUSPEND-WINDOW RULE (stated once; handler.c holds the handler path and
  * nothing else, every function there and the helpers below tagged
@@ -331,6 +333,22 @@ static inline int ksigaction(int sig, const struct sprobe_ksigaction *act,
 	return syscall(SYS_rt_sigaction, sig, act, old, sizeof(uint64_t)) ? -errno : 0;
 }
 
+struct sprobe_lx_tidslot {
+	pid_t tid;
+	uint32_t slot;
+};
+
+/* One wall capture's walk over its slots (carry.c). */
+struct sprobe_lx_visit {
+	struct sprobe_snapshot *s;
+	const pid_t *tids;	/* slot -> tid: c->stable, or the list */
+	uint32_t rounds, turn, nslots, nsent, nlive;
+	uint64_t seq;
+	bool relist, closing, zp_reuse, now, stable;
+	uint32_t *out;		/* this capture's visited slots */
+	uint32_t nout;
+};
+
 struct sprobe_capturer {
 	int signo;
 	uint32_t method, strategy;
@@ -437,6 +455,27 @@ struct sprobe_capturer {
 	uint32_t list_age;
 	bool list_stale;
 	bool carry_closing;	/* this capture closed the spells: list next */
+	/* The slots a capture visited (s->touched, ascending), two lists
+	 * used in turn: the last capture's (visit[visit_prev], nvisit_prev
+	 * long, valid if visit_ok) tells the next one which slots are not
+	 * carried on and must be looked at again. max_threads each, paged
+	 * in by use. Probe only, under lock. */
+	uint32_t *visit[2];
+	uint32_t nvisit_prev, visit_prev;
+	bool visit_ok;
+	/* Stable slots while carrying (carry.c): slot -> tid (0: free),
+	 * the threads with a slot sorted by tid, free slots, slots whose
+	 * thread left (closed by this capture, freed by the next), and the
+	 * snapshot they index. max_threads entries each, paged in by use. */
+	pid_t *stable;
+	struct sprobe_lx_tidslot *bytid, *bytid_tmp;
+	uint32_t *free_slots, *gone;
+	uint8_t *slot_gone;
+	uint32_t nbytid, nfree, ngone, nstable, stable_hi, stable_noslot;
+	/* The R in effect with stable slots, and the one the next capture
+	 * takes (0: none); see capture_prepare(). */
+	uint32_t carry_r, carry_r_next;
+	const struct sprobe_snapshot *stable_snap;
 	/* Top of a glibc thread stack's mapping minus its TCB, 0 while
 	 * unknown: where a zero-pause copy may stop (zero_pause.c,
 	 * zp_tcb_guess()). Probe only, under lock. */
@@ -548,6 +587,16 @@ uint32_t sprobe_lx_vm_service(struct sprobe_capturer *c, const uint32_t *sent, u
 
 /* zero_pause.c */
 int sprobe_lx_zp_sync(struct sprobe_capturer *c);
+
+/* carry.c: which slots a wall capture visits, and stable slots. */
+uint32_t sprobe_lx_carry_rounds(const struct sprobe_capturer *c);
+bool sprobe_lx_stable_on(const struct sprobe_capturer *c);
+void sprobe_lx_stable_reset(struct sprobe_capturer *c);
+void sprobe_lx_stable_free(struct sprobe_capturer *c);
+void sprobe_lx_stable_free_gone(struct sprobe_capturer *c, struct sprobe_snapshot *s);
+void sprobe_lx_stable_remap(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t nslots);
+void sprobe_lx_visit_slot(struct sprobe_capturer *c, struct sprobe_lx_visit *v, uint32_t i);
+void sprobe_lx_visit_due(struct sprobe_capturer *c, struct sprobe_lx_visit *v);
 struct zp_ent *sprobe_lx_zp_find(struct sprobe_capturer *c, pid_t tid);
 bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint32_t i,
 		      struct sprobe_thread_sample *t, const struct sprobe_thread_sample *prev);

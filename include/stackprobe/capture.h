@@ -443,6 +443,19 @@ enum sprobe_carry {
 SPROBE_API
 int sprobe_snapshot__carried(const struct sprobe_snapshot *s, uint32_t i);
 
+/*
+ * The slots the last capture into s visited: checked, captured, dropped,
+ * or whose carried spell began or ends (CARRY_LAST). Returns how many;
+ * *idx (if idx) gets them in ascending order, or NULL when every slot
+ * below sprobe_snapshot__nthreads() was visited. A slot not listed was
+ * carried forward unchanged (CARRY_MORE) from the capture before, and
+ * nothing about it changed: a round that reads only the listed slots
+ * costs the threads that were checked, not every thread. Valid until the
+ * next capture into s. 0 for NULL.
+ */
+SPROBE_API
+uint32_t sprobe_snapshot__touched(const struct sprobe_snapshot *s, const uint32_t **idx);
+
 /* The stats of the last capture into s (owned by s), or NULL for NULL. */
 SPROBE_API
 const struct sprobe_snapshot_stats *sprobe_snapshot__stats(const struct sprobe_snapshot *s);

@@ -187,43 +187,55 @@ static void exclude_own_threads(struct sprobe_sampler *s)
 	}
 }
 
-/* One record for the captures that carried slot i's thread forward (ts:
- * its carried sample, the stack it was carried with), at t. */
+/* Push ts with weight w (records of at most the file's largest weight),
+ * at t; its own weight is left as it was. */
+static void push_weighted(struct sprobe_sampler *s, struct sprobe_thread_sample *ts, uint64_t w,
+			  uint64_t t)
+{
+	uint32_t own = ts->weight;
+
+	atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
+	while (w) {
+		ts->weight = w > SPROBE_DF_SAMPLE_WEIGHT_MAX ? SPROBE_DF_SAMPLE_WEIGHT_MAX : (uint32_t)w;
+		w -= ts->weight;
+		sprobe_stream__push_thread_sample(s->stream, ts, t);
+	}
+	ts->weight = own;
+}
+
+/* One record for the rounds that carried slot i's thread forward, this one
+ * included (ts: its carried sample, the stack it was carried with), at t. */
 static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thread_sample *ts,
 			uint64_t t)
 {
-	uint32_t own = ts->weight, w = s->slot_carry[i];
-
-	if (!w)
+	if (!s->carry_from[i])
 		return;
-	ts->weight = w;
-	sprobe_stream__push_thread_sample(s->stream, ts, t);
-	atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
-	ts->weight = own;
-	s->slot_carry[i] = 0;
+	push_weighted(s, ts, s->round - s->carry_from[i] + 1, t);
+	s->carry_from[i] = 0;
 }
 
-/* Slot i's carried weight if it is tid's, and the slot emptied; weight
- * another thread left there is counted lost, not given to tid. */
-static uint32_t carry_take(struct sprobe_sampler *s, uint32_t i, pid_t tid)
+/* Slot i's carried rounds before this one if they are tid's, and the
+ * spell ended; rounds another thread left there are counted lost, not
+ * given to tid. */
+static uint64_t carry_take(struct sprobe_sampler *s, uint32_t i, pid_t tid)
 {
-	uint32_t w = s->slot_carry[i];
+	uint64_t w = s->carry_from[i] ? s->round - s->carry_from[i] : 0;
 
-	s->slot_carry[i] = 0;
-	if (w && s->slot_carry_tid[i] != tid) {
+	s->carry_from[i] = 0;
+	if (w && s->carry_tid[i] != tid) {
 		s->carry_lost += w;
 		return 0;
 	}
 	return w;
 }
 
-/* The probe ends: every carried weight still waiting gets its record. */
+/* The probe ends: every carried spell still open gets its record. */
 static void carry_flush_all(struct sprobe_sampler *s, uint64_t t)
 {
 	uint32_t n = sprobe_snapshot__nthreads(s->snap);
 
 	for (uint32_t i = 0; i < n; i++)
-		if (s->slot_carry[i] && sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
+		if (s->carry_from[i] && sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
 			carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t);
 }
 
@@ -255,31 +267,40 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	s->nseen = 0;
 
 	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(s->snap);
-	uint32_t n = sprobe_snapshot__nthreads(s->snap), nwin = 0, ndropped = 0;
+	uint32_t nwin = 0, ndropped = 0;
 
 	if (sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder)) != s->mods_generation)
 		s->mods_generation = sprobe_modules__generation(sprobe_unwinder__modules(s->unwinder));
 
-	s->ncarried = 0;
-	for (uint32_t i = 0; i < n; i++) {
+	/* Only the slots the capture visited: a slot carried on unchanged
+	 * needs nothing (its spell's weight is counted from carry_from when
+	 * it ends), and reading it would cost a cold line per thread. */
+	const uint32_t *touched;
+	uint32_t nv = sprobe_snapshot__touched(s->snap, &touched);
+
+	s->ncarried = st->zp_carried;
+	for (uint32_t k = 0; k < nv; k++) {
+		uint32_t i = touched ? touched[k] : k;
 		int carried = sprobe_snapshot__carried(s->snap, i);
 
 		if (carried != SPROBE_CARRY_NONE) {
-			/* Unchecked, no system call, not even read: its
-			 * weight waits in its slot for its next record (one a
-			 * turn or a new thread list, not one a capture). A
-			 * slot keeps its thread while carried (the list is
-			 * re-read only after a LAST). */
-			pid_t tid = sprobe_snapshot__thread(s->snap, i)->tid;
+			/* Unchecked, no system call: its weight waits for its
+			 * spell's LAST (one record a turn or a new thread
+			 * list, not one a capture). A slot keeps its thread
+			 * while carried (the list is re-read only after a
+			 * LAST). */
+			struct sprobe_thread_sample *cs = sprobe_snapshot__thread(s->snap, i);
 
-			s->ncarried++;
-			if (s->slot_carry[i] && s->slot_carry_tid[i] != tid)
-				(void)carry_take(s, i, tid);
-			s->slot_carry_tid[i] = tid;
-			if (!sprobe_sampler_poll__engine(s) &&
-			    (++s->slot_carry[i] >= SPROBE_DF_SAMPLE_WEIGHT_MAX ||
-			     carried == SPROBE_CARRY_LAST))
-				carry_flush(s, i, sprobe_snapshot__thread(s->snap, i), t0);
+			if (sprobe_sampler_poll__engine(s))
+				continue;
+			if (s->carry_from[i] && s->carry_tid[i] != cs->tid)
+				(void)carry_take(s, i, cs->tid);
+			if (!s->carry_from[i]) {
+				s->carry_from[i] = s->round;
+				s->carry_tid[i] = cs->tid;
+			}
+			if (carried == SPROBE_CARRY_LAST)
+				carry_flush(s, i, cs, t0);
 			continue;
 		}
 
@@ -338,18 +359,12 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		 * counted for this stack (overruns the kernel folded at its
 		 * tick, expiries before the probe collected): one record,
 		 * weighted, instead of copies of the same stack. */
-		uint32_t w = (ts->weight ? ts->weight : 1) + carry_take(s, i, ts->tid);
-		uint32_t own = ts->weight;
+		uint64_t w = (ts->weight ? ts->weight : 1) + carry_take(s, i, ts->tid);
 
-		if (w > SPROBE_DF_SAMPLE_WEIGHT_MAX)
-			w = SPROBE_DF_SAMPLE_WEIGHT_MAX; /* what the file can say */
 		/* Wall mode: the captures that carried it forward count
 		 * here; the slot keeps its own weight for the next capture,
 		 * which may keep this header. */
-		ts->weight = w;
-		sprobe_stream__push_thread_sample(s->stream, ts, t0);
-		ts->weight = own;
-		atomic_fetch_add_explicit(&s->st_samples, w, memory_order_relaxed);
+		push_weighted(s, ts, w, t0);
 	}
 	/* The blocked threads' perf-event samples since the last round. */
 	if (s->bperf)
@@ -359,7 +374,9 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	 * (the first libdw lookup in a module reads its debug file), and a
 	 * process killed meanwhile keeps the samples already in the stream
 	 * (readers take symbols after the samples that use them). */
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t k = 0; k < nv; k++) {
+		uint32_t i = touched ? touched[k] : k;
+
 		if (sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_NONE)
 			continue; /* its pcs were named when it was captured */
 		struct sprobe_thread_sample *ts = sprobe_snapshot__thread(s->snap, i);

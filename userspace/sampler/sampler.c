@@ -96,8 +96,8 @@ static void sampler_free(struct sprobe_sampler *s)
 	sprobe__zfree(s->windows);
 	sprobe__zfree(s->dropped);
 	sprobe__zfree(s->usage);
-	sprobe__zfree(s->slot_carry);
-	sprobe__zfree(s->slot_carry_tid);
+	sprobe__zfree(s->carry_from);
+	sprobe__zfree(s->carry_tid);
 	free(s);
 }
 
@@ -143,10 +143,10 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->windows = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
 	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
-	s->slot_carry = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry));
-	s->slot_carry_tid = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->slot_carry_tid));
-	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->slot_carry ||
-	    !s->slot_carry_tid) {
+	s->carry_from = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->carry_from));
+	s->carry_tid = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->carry_tid));
+	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->carry_from ||
+	    !s->carry_tid) {
 		err = ENOMEM;
 		goto fail;
 	}

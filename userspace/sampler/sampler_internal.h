@@ -98,16 +98,18 @@ struct sprobe_sampler {
 	size_t nents;		/* entries in threads[] */
 	size_t nseen;		/* of them, marked seen this round */
 	size_t ncarried;	/* and carried forward this round (not marked) */
-	/* Per snapshot slot: captures that carried its thread forward
-	 * unchecked since its last record, the weight its next record adds
-	 * (its stack is the one it was carried with, or it ran meanwhile
-	 * and the error is within one turn). max_threads entries. */
-	uint32_t *slot_carry;
-	/* Whose weight slot_carry[i] is: a failed round can leave it while
+	/* Per snapshot slot: the round its thread's carried spell began (0:
+	 * none), whose weight (the rounds since, this one included) its next
+	 * record adds: at the spell's LAST, with the stack it was carried
+	 * with, or at its next capture (it ran meanwhile: the error is
+	 * within one turn). A slot carried on is not read at all in between
+	 * (sprobe_snapshot__touched()). max_threads entries. */
+	uint64_t *carry_from;
+	/* Whose spell carry_from[i] is: a failed round can leave it while
 	 * the next list moves another thread into the slot, which must not
 	 * inherit it. Weight so orphaned (its stack is gone), or dropped with
 	 * its thread at an unforeseen check, is counted in carry_lost. */
-	pid_t *slot_carry_tid;
+	pid_t *carry_tid;
 	uint64_t carry_lost;
 	struct pc_set pcs;
 	/* Source lines deferred (opts.lines_after_ns): frames named without

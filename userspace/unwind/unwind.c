@@ -615,7 +615,17 @@ int sprobe_unwinder__unwind_snapshot(struct sprobe_unwinder *u, struct sprobe_sn
 	/* One round for the whole snapshot: each module is pinned at most
 	 * once, and released after the last thread. */
 	u->in_round = true;
-	for (uint32_t i = 0; i < n; i++) {
+	/* Only the slots the capture visited: the others were carried on,
+	 * walked when they were captured. */
+	const uint32_t *touched;
+	uint32_t nv = sprobe_snapshot__touched(snap, &touched);
+
+	if (touched)
+		done = (int)(n - nv); /* carried on: walked, counted as such */
+
+	for (uint32_t k = 0; k < nv; k++) {
+		uint32_t i = touched ? touched[k] : k;
+
 		/* Carried forward: walked when it was captured, and not
 		 * read here (one cold cache line per thread and round). */
 		if (sprobe_snapshot__carried(snap, i) != SPROBE_CARRY_NONE) {
