@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backends/linux/linux.h"
+#include "userspace/common/fds.h"
 #include "userspace/common/zalloc.h"
 
 uint32_t sprobe_lx_carry_rounds(const struct sprobe_capturer *c)
@@ -197,6 +198,17 @@ void sprobe_lx_visit_slot(struct sprobe_capturer *c, struct sprobe_lx_visit *v, 
 				(was_carried ? kv & SPROBE_ZP_HELD
 					     : s->samples[i].stack_len ? SPROBE_ZP_HELD : 0);
 		s->stats.zp_carried++;
+		/* Its spell begins. When the descriptor budget cannot hold
+		 * every thread's two proc files, a carried thread gives its
+		 * own back: its check is mostly its CPU clock (no file), and
+		 * the threads that run, checked every capture, keep theirs
+		 * instead of opening two files each time. */
+		if (!was_carried && 2 * c->ntids > sprobe_fd__budget()) {
+			struct zp_ent *e = sprobe_lx_zp_find(c, tid);
+
+			if (e && e->sched_fd >= 0)
+				sprobe_lx_zp_close(c, e);
+		}
 		if (last || !was_carried || (kv & (SPROBE_ZP_HELD - 1)) != SPROBE_ZP_CARRIED)
 			v->out[v->nout++] = i;
 		return;
