@@ -12,9 +12,12 @@ order rotated by one per round (interleaved; medians over rounds):
   perf    `perf record -g -F F` (cpu mode only)
 Measured between ready + 0.5 s and ready + S - 0.5 s (the steady state,
 thread creation left out):
-  rate    wall mode: the captures per second the report gives against F;
+  rate    wall mode: captures per second in the steady window against F
+          (rate_run: the report's, over the whole run);
           cpu mode: samples per second of each busy thread against F
   drops   thread-captures dropped (the report's count, all reasons)
+  share   wall mode: % of the idle threads whose weight is within 5 % of
+          the captures they lived through
   cpu     the profiler's own CPU per second of run, in % of one core:
           stackprobe's probe and writer threads and the record process
           (schedstat); perf's process (its work inside the target's
@@ -29,6 +32,7 @@ Usage: threads.py [--build DIR] [--rounds N] [--seconds S]
                   [--modes wall,cpu] [--no-perf]
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -134,7 +138,29 @@ def run(cfg, n, secs, build, tmp):
             die("no samples line in the report of " + " ".join(cmd))
         r["drops"] = int(m.group(3))
         m = re.search(r"rate:\s+([\d.]+) captures/s", rep)
-        r["rate"] = float(m.group(1)) if m else float("nan")
+        r["rate_run"] = float(m.group(1)) if m else float("nan")
+        # The steady window's captures (thread creation and exit left
+        # out, as for the CPU): times are CLOCK_MONOTONIC, as
+        # time.monotonic() on Linux.
+        ct = [ln.split() for ln in subprocess.run(
+            [os.path.join(build, "bench", "capture_times"), data],
+            capture_output=True, text=True).stdout.splitlines() if ln[:1].isdigit()]
+        lo, hi = (t_ready + 0.5) * 1e9, (t_ready + secs - 0.5) * 1e9
+        n_in = sum(1 for t, _ in ct if lo <= int(t) < hi)
+        r["rate"] = n_in / (secs - 1.0)
+        # Idle threads' wall shares: each lived through every capture
+        # that listed all threads (and a few around them): its weight
+        # should be that count, within 5 %.
+        full = sum(1 for _, tot in ct if int(tot) >= n + 3)
+        js = subprocess.run([os.path.join(build, "stackprobe"), "report", "-i", data,
+                             "--format", "json"], capture_output=True, text=True).stdout
+        try:
+            ths = json.loads(js)["threads"]
+        except (ValueError, KeyError):
+            ths = []
+        idle = sorted(t["samples"] for t in ths)[:n] if len(ths) >= n else []
+        r["share_ok"] = (100.0 * sum(1 for w in idle if 0.95 * full <= w <= 1.05 * len(ct))
+                         / len(idle) if idle and full else float("nan"))
         threads = [(int(t.group(3)), int(t.group(1))) for t in
                    re.finditer(r"^\s+(\d+)\s+(\S+)\s+(\d+)\s+[\d.]+%", rep.split("Threads (by samples)")[-1],
                                re.M)]
@@ -197,21 +223,24 @@ def main():
                 rs = res[c]
                 busy = [statistics.median(r["busy"][i] for r in rs if len(r["busy"]) == 2)
                         for i in range(2)] if all(len(r["busy"]) == 2 for r in rs) else []
-                rows.append((n, c, med(rs, "rate"), med(rs, "drops"), med(rs, "cpu"),
+                rows.append((n, c, med(rs, "rate"), med(rs, "rate_run"), med(rs, "share_ok"),
+                             med(rs, "drops"), med(rs, "cpu"),
                              med(rs, "anon") - base_anon, med(rs, "rss") - base_rss,
                              med(rs, "perf_rss"), busy))
-                print("N=%-5d %-4s %-4s %4d Hz: rate %7.1f/s  drops %8.0f  cpu %6.2f %%  "
-                      "anon +%6.0f kB  rss +%6.0f kB  perf rss %6.0f kB  busy %s" %
+                print("N=%-5d %-4s %-4s %4d Hz: rate %7.1f/s (run %7.1f/s)  share ok %5.1f %%  "
+                      "drops %8.0f  cpu %6.2f %%  anon +%6.0f kB  rss +%6.0f kB  "
+                      "perf rss %6.0f kB  busy %s" %
                       (n, c[0], c[1], c[2], rows[-1][2], rows[-1][3], rows[-1][4], rows[-1][5],
-                       rows[-1][6], rows[-1][7], " ".join("%.3f" % b for b in busy)),
-                      flush=True)
+                       rows[-1][6], rows[-1][7], rows[-1][8], rows[-1][9],
+                       " ".join("%.3f" % b for b in busy)), flush=True)
     print("load at end: %s" % load())
-    print("\n| idle threads | profiler | mode | Hz | rate /s | drops | CPU % of a core | "
-          "anon kB added | RSS kB added | busy shares |")
-    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    for n, c, rate, drops, cpu, anon, rss, prss, busy in rows:
-        print("| %d | %s | %s | %d | %.1f | %.0f | %.2f | %s | %s | %s |" %
-              (n, "stackprobe" if c[0] == "sp" else "perf", c[1], c[2], rate, drops, cpu,
+    print("\n| idle threads | profiler | mode | Hz | rate /s | whole run | idle shares ok | "
+          "drops | CPU % of a core | anon kB added | RSS kB added | busy shares |")
+    print("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for n, c, rate, rate_run, share_ok, drops, cpu, anon, rss, prss, busy in rows:
+        print("| %d | %s | %s | %d | %.1f | %.1f | %.1f %% | %.0f | %.2f | %s | %s | %s |" %
+              (n, "stackprobe" if c[0] == "sp" else "perf", c[1], c[2], rate, rate_run, share_ok,
+               drops, cpu,
                "%.0f" % anon if c[0] == "sp" else "-",
                "%.0f" % rss if c[0] == "sp" else "(perf: %.0f)" % prss,
                " / ".join("%.3f" % b for b in busy)))

@@ -8,7 +8,8 @@ $(BUILD)/tests/test_carry: $(BUILD)/stackprobe $(BUILD)/libstackprobe.so $(BUILD
 BENCH_THREADS_ARGS ?=
 
 .PHONY: bench-threads
-bench-threads: $(BUILD)/idlethreads $(BUILD)/stackprobe $(BUILD)/libstackprobe.so
+bench-threads: $(BUILD)/idlethreads $(BUILD)/stackprobe $(BUILD)/libstackprobe.so \
+		$(BUILD)/bench/capture_times
 	$(Q)python3 bench/threads.py --build $(BUILD) $(BENCH_THREADS_ARGS)
 
 BENCH_LANES += bench-threads
