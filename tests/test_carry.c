@@ -526,17 +526,15 @@ static void test_carry_bad_arguments(void **state)
  * carried captures are written once a turn, with their weight.
  */
 #define REC_IDLE 300
-static void test_record_blocked_share(void **state)
+static void record_blocked_share(const char *how)
 {
-	char *out;
+	char *out, cmd[512];
 	const char *path = "build/test-out/carry.data";
 
-	(void)state;
-	assert_int_equal(sprobe_test_run("mkdir -p build/test-out && build/stackprobe record -q "
-					 "--mode wall -F 200 -o build/test-out/carry.data -- "
-					 "build/idlethreads 300 2 2 2>&1",
-					 &out),
-			 0);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p build/test-out && build/stackprobe record -q --mode wall -F 200 "
+		 "-o build/test-out/carry.data -- build/idlethreads 300 2 2 %s 2>&1", how);
+	assert_int_equal(sprobe_test_run(cmd, &out), 0);
 	free(out);
 
 	struct sprobe_datafile_reader *rd = sprobe_datafile_reader__open(path);
@@ -585,6 +583,21 @@ static void test_record_blocked_share(void **state)
 	free(per);
 }
 
+static void test_record_blocked_share(void **state)
+{
+	(void)state;
+	record_blocked_share("");
+}
+
+/* The same with every idle thread blocking every signal (the raw system
+ * call): only zero-pause reads them, and their carried weight must reach
+ * the file as the others' does. */
+static void test_record_masked_share(void **state)
+{
+	(void)state;
+	record_blocked_share("masked");
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_threads_carried),
 	cmocka_unit_test(test_woken_thread_seen_within_a_turn),
@@ -593,6 +606,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_slots_stay_under_churn),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
+	cmocka_unit_test(test_record_masked_share),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -90,6 +90,7 @@ struct sprobe_sampler_status {
 	_Atomic uint32_t threads;
 	_Atomic uint64_t rounds_failed;	/* see sprobe_sampler_stats */
 	_Atomic uint64_t rounds_skipped; /* see sprobe_sampler_stats */
+	_Atomic uint64_t carried_lost;	/* see sprobe_sampler_stats */
 };
 
 struct sprobe_sampler_opts {
@@ -186,6 +187,12 @@ struct sprobe_sampler_stats {
 	/* Wall mode: periods with no round, because the round before ran
 	 * past the next period's start (the rate asked could not be kept). */
 	uint64_t rounds_skipped;
+	/* Wall mode, blocked threads carried forward: captures of a carried
+	 * thread that no record holds (its stack was gone when its weight
+	 * came to be written: a failed round left it behind, or the thread
+	 * went before the capture that writes it). Each is one thread-capture
+	 * not in the profile, counted instead of dropped silently. */
+	uint64_t carried_lost;
 };
 
 struct sprobe_sampler;

@@ -7,15 +7,22 @@
  * Also the many-threads workload (bench/threads.py, tests/test_carry.c):
  * with B, B more threads spin in busy_spin() meanwhile.
  *
- * Usage: idlethreads N S [B]
+ * Usage: idlethreads N S [B [masked]]
+ * masked: each waiter blocks every signal itself first (the raw system
+ * call, which no wrapper sees), as workers of thread pools do: no signal
+ * can reach it, only a reader from outside (zero-pause).
  * Prints "ready PID" on stdout once every thread waits (the bench reads
  * /proc/PID/smaps_rollup from then on), wakes them after S seconds, joins
  * them and exits 0; exit 2 on a bad argument.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -23,7 +30,7 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 /* Apart from cond: a waiter's "one more" wakes main only, not every
  * waiter already there (which would run them all once per new one). */
 static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
-static int go, waiting;
+static int go, waiting, masked;
 static atomic_int stop_busy;
 
 __attribute__((noinline)) static void *busy_spin(void *arg)
@@ -39,6 +46,11 @@ __attribute__((noinline)) static void *busy_spin(void *arg)
 static void *waiter(void *arg)
 {
 	(void)arg;
+	if (masked) {
+		uint64_t all = ~0ull;
+
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, sizeof(all));
+	}
 	pthread_mutex_lock(&lock);
 	waiting++;
 	pthread_cond_signal(&ready_cond);
@@ -54,15 +66,18 @@ int main(int argc, char **argv)
 	long n = -1, secs = -1, busy = 0;
 	pthread_t *t, b[16];
 
-	if (argc >= 3 && argc <= 4) {
+	if (argc >= 3 && argc <= 5) {
 		n = strtol(argv[1], &end, 10);
 		if (!*end)
 			secs = strtol(argv[2], &end, 10);
-		if (!*end && argc == 4)
+		if (!*end && argc >= 4)
 			busy = strtol(argv[3], &end, 10);
+		if (!*end && argc == 5 && strcmp(argv[4], "masked") != 0)
+			end = "x";
+		masked = argc == 5;
 	}
 	if (n < 1 || n > 10000 || secs < 0 || busy < 0 || busy > 16 || *end) {
-		fprintf(stderr, "usage: idlethreads N SECONDS [BUSY]\n");
+		fprintf(stderr, "usage: idlethreads N SECONDS [BUSY [masked]]\n");
 		return 2;
 	}
 	t = calloc((size_t)n, sizeof(*t));

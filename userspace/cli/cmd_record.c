@@ -189,6 +189,9 @@ static void status_line(const struct sprobe_sampler_status *st, uint64_t elapsed
 	uint64_t skipped = atomic_load_explicit(&st->rounds_skipped, memory_order_relaxed);
 	if (skipped)
 		fprintf(stderr, "  rounds skipped %llu (below the asked rate)", (unsigned long long)skipped);
+	uint64_t lost = atomic_load_explicit(&st->carried_lost, memory_order_relaxed);
+	if (lost)
+		fprintf(stderr, "  carried captures lost %llu", (unsigned long long)lost);
 }
 
 int cmd_record(int argc, char **argv)

@@ -429,6 +429,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 	}
 	libs_notice(s);
 	atomic_fetch_add_explicit(&s->st_rounds, 1, memory_order_relaxed);
+	atomic_store_explicit(&s->st_carry_lost, s->carry_lost, memory_order_relaxed);
 	atomic_fetch_add_explicit(&s->st_threads_dropped, st->threads_dropped,
 				  memory_order_relaxed);
 	atomic_store_explicit(&s->st_threads, st->threads_total, memory_order_relaxed);
@@ -443,6 +444,7 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 		atomic_store_explicit(&o->window_median_ns, now.last_window_median_ns,
 				      memory_order_relaxed);
 		atomic_store_explicit(&o->threads, now.threads, memory_order_relaxed);
+		atomic_store_explicit(&o->carried_lost, now.carried_lost, memory_order_relaxed);
 	}
 }
 
@@ -636,6 +638,7 @@ void sprobe_sampler__stats(const struct sprobe_sampler *s, struct sprobe_sampler
 	out->last_error = atomic_load_explicit(&m->st_last_error, memory_order_relaxed);
 	out->last_window_median_ns = atomic_load_explicit(&m->st_window_median, memory_order_relaxed);
 	out->threads = atomic_load_explicit(&m->st_threads, memory_order_relaxed);
+	out->carried_lost = atomic_load_explicit(&m->st_carry_lost, memory_order_relaxed);
 	if (m->stream) {
 		struct sprobe_stream_stats st;
 		sprobe_stream__stats(m->stream, &st);

@@ -127,7 +127,7 @@ struct sprobe_sampler {
 	uint64_t *windows;	/* scratch: window lengths of one round */
 	struct sprobe_df_dropped *dropped; /* scratch */
 
-	_Atomic uint64_t st_rounds_failed, st_rounds_skipped;
+	_Atomic uint64_t st_rounds_failed, st_rounds_skipped, st_carry_lost;
 	_Atomic int32_t st_last_error;
 	_Atomic uint64_t st_rounds, st_samples, st_threads_dropped, st_table_errors,
 		st_window_median;
