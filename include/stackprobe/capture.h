@@ -308,6 +308,11 @@ int sprobe_capturer__zero_pause(const struct sprobe_capturer *c, char *why, size
  * sprobe_snapshot__carried() says so. A thread that ran meanwhile is seen
  * at its next turn, within R captures. The thread list is then re-read
  * only when the thread count changed (one fstat) or once every R captures.
+ * While carrying, a thread keeps its slot for as long as it lives: the
+ * slot of a thread that left is closed by the capture that finds it gone
+ * (CARRY_LAST, or dropped EXITED, with its tid) and is empty from the next
+ * (tid 0, stage EMPTY, not in sprobe_snapshot__touched()) until a new
+ * thread takes it, so empty slots may sit below nthreads.
  * max_rounds 0 or 1 (the default): every thread is checked at every
  * capture. Returns 0, or -EINVAL. Thread-safe (the capturer's lock).
  */
