@@ -75,6 +75,11 @@ struct sprobe_snapshot {
  * Returns 0 or -errno (-ENOTSUP where there is no backend). */
 int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s);
 
+/* The capturer's handle (userspace/common/fds.h) on its directory of the
+ * process's threads (Linux: /proc/self/task), for a caller that opens
+ * per-thread files; -ENOTSUP where there is none. */
+int sprobe_backend__task_dir(const struct sprobe_capturer *c);
+
 /* Forget the previous capture: nthreads 0, stats zeroed, frames_resolved
  * false. Samples are reset lazily by sprobe_snapshot__sample_init(). */
 void sprobe_snapshot__reset(struct sprobe_snapshot *s);

@@ -724,3 +724,8 @@ int sprobe_capturer__include_tid(struct sprobe_capturer *c, pid_t tid)
 	pthread_mutex_unlock(&c->lock);
 	return err;
 }
+
+int sprobe_backend__task_dir(const struct sprobe_capturer *c)
+{
+	return c && c->task_fd >= 0 ? c->task_fd : -ENOTSUP;
+}

@@ -263,10 +263,18 @@ struct zp_ent *sprobe_lx_zp_find(struct sprobe_capturer *c, pid_t tid)
 
 /* A registry handle (userspace/fds.h) for one of tid's proc files, or
  * -errno: -EDQUOT when a CACHE one would pass the descriptor budget. */
-static int zp_open1(pid_t tid, const char *file, enum sprobe_fd_kind kind)
+static int zp_open1(const struct sprobe_capturer *c, pid_t tid, const char *file,
+		    enum sprobe_fd_kind kind)
 {
 	char path[64];
+	int h;
 
+	/* Under the task directory held open: two components to walk, not
+	 * five (/proc/self is a link). */
+	snprintf(path, sizeof(path), "%d/%s", (int)tid, file);
+	h = sprobe_fd__openat(c->task_fd, path, O_RDONLY, kind);
+	if (h != -EBADF)
+		return h;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", (int)tid, file);
 	return sprobe_fd__open(path, O_RDONLY, 0, kind);
 }
@@ -368,14 +376,14 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 		 * unchanged thread costs three system calls, not eight. */
 		enum sprobe_fd_kind kind = cached ? SPROBE_FD_CACHE : SPROBE_FD_TRANSIENT;
 
-		e->sys_fd = cached ? zp_open1(t->tid, "syscall", kind) : -1;
-		e->sched_fd = !cached || e->sys_fd >= 0 ? zp_open1(t->tid, "schedstat", kind) : -1;
+		e->sys_fd = cached ? zp_open1(c, t->tid, "syscall", kind) : -1;
+		e->sched_fd = !cached || e->sys_fd >= 0 ? zp_open1(c, t->tid, "schedstat", kind) : -1;
 		if (cached && (e->sys_fd == -EDQUOT || e->sched_fd == -EDQUOT)) {
 			sprobe_fd__close(e->sys_fd);
 			sprobe_fd__close(e->sched_fd);
 			cached = false;
 			e->sys_fd = -1;
-			e->sched_fd = zp_open1(t->tid, "schedstat", SPROBE_FD_TRANSIENT);
+			e->sched_fd = zp_open1(c, t->tid, "schedstat", SPROBE_FD_TRANSIENT);
 		}
 		if (e->sched_fd < 0 || (cached && e->sys_fd < 0)) {
 			sprobe_fd__close(e->sys_fd);
@@ -409,7 +417,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	}
 	e->last_ok = false;
 	if (e->sys_fd < 0)
-		e->sys_fd = zp_open1(t->tid, "syscall", SPROBE_FD_TRANSIENT);
+		e->sys_fd = zp_open1(c, t->tid, "syscall", SPROBE_FD_TRANSIENT);
 	sc[0] = '\0';
 	if (e->sys_fd < 0 || zp_read(e->sys_fd, sc, sizeof(sc)) <= 0 ||
 	    !zp_parse_syscall(sc, &nr, args, &sp, &pc)) {
@@ -590,8 +598,8 @@ bool sprobe_lx_zp_selftest(struct sprobe_capturer *c)
 		char sc[256], st[128];
 		uint64_t args[6], sp, pc, word;
 		long nr;
-		int sfd = zp_open1(tid, "syscall", SPROBE_FD_TRANSIENT);
-		int tfd = zp_open1(tid, "schedstat", SPROBE_FD_TRANSIENT);
+		int sfd = zp_open1(c, tid, "syscall", SPROBE_FD_TRANSIENT);
+		int tfd = zp_open1(c, tid, "schedstat", SPROBE_FD_TRANSIENT);
 		ssize_t n = sfd >= 0 ? zp_read(sfd, sc, sizeof(sc)) : -1;
 		ssize_t m = tfd >= 0 ? zp_read(tfd, st, sizeof(st)) : -1;
 

@@ -399,3 +399,9 @@ int sprobe_backend__capture(struct sprobe_capturer *c, struct sprobe_snapshot *s
 	pthread_mutex_unlock(&c->lock);
 	return 0;
 }
+
+int sprobe_backend__task_dir(const struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP;
+}

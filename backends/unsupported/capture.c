@@ -127,3 +127,9 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 	(void)max;
 	return -ENOTSUP;
 }
+
+int sprobe_backend__task_dir(const struct sprobe_capturer *c)
+{
+	(void)c;
+	return -ENOTSUP;
+}

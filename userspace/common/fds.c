@@ -376,6 +376,25 @@ int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kin
 	return h;
 }
 
+int sprobe_fd__openat(int dirh, const char *path, int flags, enum sprobe_fd_kind kind)
+{
+	int fd, dfd;
+
+	if (kind == SPROBE_FD_CACHE && atomic_load(&n_cache) >= sprobe_fd__budget())
+		return -EDQUOT; /* as sprobe_fd__open() */
+	dfd = sprobe_fd__get(dirh);
+	if (dfd < 0)
+		return -EBADF;
+	sprobe_fd__alloc_begin();
+	do
+		fd = openat(dfd, path, flags | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	int h = fd < 0 ? -errno : adopt_locked(fd, kind);
+	sprobe_fd__alloc_end();
+	sprobe_fd__put(dirh);
+	return h;
+}
+
 int sprobe_fd__open_file(const char *path)
 {
 	int h = sprobe_fd__open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, SPROBE_FD_TRANSIENT);

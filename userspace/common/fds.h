@@ -104,6 +104,12 @@ int sprobe_fd__adopt_foreign(int fd);
  * must go on: see sprobe_fd__open_raw()). */
 int sprobe_fd__open(const char *path, int flags, mode_t mode, enum sprobe_fd_kind kind);
 
+/* The same, relative to the directory of handle dirh (openat): a path of
+ * one or two components under a directory held open skips the walk from
+ * the root (/proc/self/task/<tid>/<file> per thread: the walk was most of
+ * the open). dirh not a live handle: -EBADF, nothing opened. */
+int sprobe_fd__openat(int dirh, const char *path, int flags, enum sprobe_fd_kind kind);
+
 /* A TRANSIENT read-only open of a file whose path someone else controls
  * (a module of the profiled program, its debug file): O_NONBLOCK and
  * O_NOCTTY, so a FIFO or a device planted there cannot block or take a

@@ -17,6 +17,7 @@
 
 #include "userspace/common/clock.h"
 #include "userspace/common/fds.h"
+#include "backends/backend.h"
 #include "userspace/sampler/sampler_internal.h"
 #include "userspace/symbols/srcline.h"
 
@@ -133,8 +134,18 @@ void sprobe_sampler_emit__thread_name(struct sprobe_sampler *s, pid_t tid)
 {
 	char path[64], name[64];
 	ssize_t n = 0;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
-	int h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	/* Under the capturer's task directory when it has one (a walk of two
+	 * components, not five: a program starting thousands of threads at
+	 * once makes this per thread). */
+	int th = sprobe_backend__task_dir(s->capturer);
+
+	snprintf(path, sizeof(path), "%d/comm", tid);
+	int h = th >= 0 ? sprobe_fd__openat(th, path, O_RDONLY, SPROBE_FD_TRANSIENT) : -EBADF;
+
+	if (h == -EBADF) {
+		snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+		h = sprobe_fd__open(path, O_RDONLY, 0, SPROBE_FD_TRANSIENT);
+	}
 	int fd = sprobe_fd__get(h);
 	if (fd >= 0) {
 		n = read(fd, name, sizeof(name) - 1);
