@@ -106,7 +106,7 @@ struct slot {
 	/* CPU-timer slots: the thread, written before ARMED. Their sample is
 	 * initialised by the handler when the timer fires, not by the probe
 	 * at every re-arm, so an idle thread's sample is never touched (its
-	 * 3.4 KiB stays unpaged: docs/PERFORMANCE.md, "What the agent costs
+	 * header stays unpaged: docs/PERFORMANCE.md, "What the agent costs
 	 * its target"). Wall slots' samples are initialised by the probe. */
 	pid_t tid;
 	uint32_t _pad1;

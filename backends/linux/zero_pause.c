@@ -302,9 +302,9 @@ static bool zp_cpu_ns(pid_t tid, uint64_t *ns)
 
 /* t becomes prev again: the thread has not run since prev's copy was
  * read, so its stack and registers are those. If that copy was unwound,
- * frames[] (which sample_init() leaves alone) still holds its walk: the
- * same bytes give the same frames, so it stays UNWOUND and is not walked
- * again, and the copy itself is not needed (a sprobe_snapshot__trim() may
+ * the slot's frame storage (which sample_init() leaves alone) still holds
+ * its walk: the same bytes give the same frames, so it stays UNWOUND and
+ * is not walked again, and the copy itself is not needed (a sprobe_snapshot__trim() may
  * have given it back: stack_len 0). A copy not unwound is reused only if
  * it is still in its slot. */
 static void zp_keep(struct sprobe_snapshot *s, uint32_t i, struct sprobe_thread_sample *t,
