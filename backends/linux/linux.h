@@ -123,7 +123,6 @@ struct zp_ent {
 	/* Its last zero-pause copy: snapshot index, and the schedstat line
 	 * read after it (last_ok: that copy is still in the slot). */
 	uint32_t slot;
-	uint32_t last_len;
 	bool last_ok;
 	/* The syscall file said "running" last time: ask it first (a thread
 	 * that computes stays running; one read instead of two). */
@@ -132,7 +131,11 @@ struct zp_ent {
 	 * (cpu_ok: read), the cheaper check of the two. */
 	bool cpu_ok;
 	uint64_t last_cpu;
-	char last[96];
+	/* That schedstat line's three counters (run time, run-queue wait,
+	 * switch-ins): the same information as its text in 24 bytes, not 96
+	 * (two entries per thread: docs/PERFORMANCE.md "Memory, per
+	 * thread"). */
+	uint64_t last[3];
 };
 
 /* A readable and writable mapping of the process, from /proc/self/maps. */
