@@ -129,6 +129,16 @@ struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot
 
 /* ---- frame storage (frames.h) ------------------------------------------ */
 
+/* Backends clear and copy a sample up to frames (its header, nframes
+ * included), inside windows too: the storage must all lie past it. */
+_Static_assert(offsetof(struct sprobe_thread_sample, nframes) <
+		       offsetof(struct sprobe_thread_sample, frames) &&
+	       offsetof(struct sprobe_thread_sample, frames) <
+		       offsetof(struct sprobe_thread_sample, frames_cap) &&
+	       offsetof(struct sprobe_thread_sample, frames_cap) <
+		       offsetof(struct sprobe_thread_sample, frames_owner),
+	       "the frames' storage follows the header");
+
 uint32_t sprobe__frames_kind(const struct sprobe_thread_sample *t)
 {
 	if (t->frames_owner == t)

@@ -112,9 +112,10 @@ struct sprobe_frame {
  * sprobe_unwind_pe()) stores them:
  *   - A snapshot's sample: storage of the snapshot's, made by the thread
  *     that walks (outside any window; never by a capture), sized to the
- *     walk and reused while later walks fit; it stays with the slot across
- *     captures (a thread carried forward keeps its walk) and is freed with
- *     the snapshot.
+ *     walk and reused while later walks fit (a walk that does not fit
+ *     moves it: read frames through the sample); it stays with the slot
+ *     across captures (a thread carried forward keeps its walk) and is
+ *     freed with the snapshot.
  *   - A sample you fill yourself: point frames at an array of frames_cap
  *     entries you own (SPROBE_MAX_FRAMES for whole stacks: a walk stops at
  *     frames_cap) and leave frames_owner NULL.
