@@ -77,6 +77,7 @@ struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t t
 	*fresh = true;
 	return e;
 }
+
 void sprobe_sampler_threads__seen(struct sprobe_sampler *s, struct thread_ent *e)
 {
 	if (e->round != s->round) {
