@@ -29,6 +29,8 @@
 struct sprobe_snapshot {
 	uint32_t max_threads;	/* samples[] length */
 	uint32_t nthreads;	/* samples in use after the last capture */
+	uint32_t inited;	/* 1 + highest sample ever initialised: only
+				 * those may own frame storage */
 	size_t max_stack_bytes; /* bytes above SP each buffer can hold */
 	size_t slot_bytes;	/* bytes per stack buffer (cap + red zone,
 				 * rounded up to a page) */
@@ -84,8 +86,9 @@ int sprobe_backend__task_dir(const struct sprobe_capturer *c);
  * false. Samples are reset lazily by sprobe_snapshot__sample_init(). */
 void sprobe_snapshot__reset(struct sprobe_snapshot *s);
 
-/* Prepare sample i for thread tid: fields zeroed, stack pointing at its
- * buffer, stage EMPTY. Does not touch the stack buffer. */
+/* Prepare sample i for thread tid: header zeroed, stack pointing at its
+ * buffer, stage EMPTY. Does not touch the stack buffer nor the frames'
+ * storage (a walk kept by zero-pause or carried forward stays there). */
 struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot *s,
 							  uint32_t i, pid_t tid);
 

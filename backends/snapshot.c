@@ -14,6 +14,7 @@
 #endif
 
 #include "backend.h"
+#include "frames.h"
 
 /* ASYNC-SIGNAL-SAFE: clock_gettime is on the POSIX async-signal-safe list
  * and is a vDSO call on Linux (no lock, no allocation). */
@@ -80,6 +81,9 @@ void sprobe_snapshot__free(struct sprobe_snapshot *s)
 {
 	if (!s)
 		return;
+	for (uint32_t i = 0; s->samples && i < s->inited; i++)
+		if (s->samples[i].frames_owner == &s->samples[i])
+			free(s->samples[i].frames);
 	free(s->samples);
 	free(s->zp_kept);
 #ifdef _WIN32
@@ -120,16 +124,96 @@ struct sprobe_thread_sample *sprobe_snapshot__sample_init(struct sprobe_snapshot
 {
 	struct sprobe_thread_sample *t = &s->samples[i];
 
-	/* frames[] is left alone: nframes = 0 makes it empty, and clearing
-	 * 3 KiB per thread per capture is measurable. */
+	/* The frames' storage is left alone: nframes = 0 makes it empty, and
+	 * the zero-pause kept walks live there (zero_pause.c zp_keep()). */
 	memset(t, 0, offsetof(struct sprobe_thread_sample, frames));
 	t->tid = tid;
 	t->stage = SPROBE_STAGE_EMPTY;
 	t->stack = sprobe_snapshot__buffer(s, i);
+	t->frames_owner = t;
 	s->zp_kept[i] = 0;
 	if (i >= s->nthreads)
 		s->nthreads = i + 1;
+	if (i >= s->inited)
+		s->inited = i + 1;
 	return t;
+}
+
+/* ---- frame storage (frames.h) ------------------------------------------ */
+
+/* Backends clear and copy a sample up to frames (its header, nframes
+ * included), inside windows too: the storage must all lie past it. */
+_Static_assert(offsetof(struct sprobe_thread_sample, nframes) <
+		       offsetof(struct sprobe_thread_sample, frames) &&
+	       offsetof(struct sprobe_thread_sample, frames) <
+		       offsetof(struct sprobe_thread_sample, frames_cap) &&
+	       offsetof(struct sprobe_thread_sample, frames_cap) <
+		       offsetof(struct sprobe_thread_sample, frames_owner),
+	       "the frames' storage follows the header");
+
+uint32_t sprobe__frames_kind(const struct sprobe_thread_sample *t)
+{
+	if (t->frames_owner == t)
+		return SPROBE_FRAMES_OWNED;
+	/* Any other owner: a struct copy of a snapshot's sample (its frames
+	 * are the original's), or a walker's scratch from an earlier walk. */
+	if (!t->frames_owner && t->frames && t->frames_cap)
+		return SPROBE_FRAMES_CALLER;
+	return SPROBE_FRAMES_NONE;
+}
+
+uint32_t sprobe__frames_begin(struct sprobe_thread_sample *t, struct sprobe_frame *scratch,
+			      struct sprobe_frames_walk *w)
+{
+	w->kind = sprobe__frames_kind(t);
+	w->keep = t->frames;
+	w->keep_cap = t->frames_cap;
+	if (w->kind == SPROBE_FRAMES_CALLER)
+		return t->frames_cap < SPROBE_MAX_FRAMES ? t->frames_cap : SPROBE_MAX_FRAMES;
+	t->frames = scratch;
+	t->frames_cap = SPROBE_MAX_FRAMES;
+	/* NONE: not NULL, so that the next walk sees "not the caller's" and
+	 * points it at that walker's scratch again. */
+	if (w->kind == SPROBE_FRAMES_NONE)
+		t->frames_owner = scratch;
+	return SPROBE_MAX_FRAMES;
+}
+
+/* Entries a walk of n frames gets: a multiple of 8 (192 bytes), so that a
+ * thread whose depth moves by a frame or two keeps its storage. */
+static uint32_t frames_class(uint32_t n)
+{
+	return (n + 7) & ~7u;
+}
+
+int sprobe__frames_end(struct sprobe_thread_sample *t, struct sprobe_frames_walk *w)
+{
+	const struct sprobe_frame *walked = t->frames;
+	uint32_t n = t->nframes, want = frames_class(n);
+	int err = 0;
+
+	if (w->kind != SPROBE_FRAMES_OWNED)
+		return 0;
+	t->frames = w->keep;
+	t->frames_cap = w->keep_cap;
+	/* Grown when the walk does not fit; shrunk when the storage is more
+	 * than twice what it needs (a thread that was deep once does not keep
+	 * 3 KiB for ever), never for an empty walk. */
+	if (n > t->frames_cap || (n && t->frames_cap > 2 * want)) {
+		struct sprobe_frame *f = malloc((size_t)want * sizeof(*f));
+
+		if (f) {
+			free(t->frames);
+			t->frames = f;
+			t->frames_cap = want;
+		} else if (n > t->frames_cap) {
+			n = t->nframes = t->frames_cap;
+			err = -ENOMEM;
+		}
+	}
+	if (n)
+		memcpy(t->frames, walked, (size_t)n * sizeof(*walked));
+	return err;
 }
 
 void sprobe_snapshot__drop(struct sprobe_snapshot *s, struct sprobe_thread_sample *t,

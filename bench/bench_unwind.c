@@ -110,7 +110,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_unwind: could not capture the worker\n");
 		return 1;
 	}
+	/* Copies of the capture, walked over and over: each with frame
+	 * storage of its own (a copy must not write the snapshot's). */
+	static struct sprobe_frame s_frames[SPROBE_MAX_FRAMES], fps_frames[SPROBE_MAX_FRAMES];
+
 	s = *t;
+	s.frames = s_frames;
+	s.frames_cap = SPROBE_MAX_FRAMES;
+	s.frames_owner = NULL;
 
 	u = sprobe_unwinder__new(NULL);
 	mods = sprobe_unwinder__modules(u);
@@ -121,6 +128,9 @@ int main(int argc, char **argv)
 	uint32_t dwarf_frames = s.nframes;
 	struct sprobe_thread_sample fps = *t;
 
+	fps.frames = fps_frames;
+	fps.frames_cap = SPROBE_MAX_FRAMES;
+	fps.frames_owner = NULL;
 	sprobe_unwind_fp(&fps);
 	printf("bench_unwind: one capture, %zu stack bytes; DWARF walk: %u frames (stop %s), "
 	       "FP walk: %u frames\n", t->stack_len, dwarf_frames, sprobe_unwind_stop__str(why),

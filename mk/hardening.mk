@@ -35,7 +35,7 @@ TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_str
 # __attribute__((no_sanitize_address)) plus a non-intercepted copy in the
 # handler, would leave the window's copy unchecked in every build. Every
 # other test is fully checked.
-ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_capture_torture test_pause test_pause_offcpu test_pause_merge \
+ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_unwind_storage test_sampler_threads test_capture_torture test_pause test_pause_offcpu test_pause_merge \
 			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
 			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause
 # test_capture interposes malloc/calloc/free to prove the capture path does

@@ -65,7 +65,7 @@ $(UNWIND_PLTLIBS): $(UNWIND_PLTSRC)
 
 $(BUILD)/tests/test_symbolize: $(UNWIND_TESTLIBS) $(UNWIND_PLTLIBS)
 # The unwind tests, one theme per program (tests/test_unwind*.c).
-UNWIND_TEST_NAMES := test_unwind test_unwind_limits
+UNWIND_TEST_NAMES := test_unwind test_unwind_limits test_unwind_storage
 $(addprefix $(BUILD)/tests/,$(UNWIND_TEST_NAMES)): $(UNWIND_TESTLIBS)
 # The known-stack test: callers must be found by CFI, not frame pointers.
 $(addprefix $(BUILD)/tests/,$(UNWIND_TEST_NAMES)): TEST_CFLAGS += -O2 -fomit-frame-pointer -fasynchronous-unwind-tables

@@ -361,9 +361,14 @@ static void test_vm_readv_method(void **state)
 
 static uint64_t fake_stack[1024];
 
+static struct sprobe_frame fake_frames[SPROBE_MAX_FRAMES];
+
+/* A sample of the caller's, with frame storage of its own. */
 static void fake_sample(struct sprobe_thread_sample *t, size_t words)
 {
 	memset(t, 0, sizeof(*t));
+	t->frames = fake_frames;
+	t->frames_cap = SPROBE_MAX_FRAMES;
 	t->stage = SPROBE_STAGE_RAW;
 	t->stack = (const uint8_t *)fake_stack;
 	t->stack_addr = 0x7f0000000000ull;
@@ -441,6 +446,21 @@ static void test_unwind_fp_hostile(void **state)
 	/* ...and not duplicated when the function already saved it. */
 	t.lr = 0x402000;
 	assert_int_equal(sprobe_unwind_fp(&t), 2);
+	/* A shorter array of the caller's bounds the walk. */
+	fake_sample(&t, 1024);
+	t.fp = FAKE_ADDR(0);
+	for (int i = 0; i < 500; i++) {
+		fake_stack[2 * i] = FAKE_ADDR(2 * i + 2);
+		fake_stack[2 * i + 1] = 0x500000 + (uint64_t)i;
+	}
+	t.frames_cap = 5;
+	assert_int_equal(sprobe_unwind_fp(&t), 5);
+	/* No storage of its own (a zeroed struct): refused, nothing written. */
+	fake_sample(&t, 64);
+	t.frames = NULL;
+	t.frames_cap = 0;
+	assert_int_equal(sprobe_unwind_fp(&t), -ENOBUFS);
+	assert_null(t.frames);
 	/* Not captured: refused. */
 	fake_sample(&t, 64);
 	t.stage = SPROBE_STAGE_EMPTY;

@@ -422,6 +422,7 @@ static void test_thread_sample_to_datafile(void **state)
 {
 	struct sprobe_stream_opts opts = { .sz = sizeof(opts), .capacity_bytes = 4096 };
 	static struct sprobe_thread_sample ts;
+	static struct sprobe_frame frames[5];
 	struct sprobe_df_record hdr = { .type = SPROBE_DF_HEADER, .header = { .pid = 7 } };
 	struct sprobe_stream_stats st;
 	struct df_buf b;
@@ -436,6 +437,8 @@ static void test_thread_sample_to_datafile(void **state)
 	ts.signal_ns = 100;
 	ts.entry_ns = 110;
 	ts.exit_ns = 150;
+	ts.frames = frames;
+	ts.frames_cap = 5;
 	ts.nframes = 5;
 	for (int i = 0; i < 5; i++)
 		ts.frames[i].pc = 0x400000 + (uint64_t)i * 0x10;

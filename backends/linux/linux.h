@@ -108,7 +108,7 @@ struct slot {
 	/* CPU-timer slots: the thread, written before ARMED. Their sample is
 	 * initialised by the handler when the timer fires, not by the probe
 	 * at every re-arm, so an idle thread's sample is never touched (its
-	 * 3.4 KiB stays unpaged: docs/PERFORMANCE.md, "What the agent costs
+	 * header stays unpaged: docs/PERFORMANCE.md, "What the agent costs
 	 * its target"). Wall slots' samples are initialised by the probe. */
 	pid_t tid;
 	uint32_t _pad1;
@@ -125,7 +125,6 @@ struct zp_ent {
 	/* Its last zero-pause copy: snapshot index, and the schedstat line
 	 * read after it (last_ok: that copy is still in the slot). */
 	uint32_t slot;
-	uint32_t last_len;
 	bool last_ok;
 	/* The syscall file said "running" last time: ask it first (a thread
 	 * that computes stays running; one read instead of two). */
@@ -134,7 +133,11 @@ struct zp_ent {
 	 * (cpu_ok: read), the cheaper check of the two. */
 	bool cpu_ok;
 	uint64_t last_cpu;
-	char last[96];
+	/* That schedstat line's three counters (run time, run-queue wait,
+	 * switch-ins): the same information as its text in 24 bytes, not 96
+	 * (two entries per thread: docs/PERFORMANCE.md "Memory, per
+	 * thread"). */
+	uint64_t last[3];
 };
 
 /* A readable and writable mapping of the process, from /proc/self/maps. */

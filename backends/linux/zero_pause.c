@@ -91,6 +91,24 @@ static bool zp_parse_syscall(const char *p, long *nr, uint64_t args[6], uint64_t
 	return true;
 }
 
+/* "run_ns wait_ns switches\n": /proc/self/task/T/schedstat, as the
+ * kernel prints it. False for anything else, which is then never taken
+ * for an unchanged thread. */
+static bool zp_parse_schedstat(const char *p, uint64_t v[3])
+{
+	for (int k = 0; k < 3; k++) {
+		const char *q = p;
+
+		v[k] = 0;
+		for (; *p >= '0' && *p <= '9'; p++)
+			v[k] = v[k] * 10 + (uint64_t)(*p - '0');
+		if (p == q || p - q > 19 || *p != (k < 2 ? ' ' : '\n'))
+			return false;
+		p++;
+	}
+	return *p == '\0';
+}
+
 /* Probe-side stack bounds: the rw mapping that holds sp, [lo, hi). No
  * thread pointer cap (it belongs to the target, not to us): the copy goes
  * to the mapping's end (capped), with process_vm_readv, so a neighbouring
@@ -310,9 +328,9 @@ static bool zp_cpu_ns(pid_t tid, uint64_t *ns)
 
 /* t becomes prev again: the thread has not run since prev's copy was
  * read, so its stack and registers are those. If that copy was unwound,
- * frames[] (which sample_init() leaves alone) still holds its walk: the
- * same bytes give the same frames, so it stays UNWOUND and is not walked
- * again, and the copy itself is not needed (a sprobe_snapshot__trim() may
+ * the slot's frame storage (which sample_init() leaves alone) still holds
+ * its walk: the same bytes give the same frames, so it stays UNWOUND and
+ * is not walked again, and the copy itself is not needed (a sprobe_snapshot__trim() may
  * have given it back: stack_len 0). A copy not unwound is reused only if
  * it is still in its slot. */
 static void zp_keep(struct sprobe_snapshot *s, uint32_t i, struct sprobe_thread_sample *t,
@@ -343,7 +361,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 {
 	struct zp_ent tmp = { .tid = t->tid, .sys_fd = -1, .sched_fd = -1 }, *e = sprobe_lx_zp_find(c, t->tid);
 	char a[128], b[128], sc[256];
-	uint64_t args[6], sp, pc, lo, hi, entry, done;
+	uint64_t args[6], sp, pc, lo, hi, entry, done, now3[3];
 	ssize_t na, nb;
 	long nr;
 	bool ok = false, blocked = false, cached = true, gd = false;
@@ -408,7 +426,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	na = zp_read(e->sched_fd, a, sizeof(a));
 	if (na <= 0)
 		goto out;
-	if (reusable && (size_t)na == e->last_len && memcmp(a, e->last, (size_t)na) == 0) {
+	if (reusable && zp_parse_schedstat(a, now3) && memcmp(now3, e->last, sizeof(now3)) == 0) {
 		/* Not switched in since the schedstat read that closed its
 		 * previous copy: one read instead of four. */
 		zp_keep(s, i, t, prev, entry);
@@ -497,9 +515,7 @@ bool sprobe_lx_zp_try(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint
 	ok = true;
 	/* Remembered in the thread's entry even when its files are not
 	 * held: the next check is then one read of schedstat. */
-	if (e != &tmp && (size_t)nb <= sizeof(e->last)) {
-		memcpy(e->last, b, (size_t)nb);
-		e->last_len = (uint32_t)nb;
+	if (e != &tmp && zp_parse_schedstat(b, e->last)) {
 		e->slot = i;
 		e->last_ok = true;
 		/* Read before the first schedstat read: if it ran between

@@ -27,6 +27,8 @@
 
 #include <stackprobe/win.h>
 
+#include "backends/frames.h"
+
 struct copy_map {
 	uint64_t orig_lo, orig_hi;	/* original stack range */
 	uint64_t copy_lo, copy_hi;	/* where those bytes are now */
@@ -246,10 +248,9 @@ static void push_frame(struct sprobe_thread_sample *s, uint64_t pc, uint64_t fp,
 	f->_pad = 0;
 }
 
-int sprobe_unwind_pe(struct sprobe_thread_sample *s)
+/* The walk, into s->frames[0..max). */
+static int walk(struct sprobe_thread_sample *s, uint32_t max)
 {
-	if (!s || s->stage != SPROBE_STAGE_RAW || !s->stack || !s->stack_len)
-		return -EINVAL;
 
 	struct copy_map m = {
 		.orig_lo = s->stack_addr,
@@ -264,7 +265,7 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s)
 	s->nframes = 0;
 	push_frame(s, PC(&ctx), SP(&ctx), SPROBE_FRAME_IP);
 
-	while (s->nframes < SPROBE_MAX_FRAMES) {
+	while (s->nframes < max) {
 		uint64_t pc = PC(&ctx), sp = SP(&ctx);
 		struct translation tr;
 		translate_in(&ctx, &m, &tr);
@@ -324,6 +325,24 @@ int sprobe_unwind_pe(struct sprobe_thread_sample *s)
 			break;
 	}
 	s->stage = SPROBE_STAGE_UNWOUND;
+	return (int)s->nframes;
+}
+
+int sprobe_unwind_pe(struct sprobe_thread_sample *s)
+{
+	struct sprobe_frame scratch[SPROBE_MAX_FRAMES];
+	struct sprobe_frames_walk w;
+	uint32_t max;
+
+	if (!s || s->stage != SPROBE_STAGE_RAW || !s->stack || !s->stack_len)
+		return -EINVAL;
+	/* A snapshot's sample: through scratch, then kept in its storage;
+	 * the caller's array: straight in (backends/frames.h). */
+	if (sprobe__frames_kind(s) == SPROBE_FRAMES_NONE)
+		return -ENOBUFS;
+	max = sprobe__frames_begin(s, scratch, &w);
+	walk(s, max);
+	sprobe__frames_end(s, &w);
 	return (int)s->nframes;
 }
 

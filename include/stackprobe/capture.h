@@ -105,6 +105,25 @@ struct sprobe_frame {
 /*
  * One thread's capture. Owned by its snapshot; valid until the next capture
  * into the same snapshot or until the snapshot is freed.
+ *
+ * Frames are stored apart from the sample, so that a slot costs what its
+ * walk holds, not SPROBE_MAX_FRAMES (docs/PERFORMANCE.md "Memory, per
+ * thread"). Where a walk (sprobe_unwinder__unwind(), sprobe_unwind_fp(),
+ * sprobe_unwind_pe()) stores them:
+ *   - A snapshot's sample: storage of the snapshot's, made by the thread
+ *     that walks (outside any window; never by a capture), sized to the
+ *     walk and reused while later walks fit (a walk that does not fit
+ *     moves it: read frames through the sample); it stays with the slot
+ *     across captures (a thread carried forward keeps its walk) and is
+ *     freed with the snapshot.
+ *   - A sample you fill yourself: point frames at an array of frames_cap
+ *     entries you own (SPROBE_MAX_FRAMES for whole stacks: a walk stops at
+ *     frames_cap) and leave frames_owner NULL.
+ *   - No storage (frames NULL, as in a zeroed struct) or a struct copy of
+ *     another sample (which shares the original's frames, and must not
+ *     write them: frames_owner tells): sprobe_unwinder__unwind() stores
+ *     into the unwinder's own buffer, valid until its next walk or its
+ *     free; sprobe_unwind_fp() and sprobe_unwind_pe() return -ENOBUFS.
  */
 struct sprobe_thread_sample {
 	pid_t tid;
@@ -137,10 +156,19 @@ struct sprobe_thread_sample {
 	 * timer expired again before the probe collected it). 0 in a wall
 	 * capture (one sample). */
 	uint32_t weight;
-	/* Frames, once unwound (stage == UNWOUND). nframes may be 0 for an
-	 * unwalkable stack: check sprobe_snapshot__frames_resolved(). */
+	/* Frames, once unwound (stage == UNWOUND): frames[0..nframes). nframes
+	 * may be 0 for an unwalkable stack: check
+	 * sprobe_snapshot__frames_resolved(). */
 	uint32_t nframes;
-	struct sprobe_frame frames[SPROBE_MAX_FRAMES];
+	/* Their storage, frames_cap entries (see above). Everything before
+	 * frames is the sample's header: backends clear and copy it, never
+	 * the storage. */
+	struct sprobe_frame *frames;
+	uint32_t frames_cap;
+	uint32_t _pad;
+	/* Private to the library: the sample whose snapshot owns frames
+	 * (itself, for a snapshot's sample); NULL when the caller's. */
+	const void *frames_owner;
 };
 
 struct sprobe_snapshot_stats {
@@ -506,10 +534,14 @@ const char *sprobe_drop_reason__str(uint32_t reason);
  * it yet; then the frame-record chain. Every read is bounds-checked against
  * the copy; the walk stops at a NULL or unaligned frame pointer, a frame
  * pointer that does not strictly increase (loops), a zero return address,
- * the end of the copy, or SPROBE_MAX_FRAMES. Fills t->frames/nframes and
- * sets stage UNWOUND.
+ * the end of the copy, or SPROBE_MAX_FRAMES (frames_cap for storage of the
+ * caller's). Fills t->frames/nframes and sets stage UNWOUND.
  * Returns the number of frames (>= 1), -EINVAL for NULL, -ENODATA if t was
- * not captured (stage EMPTY). Reentrant (touches only t); async-signal-safe.
+ * not captured (stage EMPTY), -ENOBUFS if t has no storage of its own (see
+ * struct sprobe_thread_sample). A snapshot's sample whose walk outgrows its
+ * storage gets more (malloc; if that fails, the walk is cut to what fits).
+ * Reentrant (touches only t); async-signal-safe when t's storage is the
+ * caller's.
  */
 SPROBE_API
 int sprobe_unwind_fp(struct sprobe_thread_sample *t);

@@ -156,8 +156,11 @@ struct sprobe_modules *sprobe_unwinder__modules(struct sprobe_unwinder *u);
 
 /*
  * Unwind one sample: fills s->frames / s->nframes and sets s->stage to
- * SPROBE_STAGE_UNWOUND. Leaves every other field (truncated included)
- * untouched. Does NOT refresh the inventory: call
+ * SPROBE_STAGE_UNWOUND. Leaves every other field of the header (truncated
+ * included) untouched. Where the frames go (a snapshot's storage, grown
+ * with malloc when the walk needs it; the caller's array, whose frames_cap
+ * bounds the walk; else this unwinder's own buffer): struct
+ * sprobe_thread_sample in <stackprobe/capture.h>. Does NOT refresh the inventory: call
  * sprobe_modules__refresh(sprobe_unwinder__modules(u)) first if objects may
  * have been loaded since (sprobe_unwinder__unwind_snapshot() does).
  * Returns the number of frames (>= 0; 0 only when even the ip is unusable),

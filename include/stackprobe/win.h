@@ -117,8 +117,9 @@ int sprobe_win_modules__symbolize(const struct sprobe_win_modules *mods, uint64_
  *
  * On success fills s->frames (frame 0 = the captured ip, method IP; the
  * rest method PE), sets s->nframes and s->stage = SPROBE_STAGE_UNWOUND and
- * returns the number of frames. Returns -EINVAL if s is NULL or not a RAW
- * sample with a stack copy. Reads only the copy and the code/unwind data
+ * returns the number of frames (frames stored as sprobe_unwind_fp() does:
+ * see struct sprobe_thread_sample). Returns -EINVAL if s is NULL or not a
+ * RAW sample with a stack copy, -ENOBUFS if s has no frame storage. Reads only the copy and the code/unwind data
  * of loaded images: the images must still be loaded (capture and unwind in
  * the same process, soon after). Thread-safe for distinct samples; NOT
  * async-signal-safe (RtlLookupFunctionEntry may take the loader's lock).

@@ -53,6 +53,7 @@ extern int *__error(void);
 #define EALREADY 37
 #define EPROTONOSUPPORT 43
 #define ENOTSUP 45
+#define ENOBUFS 55
 #define ETIMEDOUT 60
 #define ELOOP 62
 #define ENAMETOOLONG 63

@@ -73,7 +73,7 @@ struct sprobe_ext {
 	size_t ring_len, ring_lens[MAX_CPUS];
 	/* The sample layout asked for (xsample.h reads it). */
 	uint64_t sample_type, regs_mask;
-	struct sprobe_thread_sample *scratch; /* one walk's (big) */
+	struct sprobe_thread_sample *scratch; /* one walk's (its frames: the unwinder's buffer) */
 	pid_t root;
 	uint32_t root_exec, root_ppid; /* sprobe_ext__set_root() */
 	double freq;

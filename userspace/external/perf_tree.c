@@ -288,7 +288,9 @@ static void on_record(struct sprobe_ext *x, const struct perf_event_header *h, c
 			im->pcs = v;
 			im->cappcs = cap;
 		}
-		if (!x->scratch && !(x->scratch = malloc(sizeof(*x->scratch))))
+		/* Zeroed: no frame storage of its own, so its walks use the
+		 * unwinder's buffer (struct sprobe_thread_sample). */
+		if (!x->scratch && !(x->scratch = calloc(1, sizeof(*x->scratch))))
 			return;
 		struct xsample *s = &im->s[im->n];
 

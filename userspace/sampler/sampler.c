@@ -93,6 +93,7 @@ static void sampler_free(struct sprobe_sampler *s)
 	free(s->pcs.keys);
 	free(s->lines_pending);
 	sprobe__zfree(s->threads);
+	sprobe__zfree(s->tidx);
 	sprobe__zfree(s->windows);
 	sprobe__zfree(s->dropped);
 	sprobe__zfree(s->usage);
@@ -139,13 +140,16 @@ struct sprobe_sampler *sprobe_sampler__start(const struct sprobe_sampler_opts *o
 	s->threads_cap = 1;
 	while (s->threads_cap < 2 * (size_t)s->opts.max_threads)
 		s->threads_cap <<= 1;
+	/* Both resident only where written: the entries densely, the index
+	 * where its tids hash (threads.c). */
 	s->threads = sprobe__zcalloc(s->threads_cap, sizeof(*s->threads));
+	s->tidx = sprobe__zcalloc(s->threads_cap, sizeof(*s->tidx));
 	s->windows = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->windows));
 	s->dropped = sprobe__zcalloc(SPROBE_DF_MAX_DROPPED_TIDS, sizeof(*s->dropped));
 	s->usage = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->usage));
 	s->carry_from = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->carry_from));
 	s->carry_tid = sprobe__zcalloc(s->opts.max_threads, sizeof(*s->carry_tid));
-	if (!s->threads || !s->windows || !s->dropped || !s->usage || !s->carry_from ||
+	if (!s->threads || !s->tidx || !s->windows || !s->dropped || !s->usage || !s->carry_from ||
 	    !s->carry_tid) {
 		err = ENOMEM;
 		goto fail;

@@ -93,7 +93,14 @@ struct sprobe_sampler {
 	 * libs_notice()'s table). */
 	uint32_t libs_noticed;
 
-	struct thread_ent *threads; /* open addressing, cap power of two */
+	/* threads[0..nents) dense, found by tid through tidx (open
+	 * addressing, threads_cap slots, a power of two; pos 0: empty, else
+	 * 1 + the entry's index): threads.c. */
+	struct thread_ent *threads;
+	struct thread_idx {
+		pid_t tid;
+		uint32_t pos;
+	} *tidx;
 	size_t threads_cap;
 	size_t nents;		/* entries in threads[] */
 	size_t nseen;		/* of them, marked seen this round */

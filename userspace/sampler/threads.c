@@ -27,9 +27,30 @@
 
 /* ---- tid -> thread_ent ------------------------------------------------ */
 
+/*
+ * The entries are dense (threads[0..nents)) and found through an index
+ * (open addressing, tid -> position). A hash spreads what it holds over
+ * the whole table: 80-byte entries hashed into a table sized for
+ * 2 x max_threads faulted in a page for nearly every thread (2.5 MiB at
+ * 1 000 threads). Dense entries cost their threads' bytes; the index, 8
+ * bytes a slot, at most 256 KiB (docs/PERFORMANCE.md "Memory, per
+ * thread"). Invariant: for every entry k < nents, the index holds
+ * {threads[k].tid, k + 1} on its probe sequence.
+ */
+
 static size_t tid_hash(pid_t tid, size_t cap)
 {
 	return ((uint32_t)tid * 2654435761u) & (cap - 1);
+}
+
+/* tid's index slot, or the empty slot where it would go. */
+static size_t idx_find(const struct sprobe_sampler *s, pid_t tid)
+{
+	size_t i = tid_hash(tid, s->threads_cap);
+
+	while (s->tidx[i].pos && s->tidx[i].tid != tid)
+		i = (i + 1) & (s->threads_cap - 1);
+	return i;
 }
 
 /* Find or insert tid. Returns NULL only when the table is full (it is sized
@@ -38,22 +59,23 @@ static size_t tid_hash(pid_t tid, size_t cap)
 struct thread_ent *sprobe_sampler_threads__get(struct sprobe_sampler *s, pid_t tid,
 					       bool *fresh)
 {
-	size_t i = tid_hash(tid, s->threads_cap);
-	for (size_t n = 0; n < s->threads_cap; n++, i = (i + 1) & (s->threads_cap - 1)) {
-		struct thread_ent *e = &s->threads[i];
-		if (e->tid == tid) {
-			*fresh = false;
-			return e;
-		}
-		if (e->tid == 0) {
-			memset(e, 0, sizeof(*e));
-			e->tid = tid;
-			*fresh = true;
-			s->nents++;
-			return e;
-		}
+	size_t i = idx_find(s, tid);
+	struct thread_ent *e;
+
+	if (s->tidx[i].pos) {
+		*fresh = false;
+		return &s->threads[s->tidx[i].pos - 1];
 	}
-	return NULL;
+	/* One index slot stays empty: it ends every probe sequence. */
+	if (s->nents + 1 >= s->threads_cap)
+		return NULL;
+	e = &s->threads[s->nents++];
+	memset(e, 0, sizeof(*e));
+	e->tid = tid;
+	s->tidx[i].tid = tid;
+	s->tidx[i].pos = (uint32_t)s->nents;
+	*fresh = true;
+	return e;
 }
 
 void sprobe_sampler_threads__seen(struct sprobe_sampler *s, struct thread_ent *e)
@@ -64,25 +86,50 @@ void sprobe_sampler_threads__seen(struct sprobe_sampler *s, struct thread_ent *e
 	}
 }
 
-/* Remove entries not seen this round (backward-shift deletion keeps the
- * probe sequences intact), dropping their table nodes (POLL engine: and
- * writing their last CPU time first). */
+/* Take tid out of the index (backward-shift deletion keeps the probe
+ * sequences intact). */
+static void idx_remove(struct sprobe_sampler *s, pid_t tid)
+{
+	size_t cap = s->threads_cap, hole = idx_find(s, tid), j = hole;
+
+	for (;;) {
+		j = (j + 1) & (cap - 1);
+		if (!s->tidx[j].pos)
+			break;
+		size_t home = tid_hash(s->tidx[j].tid, cap);
+		bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+
+		if (movable) {
+			s->tidx[hole] = s->tidx[j];
+			hole = j;
+		}
+	}
+	s->tidx[hole].tid = 0;
+	s->tidx[hole].pos = 0;
+}
+
+/* Remove entries not seen this round, dropping their table nodes (POLL
+ * engine: and writing their last CPU time first). The last entry moves
+ * into each hole: entries stay dense, and pointers to them do not outlive
+ * a sweep. */
 void sprobe_sampler_threads__sweep(struct sprobe_sampler *s)
 {
-	size_t cap = s->threads_cap;
-
-	/* Every entry seen: nothing to remove, and no need to walk the
-	 * whole table (2 x max_threads entries, cold by the next round). */
+	/* Every entry seen: nothing to remove, and no need to walk them. */
 	if (s->nseen + s->ncarried == s->nents)
 		return;
-	for (size_t i = 0; i < cap; i++) {
-		struct thread_ent *e = &s->threads[i];
-		if (e->tid == 0 || e->round == s->round)
+	for (size_t k = 0; k < s->nents;) {
+		struct thread_ent *e = &s->threads[k];
+
+		if (e->round == s->round) {
+			k++;
 			continue;
+		}
 		/* Carried forward this round: seen, in the slot it had. */
 		if (s->snap && sprobe_snapshot__carried(s->snap, e->slot) != SPROBE_CARRY_NONE &&
-		    sprobe_snapshot__thread(s->snap, e->slot)->tid == e->tid)
+		    sprobe_snapshot__thread(s->snap, e->slot)->tid == e->tid) {
+			k++;
 			continue;
+		}
 		if (e->node && s->table)
 			sprobe_table__remove(s->table, e->node);
 		/* Its ring was drained this round; what came since is lost
@@ -91,25 +138,12 @@ void sprobe_sampler_threads__sweep(struct sprobe_sampler *s)
 			sprobe_blocked_perf__unwatch(s->bperf, e->tid, NULL, NULL);
 		if (sprobe_sampler_poll__engine(s))
 			sprobe_sampler_poll__emit_one(s, e, sprobe_mono_ns(), SPROBE_CPU_USAGE_EXITED);
-		/* backward shift */
-		size_t hole = i, j = i;
-		for (;;) {
-			j = (j + 1) & (cap - 1);
-			struct thread_ent *f = &s->threads[j];
-			if (f->tid == 0)
-				break;
-			size_t home = tid_hash(f->tid, cap);
-			bool movable = hole <= j ? (home <= hole || home > j)
-						 : (home <= hole && home > j);
-			if (movable) {
-				s->threads[hole] = *f;
-				hole = j;
-			}
+		idx_remove(s, e->tid);
+		if (k != --s->nents) {
+			*e = s->threads[s->nents];
+			s->tidx[idx_find(s, e->tid)].pos = (uint32_t)(k + 1);
 		}
-		s->threads[hole].tid = 0;
-		s->nents--;
-		if (hole != i)
-			i--; /* re-examine the entry shifted into i */
+		/* k again: it holds the entry moved there */
 	}
 }
 
@@ -220,7 +254,7 @@ void sprobe_sampler_poll__emit_one(struct sprobe_sampler *s, struct thread_ent *
 /* POLL engine: THREAD_CPU records for the threads whose CPU changed. */
 void sprobe_sampler_poll__emit_usage(struct sprobe_sampler *s, uint64_t now)
 {
-	for (size_t i = 0; i < s->threads_cap; i++)
+	for (size_t i = 0; i < s->nents; i++)
 		sprobe_sampler_poll__emit_one(s, &s->threads[i], now, 0);
 }
 
@@ -229,9 +263,9 @@ void sprobe_sampler_poll__emit_usage(struct sprobe_sampler *s, uint64_t now)
 void sprobe_sampler_threads__keep_alive(struct sprobe_sampler *s)
 {
 	pid_t pid = getpid();
-	for (size_t i = 0; i < s->threads_cap; i++) {
+	for (size_t i = 0; i < s->nents; i++) {
 		struct thread_ent *e = &s->threads[i];
-		if (e->tid == 0 || e->round == s->round)
+		if (e->round == s->round)
 			continue;
 		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
 			sprobe_sampler_threads__seen(s, e);

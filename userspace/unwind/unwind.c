@@ -31,6 +31,7 @@
 
 #include <stackprobe/unwind.h>
 
+#include "backends/frames.h"
 #include "userspace/common/fds.h"
 #include "userspace/symbols/modules_internal.h"
 
@@ -60,6 +61,8 @@ struct sprobe_unwinder *sprobe_unwinder__new(const struct sprobe_unwinder_opts *
 		return NULL;
 	}
 	u->max_frames = SPROBE_MAX_FRAMES;
+	u->tmp.frames = u->tmp_frames;
+	u->tmp.frames_cap = SPROBE_MAX_FRAMES;
 	if (opts) {
 		if (opts->max_frames && opts->max_frames < SPROBE_MAX_FRAMES)
 			u->max_frames = opts->max_frames;
@@ -564,6 +567,25 @@ out:
 	return (int)s->nframes;
 }
 
+/* One walk into the sample's frame storage (backends/frames.h): through
+ * walk_frames, then kept in the snapshot's storage, or straight into the
+ * caller's array (whose length then bounds the walk). */
+static int unwind_stored(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
+			 enum sprobe_unwind_stop *why)
+{
+	struct sprobe_frames_walk w;
+	uint32_t max = sprobe__frames_begin(s, u->walk_frames, &w), keep = u->max_frames;
+	int ret;
+
+	if (max < u->max_frames)
+		u->max_frames = max;
+	ret = max ? unwind_one(u, s, why) : 0;
+	u->max_frames = keep;
+	if (sprobe__frames_end(s, &w) < 0)
+		ret = (int)s->nframes; /* cut to what the storage holds */
+	return ret;
+}
+
 int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_sample *s,
 			    enum sprobe_unwind_stop *why)
 {
@@ -572,10 +594,10 @@ int sprobe_unwinder__unwind(struct sprobe_unwinder *u, struct sprobe_thread_samp
 	if (!u || !s || s->stage == SPROBE_STAGE_EMPTY || !s->stack || !s->stack_len)
 		return -EINVAL;
 	if (u->in_round)
-		return unwind_one(u, s, why);
+		return unwind_stored(u, s, why);
 	/* A round of its own: pins taken during this walk end with it. */
 	u->in_round = true;
-	ret = unwind_one(u, s, why);
+	ret = unwind_stored(u, s, why);
 	sprobe_unw__round_end(u);
 	return ret;
 }

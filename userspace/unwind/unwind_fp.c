@@ -13,6 +13,8 @@
 
 #include <stackprobe/capture.h>
 
+#include "backends/frames.h"
+
 #if defined(__APPLE__) && (defined(__aarch64__) || defined(__arm64__))
 /* Apple arm64: system code is arm64e, whose saved return addresses carry a
  * pointer-authentication signature in the bits above the user address
@@ -62,14 +64,13 @@ static void push(struct sprobe_thread_sample *t, uint64_t pc, uint64_t fp, uint3
 	f->_pad = 0;
 }
 
-int sprobe_unwind_fp(struct sprobe_thread_sample *t)
+/* The walk, into t->frames[0..max). */
+static int walk(struct sprobe_thread_sample *t, uint32_t max)
 {
 	uint64_t fp, next, ret;
 
-	if (!t)
-		return -EINVAL;
-	if (t->stage == SPROBE_STAGE_EMPTY || !t->stack)
-		return -ENODATA;
+	if (!max)
+		return -ENOBUFS;
 	t->nframes = 0;
 	push(t, t->ip & PC_MASK, t->fp, SPROBE_FRAME_IP);
 	fp = t->fp;
@@ -81,12 +82,12 @@ int sprobe_unwind_fp(struct sprobe_thread_sample *t)
 	 * function did save it). A non-leaf between calls has a stale LR
 	 * pointing into itself: that costs one duplicate-looking frame; the
 	 * DWARF unwinder is exact where this heuristic is not. */
-	if (t->has_lr && (t->lr & PC_MASK) >= MIN_PC) {
+	if (t->has_lr && (t->lr & PC_MASK) >= MIN_PC && t->nframes < max) {
 		if (!read_record(t, fp, &next, &ret) || ret != (t->lr & PC_MASK))
 			push(t, t->lr & PC_MASK, 0, SPROBE_FRAME_LR);
 	}
 
-	while (t->nframes < SPROBE_MAX_FRAMES) {
+	while (t->nframes < max) {
 		if (!read_record(t, fp, &next, &ret))
 			break;
 		if (ret < MIN_PC)
@@ -100,6 +101,34 @@ int sprobe_unwind_fp(struct sprobe_thread_sample *t)
 	}
 	t->stage = SPROBE_STAGE_UNWOUND;
 	return (int)t->nframes;
+}
+
+int sprobe_unwind_fp(struct sprobe_thread_sample *t)
+{
+	struct sprobe_frames_walk w;
+	uint32_t max;
+
+	if (!t)
+		return -EINVAL;
+	if (t->stage == SPROBE_STAGE_EMPTY || !t->stack)
+		return -ENODATA;
+	switch (sprobe__frames_kind(t)) {
+	case SPROBE_FRAMES_CALLER:
+		/* Straight into the caller's array: no scratch, no malloc
+		 * (the async-signal-safe case). */
+		return walk(t, t->frames_cap < SPROBE_MAX_FRAMES ? t->frames_cap : SPROBE_MAX_FRAMES);
+	case SPROBE_FRAMES_OWNED: {
+		/* A snapshot's sample: walked here, kept in its storage. */
+		struct sprobe_frame scratch[SPROBE_MAX_FRAMES];
+
+		max = sprobe__frames_begin(t, scratch, &w);
+		walk(t, max);
+		sprobe__frames_end(t, &w);
+		return (int)t->nframes;
+	}
+	default:
+		return -ENOBUFS;
+	}
 }
 
 int sprobe_snapshot__unwind_fp(struct sprobe_snapshot *s)

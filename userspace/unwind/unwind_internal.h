@@ -59,6 +59,10 @@ struct sprobe_unwinder {
 	size_t npins, cap_pins;
 	struct sprobe_unwinder_stats st;
 	struct sprobe_thread_sample tmp; /* scratch for the frame-pointer tail */
+	struct sprobe_frame tmp_frames[SPROBE_MAX_FRAMES]; /* tmp's storage */
+	/* Where a walk writes before its frames go to the sample's storage
+	 * (backends/frames.h); a sample with none keeps pointing here. */
+	struct sprobe_frame walk_frames[SPROBE_MAX_FRAMES];
 	/* The last unwind_snapshot()'s zero-pause samples whose walk came
 	 * up short (sprobe_unwinder__short_walks()). */
 	uint32_t *short_idx;
