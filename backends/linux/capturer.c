@@ -168,12 +168,15 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 
 	if (now)
 		sprobe_lx_batch_begin(c);
+	/* Threads listed without a slot: the list's remap counted them when
+	 * it ran; every capture after it on the same list counts them again
+	 * (the full loop below counts its own past nslots). */
+	if (stable && !relist)
+		s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->stable_noslot;
+	else if (!stable && due && c->ntids > nslots)
+		s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->ntids - nslots;
 	if (due) {
 		sprobe_lx_visit_due(c, &v);
-		if (stable)
-			s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->stable_noslot;
-		else if (c->ntids > nslots)
-			s->stats.dropped[SPROBE_DROP_NO_SLOT] += c->ntids - nslots;
 	} else {
 		uint32_t n = stable ? c->stable_hi : c->ntids;
 
