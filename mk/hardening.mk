@@ -37,17 +37,14 @@ TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_str
 # other test is fully checked.
 ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_unwind_storage test_sampler_threads test_capture_torture test_pause test_pause_offcpu test_pause_merge \
 			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
-			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause
+			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause \
+			test_carry
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
 # runs in the native lane only. test_capture_copy and test_capture_cpu were
 # part of it (the split by theme kept the lanes as they were).
-# test_carry: under ASan its parked threads' captures come through the
-# signal path (zero-pause refuses them there; why is not known yet), so the
-# carrying it tests never happens and its assertions on zero-pause samples
-# fail: native lane only until that is understood.
-ASAN_EXCLUDED_TESTS := test_capture test_capture_copy test_capture_cpu test_carry
+ASAN_EXCLUDED_TESTS := test_capture test_capture_copy test_capture_cpu
 ASAN_OPTS_COMMON := detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_stack_use_after_return=0
 ASAN_OPTS_CAPTURE := $(ASAN_OPTS_COMMON):replace_intrin=0:intercept_intrin=0
 UBSAN_OPTS := print_stacktrace=1:halt_on_error=1
