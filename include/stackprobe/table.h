@@ -299,7 +299,8 @@ int sprobe_table__iter_stats(const struct sprobe_table *t,
  * Consistency check for a table that is not changing (the writer closed it,
  * or the file is a copy): the live list and the free list are acyclic,
  * in range, disjoint, and with the watermark they cover every used index
- * exactly once. Returns 0, -ELOOP (a cycle), -EBADMSG (anything else wrong),
+ * exactly once; the blocks live nodes name were taken and are distinct.
+ * Returns 0, -ELOOP (a cycle), -EBADMSG (anything else wrong),
  * or -EAGAIN if the writer changed the list meanwhile (retry). errbuf (may
  * be NULL) gets a one-line reason. Allocates a temporary bitmap.
  */
