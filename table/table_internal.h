@@ -34,6 +34,13 @@
  *  - The reader copies every header field once at open, validates it, and
  *    afterwards uses only its copies; every index it loads from the file is
  *    range-checked before use.
+ *  - Storage is sized by depth: a node holds TABLE_INLINE_FRAMES frames in
+ *    place, and a deeper stack lives whole in a block, named by the node's
+ *    seqlocked `block` field. The node's index never changes (callers keep
+ *    it), only where its frames are. A block is covered by the seq of the
+ *    node naming it; the writer frees a block only after that node's write
+ *    that stopped naming it, so a reader copying a block another node has
+ *    since reused sees its own node's seq moved and retries.
  */
 #ifndef SPROBE_TABLE_INTERNAL_H
 #define SPROBE_TABLE_INTERNAL_H
@@ -47,7 +54,7 @@
 
 #include "table/table_os.h"
 
-/* ---- on-disk format v1 (docs/TABLE.md) ------------------------------- */
+/* ---- on-disk format v2 (docs/TABLE.md) ------------------------------- */
 
 /* "SPROBETB" read as a little-endian u64. */
 #define TABLE_MAGIC 0x425445424f525053ull
@@ -56,6 +63,14 @@
 #define NODE_STATE_LIVE 1u
 #define WRITER_OPEN 1u
 #define WRITER_CLOSED 2u
+/* Frames a node holds in place. An idle thread's stack is 6-12 frames deep,
+ * so most nodes never need more: 12 makes the node 256 bytes, where holding
+ * all 128 frames made it 2112. A deeper stack goes whole into a block. */
+#define TABLE_INLINE_FRAMES 12u
+/* A block holds a full stack (SPROBE_TABLE_MAX_FRAMES frames). 2048 divides
+ * a page and the blocks region starts on a multiple of it, so a block never
+ * straddles two pages: storing a stack touches one page. */
+#define TABLE_BLOCK_SIZE (16u * SPROBE_TABLE_MAX_FRAMES)
 
 struct shm_header {
 	_Atomic uint64_t magic;		/* stored last at creation (release);
@@ -81,7 +96,14 @@ struct shm_header {
 	_Atomic uint32_t writer_state;	/* release in close; advisory */
 	uint32_t reserved0;
 	_Atomic uint64_t updates;	/* mirror, advisory */
-	uint8_t reserved[TABLE_HEADER_SIZE - 88];
+	/* Fixed, like the fields before generation. */
+	uint32_t inline_frames;
+	uint32_t block_size;
+	uint64_t blocks_offset;
+	uint32_t blocks;
+	_Atomic uint32_t block_watermark; /* mirror: blocks >= it never used;
+					   * read by check() only */
+	uint8_t reserved[TABLE_HEADER_SIZE - 112];
 };
 
 struct shm_node {
@@ -98,21 +120,35 @@ struct shm_node {
 	_Atomic int32_t tid;
 	_Atomic uint32_t nframes;
 	_Atomic uint32_t flags;
-	uint32_t reserved0;
+	_Atomic uint32_t block;		/* nframes > TABLE_INLINE_FRAMES: the
+					 * block holding the frames (1..blocks);
+					 * else 0 and the frames are inline */
 	_Atomic uint64_t capture_ns;
 	_Atomic uint64_t stack_bytes;
 	uint64_t reserved1;
-	_Atomic uint64_t frames[2 * SPROBE_TABLE_MAX_FRAMES]; /* pc, fp, ... */
+	_Atomic uint64_t frames[2 * TABLE_INLINE_FRAMES]; /* pc, fp, ... */
+};
+
+/* One block: a whole stack's frames, pc, fp, ... Protected by the seq of
+ * the node that names it. */
+struct shm_block {
+	_Atomic uint64_t frames[2 * SPROBE_TABLE_MAX_FRAMES];
 };
 
 #define TABLE_NODE_SIZE ((uint32_t)sizeof(struct shm_node))
 
 _Static_assert(sizeof(struct shm_header) == TABLE_HEADER_SIZE, "header size");
-_Static_assert(sizeof(struct shm_node) == 2112, "node size");
+_Static_assert(sizeof(struct shm_node) == 256, "node size");
+_Static_assert(sizeof(struct shm_block) == TABLE_BLOCK_SIZE, "block size");
+_Static_assert(4096 % TABLE_BLOCK_SIZE == 0, "a block lies in one page");
 _Static_assert(offsetof(struct shm_header, generation) == 48, "layout");
 _Static_assert(offsetof(struct shm_header, head) == 56, "layout");
 _Static_assert(offsetof(struct shm_header, updates) == 80, "layout");
+_Static_assert(offsetof(struct shm_header, inline_frames) == 88, "layout");
+_Static_assert(offsetof(struct shm_header, blocks_offset) == 96, "layout");
+_Static_assert(offsetof(struct shm_header, block_watermark) == 108, "layout");
 _Static_assert(offsetof(struct shm_node, state) == 20, "layout");
+_Static_assert(offsetof(struct shm_node, block) == 36, "layout");
 _Static_assert(offsetof(struct shm_node, capture_ns) == 40, "layout");
 _Static_assert(offsetof(struct shm_node, frames) == 64, "layout");
 _Static_assert(TABLE_HEADER_SIZE % 64 == 0 && sizeof(struct shm_node) % 64 == 0,
@@ -128,6 +164,7 @@ struct wnode {
 	uint32_t live;
 	uint64_t seq;
 	uint64_t stack_hwm;
+	uint32_t block;		/* the node's block, 0 while its frames fit */
 };
 
 enum iter_phase { ITER_NONE, ITER_LIST, ITER_SCAN, ITER_DONE };
@@ -150,6 +187,10 @@ struct sprobe_table {
 	uint32_t reserved_nodes;	/* nodes 1..reserved_nodes have storage */
 	struct wnode *w;	/* capacity + 1 entries, [0] unused */
 	uint32_t head, free_head, watermark, nlive;
+	/* Blocks: same scheme as the nodes (LIFO free list, watermark,
+	 * storage reserved by doubling); bfree[b] links free block b. */
+	uint32_t *bfree;	/* capacity + 1 entries, [0] unused */
+	uint32_t bfree_head, bwatermark, reserved_blocks;
 	uint64_t gen, updates;
 
 	/* Iteration state. */
@@ -183,6 +224,24 @@ static inline struct shm_node *node_at(const struct sprobe_table *t,
 				   (size_t)(idx - 1) * TABLE_NODE_SIZE);
 }
 
+/* Where the blocks start: after the nodes, rounded up to a block so that
+ * no block straddles a page. */
+static inline size_t blocks_offset(uint32_t capacity)
+{
+	size_t end = TABLE_HEADER_SIZE + (size_t)capacity * TABLE_NODE_SIZE;
+
+	return (end + TABLE_BLOCK_SIZE - 1) / TABLE_BLOCK_SIZE * TABLE_BLOCK_SIZE;
+}
+
+/* Callers have range-checked b (1..capacity: a table has one block per
+ * node, so that every thread it holds may be deep at once). */
+static inline struct shm_block *block_at(const struct sprobe_table *t,
+					 uint32_t b)
+{
+	return (struct shm_block *)(t->base + blocks_offset(t->capacity) +
+				    (size_t)(b - 1) * TABLE_BLOCK_SIZE);
+}
+
 static inline bool bit_test(const uint64_t *bm, uint32_t i)
 {
 	return bm[i / 64] >> (i % 64) & 1;
@@ -198,9 +257,16 @@ static inline size_t bitmap_words(uint32_t capacity)
 	return ((size_t)capacity + 1 + 63) / 64;
 }
 
+/* Bytes of the header and the first n nodes. */
+static inline size_t nodes_size(uint32_t n)
+{
+	return TABLE_HEADER_SIZE + (size_t)n * TABLE_NODE_SIZE;
+}
+
+/* The whole file: header, nodes, padding, one block per node. */
 static inline size_t table_size(uint32_t capacity)
 {
-	return TABLE_HEADER_SIZE + (size_t)capacity * TABLE_NODE_SIZE;
+	return blocks_offset(capacity) + (size_t)capacity * TABLE_BLOCK_SIZE;
 }
 
 

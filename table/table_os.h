@@ -63,13 +63,14 @@ SPROBE_TABLE_OS_API
 int sprobe_table_os__create(const char *path, size_t size, size_t reserved,
 			    struct sprobe_table_os *os, void **base);
 
-/* Allocate the storage of the object's first `reserved` bytes (POSIX:
+/* Allocate the storage of the object's bytes [off, off + len) (POSIX:
  * posix_fallocate through a transient descriptor on path, after checking
  * it is still the object created), so that writing them can never fault
  * (a SIGBUS in the profiled process on a full tmpfs). 0, -ENOSPC, -ESTALE
  * (path names another file now), or -errno. */
 SPROBE_TABLE_OS_API
-int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved);
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t off,
+			     size_t len);
 
 /* Open path read-only after the ownership and type checks, map all of it.
  * err (len errlen) gets a reason on failure. */

@@ -71,12 +71,14 @@ static int reserve(int fd, size_t size, size_t reserved)
 #endif
 }
 
-int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved)
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t off,
+			     size_t len)
 {
 #ifdef __APPLE__
 	(void)os;
 	(void)path;
-	(void)reserved;
+	(void)off;
+	(void)len;
 	return 0; /* all of it was allocated at create */
 #else
 	struct stat st;
@@ -92,7 +94,7 @@ int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path,
 		sprobe_fd__done(h);
 		return -ESTALE;
 	}
-	err = posix_fallocate(fd, 0, (off_t)reserved);
+	err = posix_fallocate(fd, (off_t)off, (off_t)len);
 	sprobe_fd__done(h);
 	if (err == EOPNOTSUPP || err == EINVAL)
 		return 0;

@@ -22,7 +22,8 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 {
 	const struct shm_header *h = (const struct shm_header *)base;
 	uint32_t version, header_size, node_size, capacity, max_frames;
-	uint64_t magic, want;
+	uint32_t inline_frames, block_size, blocks;
+	uint64_t magic, want, boff;
 	int32_t pid;
 
 	if (size < 24) {
@@ -50,8 +51,9 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	node_size = *(const volatile uint32_t *)&h->node_size;
 	if (version != SPROBE_TABLE_VERSION) {
 		sprobe_table__seterr(err, errlen, "unsupported table format version %u (this "
-				     "stackprobe reads version %u)", version,
-				     SPROBE_TABLE_VERSION);
+				     "stackprobe reads version %u only: the writer is %s "
+				     "stackprobe)", version, SPROBE_TABLE_VERSION,
+				     version < SPROBE_TABLE_VERSION ? "an older" : "a newer");
 		return -EPROTONOSUPPORT;
 	}
 	if (size < TABLE_HEADER_SIZE) {
@@ -63,12 +65,20 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 	capacity = *(const volatile uint32_t *)&h->capacity;
 	max_frames = *(const volatile uint32_t *)&h->max_frames;
 	pid = *(const volatile int32_t *)&h->writer_pid;
+	inline_frames = *(const volatile uint32_t *)&h->inline_frames;
+	block_size = *(const volatile uint32_t *)&h->block_size;
+	boff = *(const volatile uint64_t *)&h->blocks_offset;
+	blocks = *(const volatile uint32_t *)&h->blocks;
 	if (header_size != TABLE_HEADER_SIZE || node_size != TABLE_NODE_SIZE ||
-	    max_frames != SPROBE_TABLE_MAX_FRAMES) {
+	    max_frames != SPROBE_TABLE_MAX_FRAMES || inline_frames != TABLE_INLINE_FRAMES ||
+	    block_size != TABLE_BLOCK_SIZE) {
 		sprobe_table__seterr(err, errlen, "bad layout: header_size %u node_size %u "
-				     "max_frames %u (version 1 has %u, %u, %u)", header_size,
-				     node_size, max_frames, TABLE_HEADER_SIZE,
-				     TABLE_NODE_SIZE, SPROBE_TABLE_MAX_FRAMES);
+				     "max_frames %u inline_frames %u block_size %u (version %u "
+				     "has %u, %u, %u, %u, %u)", header_size, node_size,
+				     max_frames, inline_frames, block_size,
+				     SPROBE_TABLE_VERSION, TABLE_HEADER_SIZE, TABLE_NODE_SIZE,
+				     SPROBE_TABLE_MAX_FRAMES, TABLE_INLINE_FRAMES,
+				     TABLE_BLOCK_SIZE);
 		return -EBADMSG;
 	}
 	if (capacity == 0 || capacity > SPROBE_TABLE_MAX_CAPACITY) {
@@ -76,13 +86,20 @@ static int table_validate(struct sprobe_table *t, const uint8_t *base,
 				     SPROBE_TABLE_MAX_CAPACITY);
 		return -EBADMSG;
 	}
-	want = (uint64_t)header_size + (uint64_t)capacity * node_size;
+	/* Capacity is bounded: none of this overflows. */
+	if (blocks != capacity || boff != blocks_offset(capacity)) {
+		sprobe_table__seterr(err, errlen, "bad layout: %u blocks at offset %llu "
+				     "(capacity %u needs %u at %llu)", blocks,
+				     (unsigned long long)boff, capacity, capacity,
+				     (unsigned long long)blocks_offset(capacity));
+		return -EBADMSG;
+	}
+	want = table_size(capacity);
 	if ((uint64_t)size != want) {
-		sprobe_table__seterr(err, errlen, "size %llu does not match header_size + "
-				     "capacity * node_size = %u + %u * %u = %llu%s",
-				     (unsigned long long)size,
-				     header_size, capacity, node_size,
-				     (unsigned long long)want,
+		sprobe_table__seterr(err, errlen, "size %llu does not match blocks_offset + "
+				     "capacity * block_size = %llu + %u * %u = %llu%s",
+				     (unsigned long long)size, (unsigned long long)boff,
+				     capacity, block_size, (unsigned long long)want,
 				     (uint64_t)size < want ? " (truncated)" : "");
 		return -EBADMSG;
 	}
@@ -289,12 +306,14 @@ enum read_result { READ_LIVE, READ_FREE, READ_BUSY, READ_INVALID };
  * SPROBE_TABLE_READ_RETRIES times. */
 static enum read_result read_node(const struct sprobe_table *t, uint32_t idx,
 				  struct sprobe_table_node *out,
-				  uint32_t *retries)
+				  uint32_t *retries, uint32_t *blockp)
 {
 	const struct shm_node *n = node_at(t, idx);
 
 	for (int attempt = 0; attempt < SPROBE_TABLE_READ_RETRIES; attempt++) {
-		uint32_t state, nf, k, flags;
+		uint32_t state, nf, k, flags, block;
+		const _Atomic uint64_t *src;
+		bool bad_block;
 		uint64_t s1, s2, cap, stack;
 		int32_t tid;
 
@@ -313,14 +332,22 @@ static enum read_result read_node(const struct sprobe_table *t, uint32_t idx,
 		flags = atomic_load_explicit(&n->flags, memory_order_relaxed);
 		cap = atomic_load_explicit(&n->capture_ns, memory_order_relaxed);
 		stack = atomic_load_explicit(&n->stack_bytes, memory_order_relaxed);
-		/* nf may be torn or hostile: clamp before it sizes a copy. */
+		block = atomic_load_explicit(&n->block, memory_order_relaxed);
+		/* nf and block may be torn or hostile: clamp nf before it sizes
+		 * a copy, range-check block before it is an address. */
 		k = nf > SPROBE_TABLE_MAX_FRAMES ? SPROBE_TABLE_MAX_FRAMES : nf;
-		if (state == NODE_STATE_LIVE) {
+		src = n->frames;
+		bad_block = false;
+		if (k > TABLE_INLINE_FRAMES) {
+			bad_block = block == 0 || block > t->capacity;
+			src = bad_block ? NULL : block_at(t, block)->frames;
+		}
+		if (state == NODE_STATE_LIVE && src) {
 			for (uint32_t i = 0; i < k; i++) {
 				out->frames[i].pc = atomic_load_explicit(
-					&n->frames[2 * i], memory_order_relaxed);
+					&src[2 * i], memory_order_relaxed);
 				out->frames[i].fp = atomic_load_explicit(
-					&n->frames[2 * i + 1], memory_order_relaxed);
+					&src[2 * i + 1], memory_order_relaxed);
 			}
 		}
 		/* Acquire fence; pairs with the release fence after the odd
@@ -333,8 +360,10 @@ static enum read_result read_node(const struct sprobe_table *t, uint32_t idx,
 		if (state == NODE_STATE_FREE)
 			return READ_FREE;
 		if (state != NODE_STATE_LIVE || nf > SPROBE_TABLE_MAX_FRAMES ||
-		    tid <= 0)
+		    tid <= 0 || bad_block)
 			return READ_INVALID;
+		if (blockp)
+			*blockp = nf > TABLE_INLINE_FRAMES ? block : 0;
 		out->index = idx;
 		out->tid = tid;
 		out->flags = flags;
@@ -402,7 +431,7 @@ static int visit(struct sprobe_table *t, uint32_t idx,
 {
 	bit_set(t->visited, idx);
 	t->stats.visited++;
-	switch (read_node(t, idx, out, &t->stats.retries)) {
+	switch (read_node(t, idx, out, &t->stats.retries, NULL)) {
 	case READ_LIVE:
 		t->stats.returned++;
 		return 1;
@@ -486,14 +515,23 @@ int sprobe_table__iter_stats(const struct sprobe_table *t,
 	return 0;
 }
 
+struct check_state {
+	uint64_t *seen;		/* nodes met on either list */
+	uint64_t *bseen;	/* blocks named by live nodes */
+	uint32_t watermark, bwatermark;
+};
+
 /* Walk one list (live or free) from first, following next or free_next,
- * marking seen[]. Returns the count or -errno. */
+ * marking seen nodes and the blocks live nodes name. Returns the count or
+ * -errno. */
 static int check_walk(const struct sprobe_table *t, uint32_t first,
-		      bool free_list, uint64_t *seen, uint32_t watermark,
+		      bool free_list, struct check_state *cs,
 		      char *err, size_t errlen)
 {
 	const char *what = free_list ? "free list" : "list";
-	uint32_t idx = first, count = 0;
+	uint32_t idx = first, count = 0, block = 0;
+	uint64_t *seen = cs->seen;
+	uint32_t watermark = cs->watermark;
 	struct sprobe_table_node tmp;
 	enum read_result rr;
 	uint32_t retries = 0;
@@ -513,13 +551,24 @@ static int check_walk(const struct sprobe_table *t, uint32_t first,
 		}
 		bit_set(seen, idx);
 		count++;
-		rr = read_node(t, idx, &tmp, &retries);
+		rr = read_node(t, idx, &tmp, &retries, &block);
 		if (rr != (free_list ? READ_FREE : READ_LIVE)) {
 			sprobe_table__seterr(err, errlen, "%s: node %u is %s", what, idx,
 					     rr == READ_BUSY ? "changing" :
 					     rr == READ_INVALID ? "invalid" :
 					     free_list ? "live" : "free");
 			return rr == READ_BUSY ? -EAGAIN : -EBADMSG;
+		}
+		/* read_node() range-checked the block against the capacity. */
+		if (!free_list && block) {
+			if (block >= cs->bwatermark || bit_test(cs->bseen, block)) {
+				sprobe_table__seterr(err, errlen, "node %u: block %u %s", idx,
+						     block, block >= cs->bwatermark ?
+						     "was never taken (above the block "
+						     "watermark)" : "is another node's too");
+				return -EBADMSG;
+			}
+			bit_set(cs->bseen, block);
 		}
 		idx = atomic_load_explicit(free_list ? &node_at(t, idx)->free_next
 						     : &node_at(t, idx)->next,
@@ -533,7 +582,8 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 {
 	const struct shm_header *h;
 	uint32_t wm, live_mirror;
-	uint64_t g0, g1, *seen;
+	struct check_state cs;
+	uint64_t g0, g1;
 	int nlive, nfree, ret;
 
 	if (!t)
@@ -550,16 +600,27 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 				     t->capacity + 1);
 		return -EBADMSG;
 	}
-	seen = calloc(bitmap_words(t->capacity), sizeof(uint64_t));
-	if (!seen)
+	cs.watermark = wm;
+	cs.bwatermark = atomic_load_explicit(&h->block_watermark, memory_order_relaxed);
+	if (cs.bwatermark == 0 || cs.bwatermark > t->capacity + 1) {
+		sprobe_table__seterr(err, errlen, "block watermark %u out of range 1..%u",
+				     cs.bwatermark, t->capacity + 1);
+		return -EBADMSG;
+	}
+	cs.seen = calloc(bitmap_words(t->capacity), sizeof(uint64_t));
+	cs.bseen = calloc(bitmap_words(t->capacity), sizeof(uint64_t));
+	if (!cs.seen || !cs.bseen) {
+		free(cs.seen);
+		free(cs.bseen);
 		return -ENOMEM;
+	}
 	nlive = check_walk(t, atomic_load_explicit(&h->head, memory_order_acquire),
-			   false, seen, wm, err, errlen);
+			   false, &cs, err, errlen);
 	ret = nlive;
 	if (nlive >= 0) {
 		nfree = check_walk(t, atomic_load_explicit(&h->free_head,
 						memory_order_acquire),
-				   true, seen, wm, err, errlen);
+				   true, &cs, err, errlen);
 		ret = nfree;
 		if (nfree >= 0) {
 			ret = 0;
@@ -577,7 +638,8 @@ int sprobe_table__check(const struct sprobe_table *t, char *err,
 			}
 		}
 	}
-	free(seen);
+	free(cs.seen);
+	free(cs.bseen);
 	atomic_thread_fence(memory_order_acquire);
 	g1 = atomic_load_explicit(&h->generation, memory_order_relaxed);
 	if (g1 != g0) {

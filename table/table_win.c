@@ -119,11 +119,13 @@ static int map_view(HANDLE mapping, DWORD access, uint64_t off, size_t len, void
 	return 0;
 }
 
-int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t reserved)
+int sprobe_table_os__reserve(const struct sprobe_table_os *os, const char *path, size_t off,
+			     size_t len)
 {
 	(void)os;
 	(void)path;
-	(void)reserved;
+	(void)off;
+	(void)len;
 	return 0; /* a pagefile-backed section is committed whole at create */
 }
 

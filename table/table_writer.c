@@ -34,27 +34,82 @@ static inline void gen_end(struct sprobe_table *t)
 	atomic_store_explicit(&hdr(t)->generation, ++t->gen, memory_order_release);
 }
 
-/* Write a node's seqlocked fields. rec == NULL writes only the state.
- * ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls. */
+/* Doubling from a few: a handful of reservations in a table's life. */
+#define RESERVE_FIRST 32u
+#define RESERVE_FIRST_BLOCKS 4u
+
+/* Take a block for a deep stack: the most recently freed one, else the
+ * watermark, reserving storage as it rises (as insert() does for nodes).
+ * 0 when none can be had (the caller keeps the inline frames and marks the
+ * node truncated). ASYNC-SIGNAL-SAFE: no malloc or locks; a system call
+ * only for a reservation. */
+static uint32_t block_take(struct sprobe_table *t)
+{
+	uint32_t b;
+
+	if (t->bfree_head != SPROBE_TABLE_NIL) {
+		b = t->bfree_head;
+		t->bfree_head = t->bfree[b];
+		return b;
+	}
+	if (t->bwatermark > t->capacity)
+		return 0;
+	if (t->bwatermark > t->reserved_blocks) {
+		uint32_t want = t->reserved_blocks ? t->reserved_blocks * 2 : RESERVE_FIRST_BLOCKS;
+		size_t off = blocks_offset(t->capacity) + (size_t)t->reserved_blocks * TABLE_BLOCK_SIZE;
+
+		if (want > t->capacity)
+			want = t->capacity;
+		if (t->has_os && sprobe_table_os__reserve(&t->os, t->path, off,
+				(size_t)(want - t->reserved_blocks) * TABLE_BLOCK_SIZE))
+			return 0;
+		t->reserved_blocks = want;
+	}
+	b = t->bwatermark++;
+	/* Advisory mirror for sprobe_table__check(). */
+	atomic_store_explicit(&hdr(t)->block_watermark, t->bwatermark, memory_order_relaxed);
+	return b;
+}
+
+/* Write a node's seqlocked fields. rec == NULL writes only the state (and
+ * drops the node's block). ASYNC-SIGNAL-SAFE: no malloc or locks; a system
+ * call only when a block's storage is reserved (block_take()). */
 static void node_write(struct sprobe_table *t, uint32_t idx, uint32_t state,
 		       const struct sprobe_table_record *rec, uint64_t stack)
 {
 	struct shm_node *n = node_at(t, idx);
 	struct wnode *w = &t->w[idx];
+	uint32_t nf = 0, flags = 0, block = 0, old = w->block;
+	_Atomic uint64_t *dst = n->frames;
 
-	atomic_store_explicit(&n->seq, w->seq + 1, memory_order_relaxed);
-	/* Orders the odd seq before the field stores; pairs with the acquire
-	 * fence in read_node(): a reader that loaded any field written below
-	 * then loads a seq different from its first one. */
-	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&n->state, state, memory_order_relaxed);
 	if (rec) {
-		uint32_t nf = rec->nframes, flags = rec->flags;
-
+		nf = rec->nframes;
+		flags = rec->flags;
 		if (nf > SPROBE_TABLE_MAX_FRAMES) {
 			nf = SPROBE_TABLE_MAX_FRAMES;
 			flags |= SPROBE_TABLE_NODE_TRUNCATED;
 		}
+		if (nf > TABLE_INLINE_FRAMES) {
+			/* Before the seqlock section: a reservation is a
+			 * system call, not to be made while readers retry. */
+			block = old ? old : block_take(t);
+			if (block) {
+				dst = block_at(t, block)->frames;
+			} else {
+				nf = TABLE_INLINE_FRAMES;
+				flags |= SPROBE_TABLE_NODE_TRUNCATED;
+			}
+		}
+	}
+	atomic_store_explicit(&n->seq, w->seq + 1, memory_order_relaxed);
+	/* Orders the odd seq before the field stores; pairs with the acquire
+	 * fence in read_node(): a reader that loaded any field written below
+	 * (or any frame of the block) then loads a seq different from its
+	 * first one. */
+	atomic_thread_fence(memory_order_release);
+	atomic_store_explicit(&n->state, state, memory_order_relaxed);
+	atomic_store_explicit(&n->block, block, memory_order_relaxed);
+	if (rec) {
 		atomic_store_explicit(&n->tid, (int32_t)rec->tid, memory_order_relaxed);
 		atomic_store_explicit(&n->nframes, nf, memory_order_relaxed);
 		atomic_store_explicit(&n->flags, flags, memory_order_relaxed);
@@ -62,10 +117,9 @@ static void node_write(struct sprobe_table *t, uint32_t idx, uint32_t state,
 				      memory_order_relaxed);
 		atomic_store_explicit(&n->stack_bytes, stack, memory_order_relaxed);
 		for (uint32_t i = 0; i < nf; i++) {
-			atomic_store_explicit(&n->frames[2 * i], rec->frames[i].pc,
+			atomic_store_explicit(&dst[2 * i], rec->frames[i].pc,
 					      memory_order_relaxed);
-			atomic_store_explicit(&n->frames[2 * i + 1],
-					      rec->frames[i].fp,
+			atomic_store_explicit(&dst[2 * i + 1], rec->frames[i].fp,
 					      memory_order_relaxed);
 		}
 	}
@@ -73,14 +127,21 @@ static void node_write(struct sprobe_table *t, uint32_t idx, uint32_t state,
 	 * of seq in read_node() returns this even value. */
 	w->seq += 2;
 	atomic_store_explicit(&n->seq, w->seq, memory_order_release);
+	w->block = block;
+	/* A block the node stopped naming is free only now, after the seq
+	 * that says so: whoever writes it next does so under its own node's
+	 * release fence, which orders this seq before those stores, so a
+	 * reader still copying it for this node sees this seq moved. */
+	if (old && old != block) {
+		t->bfree[old] = t->bfree_head;
+		t->bfree_head = old;
+	}
 }
 
 static bool record_ok(const struct sprobe_table_record *rec)
 {
 	return rec && rec->tid > 0 && (rec->nframes == 0 || rec->frames);
 }
-
-#define RESERVE_FIRST 32u
 
 struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 {
@@ -112,16 +173,19 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 	t->size = table_size(capacity);
 	t->path = strdup(path);
 	t->w = sprobe_table_os__zalloc(((size_t)capacity + 1) * sizeof(*t->w));
+	t->bfree = sprobe_table_os__zalloc(((size_t)capacity + 1) * sizeof(*t->bfree));
 	t->visited = calloc(bitmap_words(capacity), sizeof(uint64_t));
-	if (!t->path || !t->w || !t->visited) {
+	if (!t->path || !t->w || !t->bfree || !t->visited) {
 		err = -ENOMEM;
 		goto fail;
 	}
 	/* Storage for the first RESERVE_FIRST nodes now, more as the
-	 * watermark reaches them (insert()): most processes have a few
-	 * threads, and a full table is 2 MiB of tmpfs. */
+	 * watermark reaches them (insert()), and blocks only once a stack is
+	 * deeper than a node holds (block_take()): most processes have a few
+	 * threads, most threads shallow stacks, and a full table of 1 024 is
+	 * 2.3 MiB of tmpfs. */
 	t->reserved_nodes = capacity < RESERVE_FIRST ? capacity : RESERVE_FIRST;
-	err = sprobe_table_os__create(path, t->size, table_size(t->reserved_nodes), &t->os, &base);
+	err = sprobe_table_os__create(path, t->size, nodes_size(t->reserved_nodes), &t->os, &base);
 	if (err)
 		goto fail;
 	t->has_os = true;
@@ -135,12 +199,18 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 	t->created_realtime_ns = sprobe_table_os__clock_ns(0);
 	t->created_monotonic_ns = sprobe_table_os__clock_ns(1);
 	t->watermark = 1;
+	t->bwatermark = 1;
 	h->version = SPROBE_TABLE_VERSION;
 	h->header_size = TABLE_HEADER_SIZE;
 	h->node_size = TABLE_NODE_SIZE;
 	h->capacity = capacity;
 	h->max_frames = SPROBE_TABLE_MAX_FRAMES;
 	h->writer_pid = t->writer_pid;
+	h->inline_frames = TABLE_INLINE_FRAMES;
+	h->block_size = TABLE_BLOCK_SIZE;
+	h->blocks_offset = blocks_offset(capacity);
+	h->blocks = capacity;
+	atomic_store_explicit(&h->block_watermark, 1, memory_order_relaxed);
 	h->created_realtime_ns = t->created_realtime_ns;
 	h->created_monotonic_ns = t->created_monotonic_ns;
 	atomic_store_explicit(&h->watermark, 1, memory_order_relaxed);
@@ -152,6 +222,7 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity)
 fail:
 	free(t->visited);
 	sprobe_table_os__zfree(t->w, ((size_t)t->capacity + 1) * sizeof(*t->w));
+	sprobe_table_os__zfree(t->bfree, ((size_t)t->capacity + 1) * sizeof(*t->bfree));
 	free(t->path);
 	free(t);
 	errno = -err;
@@ -182,7 +253,8 @@ int sprobe_table__insert(struct sprobe_table *t,
 
 			if (want > t->capacity)
 				want = t->capacity;
-			err = t->has_os ? sprobe_table_os__reserve(&t->os, t->path, table_size(want)) : 0;
+			err = t->has_os ? sprobe_table_os__reserve(&t->os, t->path, 0,
+								   nodes_size(want)) : 0;
 			if (err)
 				return err == -ENOSPC ? -ENOSPC : err;
 			t->reserved_nodes = want;
@@ -324,6 +396,7 @@ void sprobe_table__close(struct sprobe_table *t)
 				       owner ? t->path : NULL);
 	free(t->visited);
 	sprobe_table_os__zfree(t->w, ((size_t)t->capacity + 1) * sizeof(*t->w));
+	sprobe_table_os__zfree(t->bfree, ((size_t)t->capacity + 1) * sizeof(*t->bfree));
 	free(t->path);
 	free(t);
 }

@@ -8,7 +8,8 @@
  * Random bytes almost never get past the magic and size checks, so when the
  * last header byte (reserved, offset 255) has its low bit set the harness
  * repairs the fixed header fields to match the input length: the fuzzer then
- * spends its time on links, generation, watermark and node contents.
+ * spends its time on links, generation, watermark, node contents and the
+ * blocks nodes name.
  *
  * Properties checked (abort = finding): no crash or sanitizer report; an
  * iteration ends within 2 * capacity visits and returns each index at most
@@ -21,22 +22,43 @@
 
 #include <stackprobe/table.h>
 
+/* docs/TABLE.md, format version 2. */
 #define HDR 256u
-#define NODE 2112u
+#define NODE 256u
+#define BLOCK 2048u
+#define INLINE_FRAMES 12u
 
 static void put32(uint8_t *b, size_t off, uint32_t v)
 {
 	memcpy(b + off, &v, 4);
 }
 
+static void put64(uint8_t *b, size_t off, uint64_t v)
+{
+	memcpy(b + off, &v, 8);
+}
+
+static size_t blocks_off(uint32_t cap)
+{
+	return (HDR + (size_t)cap * NODE + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+static size_t file_size(uint32_t cap)
+{
+	return blocks_off(cap) + (size_t)cap * BLOCK;
+}
+
 static void repair_header(uint8_t *b, size_t *len)
 {
-	uint32_t cap = (uint32_t)((*len - HDR) / NODE);
+	uint32_t cap = 0;
 	int32_t pid;
 
+	/* The largest table that fits in len. */
+	while (file_size(cap + 1) <= *len)
+		cap++;
 	if (cap == 0)
 		return;
-	*len = HDR + (size_t)cap * NODE;
+	*len = file_size(cap);
 	memcpy(b, "SPROBETB", 8);
 	put32(b, 8, SPROBE_TABLE_VERSION);
 	put32(b, 12, HDR);
@@ -46,6 +68,10 @@ static void repair_header(uint8_t *b, size_t *len)
 	memcpy(&pid, b + 28, 4);
 	if (pid <= 0)
 		put32(b, 28, 1);
+	put32(b, 88, INLINE_FRAMES);
+	put32(b, 92, BLOCK);
+	put64(b, 96, blocks_off(cap));
+	put32(b, 104, cap);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -70,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		return 0;
 	memcpy(buf, data, size);
-	if (size >= HDR + NODE && (buf[HDR - 1] & 1))
+	if (size >= file_size(1) && (buf[HDR - 1] & 1))
 		repair_header(buf, &len);
 
 	t = sprobe_table__open_mem(buf, len, &o);

@@ -29,9 +29,11 @@
 #define NOT_A_FILE "/dev/shm"
 #endif
 
-/* docs/TABLE.md, format version 1. */
+/* docs/TABLE.md, format version 2. */
 #define HDR_SIZE 256u
-#define NODE_SIZE 2112u
+#define NODE_SIZE 256u
+#define BLOCK_SIZE 2048u
+#define INLINE_FRAMES 12u
 #define H_MAGIC 0
 #define H_VERSION 8
 #define H_HEADER_SIZE 12
@@ -44,14 +46,25 @@
 #define H_WATERMARK 60
 #define H_FREE_HEAD 64
 #define H_LIVE 68
+#define H_INLINE_FRAMES 88
+#define H_BLOCK_SIZE 92
+#define H_BLOCKS_OFFSET 96
+#define H_BLOCKS 104
+#define H_BLOCK_WATERMARK 108
 #define N_SEQ 0
 #define N_NEXT 8
 #define N_FREE_NEXT 16
 #define N_STATE 20
 #define N_TID 24
 #define N_NFRAMES 28
+#define N_BLOCK 36
 #define N_FRAMES 64
 #define NODE_OFF(i) (HDR_SIZE + ((size_t)(i) - 1) * NODE_SIZE)
+/* Blocks start after the nodes, on a multiple of BLOCK_SIZE. */
+#define BLOCKS_OFF(cap) ((HDR_SIZE + (size_t)(cap) * NODE_SIZE + BLOCK_SIZE - 1) / \
+			 BLOCK_SIZE * BLOCK_SIZE)
+#define BLOCK_OFF(cap, b) (BLOCKS_OFF(cap) + ((size_t)(b) - 1) * BLOCK_SIZE)
+#define FILE_SIZE(cap) (BLOCKS_OFF(cap) + (size_t)(cap) * BLOCK_SIZE)
 
 static inline char *tmp_path(char *buf, size_t len, const char *tag)
 {

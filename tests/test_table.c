@@ -10,6 +10,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -256,7 +259,7 @@ static void test_default_path_open_pid_and_unlink(void **state)
 	assert_int_equal(info.writer_pid, getpid());
 	assert_int_equal(info.live, 1);
 	assert_int_equal(info.watermark, 2);
-	assert_int_equal(info.file_size, HDR_SIZE + 16 * NODE_SIZE);
+	assert_int_equal(info.file_size, FILE_SIZE(16));
 	assert_false(info.writer_closed);
 	assert_true(info.created_realtime_ns > 0);
 
@@ -454,20 +457,199 @@ static void test_storage_reserved_as_used(void **state)
 	assert_int_equal(stat(path, &st), 0);
 	off_t full = st.st_size;
 	blkcnt_t at_start = st.st_blocks;
-	assert_true((off_t)at_start * 512 < full / 4);
+	assert_int_equal(full, FILE_SIZE(400));
+	assert_true((off_t)at_start * 512 < full / 8);
 	for (int i = 0; i < 300; i++)
 		assert_true(insert_simple(w, 1000 + i, 0x1000 + (uint64_t)i, 0) > 0);
 	assert_int_equal(stat(path, &st), 0);
 	assert_true(st.st_blocks > at_start);
-	assert_true((off_t)st.st_blocks * 512 >= full / 2);
+	assert_true((off_t)st.st_blocks * 512 >= (off_t)NODE_OFF(301));
+	assert_true((off_t)st.st_blocks * 512 < full / 4);
 	struct sprobe_table *r = open_reader(path);
 	assert_int_equal(read_all(r, tids, 400), 300);
 	sprobe_table__close(r);
 	sprobe_table__close(w);
 }
 
+/* ---- storage sized by depth ------------------------------------------ */
+
+static struct sprobe_table_frame depth_frames[SPROBE_TABLE_MAX_FRAMES];
+
+/* A record of nf frames whose values tell tid, round and position apart. */
+static struct sprobe_table_record depth_rec(pid_t tid, uint32_t nf, uint64_t round)
+{
+	for (uint32_t i = 0; i < nf; i++)
+		depth_frames[i] = (struct sprobe_table_frame){
+			((uint64_t)tid << 32) | round << 16 | i, ~(uint64_t)i ^ round,
+		};
+	return (struct sprobe_table_record){
+		.tid = tid, .capture_ns = round, .nframes = nf, .frames = depth_frames,
+	};
+}
+
+/* Read node idx through r: it must hold exactly depth_rec(tid, nf, round). */
+static void expect_depth(struct sprobe_table *r, int idx, pid_t tid, uint32_t nf,
+			 uint64_t round)
+{
+	static struct sprobe_table_node n;
+	int found = 0, ret;
+
+	assert_int_equal(sprobe_table__iter_begin(r), 0);
+	while ((ret = sprobe_table__iter_next(r, &n)) == 1) {
+		if (n.index != (uint32_t)idx)
+			continue;
+		found++;
+		assert_int_equal(n.tid, tid);
+		assert_int_equal(n.nframes, nf);
+		assert_int_equal(n.flags, 0);
+		assert_int_equal(n.capture_ns, round);
+		for (uint32_t i = 0; i < nf; i++) {
+			assert_int_equal(n.frames[i].pc, ((uint64_t)tid << 32) | round << 16 | i);
+			assert_int_equal(n.frames[i].fp, ~(uint64_t)i ^ round);
+		}
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(found, 1);
+	assert_int_equal(sprobe_table__check(r, NULL, 0), 0);
+}
+
+/* The block node idx names in the file (0: its frames are inline). */
+static uint32_t file_block(const char *path, int idx)
+{
+	uint32_t b = 0;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &b, 4, (off_t)(NODE_OFF(idx) + N_BLOCK)), 4);
+	close(fd);
+	return b;
+}
+
+/* A thread's stack grows past what its node holds in place and shrinks
+ * again: every frame is read back each time, under the same index, and a
+ * freed block serves the next deep stack. */
+static void test_stack_grows_and_shrinks(void **state)
+{
+	static const uint32_t depths[] = { 8, 120, 12, 13, 128, 1, 0, 120, 8 };
+	char path[128];
+	struct sprobe_table *w = new_writer(4, path, sizeof(path));
+	struct sprobe_table *r = open_reader(path);
+	struct sprobe_table_record rec = depth_rec(501, 8, 0);
+	int a = sprobe_table__insert(w, &rec), b, c;
+
+	assert_true(a > 0);
+	expect_depth(r, a, 501, 8, 0);
+	for (uint64_t k = 0; k < sizeof(depths) / sizeof(depths[0]); k++) {
+		rec = depth_rec(501, depths[k], k + 1);
+		assert_int_equal(sprobe_table__update(w, a, &rec), 0);
+		expect_depth(r, a, 501, depths[k], k + 1);
+		assert_int_equal(file_block(path, a), depths[k] > INLINE_FRAMES ? 1 : 0);
+	}
+	/* a is shallow again: its block went back and is the next one taken. */
+	rec = depth_rec(502, 100, 50);
+	b = sprobe_table__insert(w, &rec);
+	assert_true(b > 0);
+	expect_depth(r, b, 502, 100, 50);
+	expect_depth(r, a, 501, 8, 9);
+	assert_int_equal(file_block(path, b), 1);
+	rec = depth_rec(501, 64, 51);
+	assert_int_equal(sprobe_table__update(w, a, &rec), 0);
+	assert_int_equal(file_block(path, a), 2);
+	expect_depth(r, a, 501, 64, 51);
+	expect_depth(r, b, 502, 100, 50);
+	/* Removing a deep node frees its block too. */
+	assert_int_equal(sprobe_table__remove(w, b), 0);
+	rec = depth_rec(503, 40, 52);
+	c = sprobe_table__insert(w, &rec);
+	assert_int_equal(c, b);
+	assert_int_equal(file_block(path, c), 1);
+	expect_depth(r, c, 503, 40, 52);
+	expect_depth(r, a, 501, 64, 51);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+
+#ifdef __linux__
+/* Bytes of the file with storage, and bytes of it resident (mincore on a
+ * mapping: tmpfs pages are the file's memory). Linux only: Darwin's table
+ * file is allocated whole at creation (table_posix.c). */
+static void file_cost(const char *path, size_t *allocated, size_t *resident)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char vec[4096];
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+	void *p;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	*allocated = (size_t)st.st_blocks * 512;
+	size_t pages = ((size_t)st.st_size + (size_t)page - 1) / (size_t)page;
+	assert_true(pages <= sizeof(vec));
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(mincore(p, (size_t)st.st_size, (void *)vec), 0);
+	*resident = 0;
+	for (size_t i = 0; i < pages; i++)
+		*resident += (vec[i] & 1) ? (size_t)page : 0;
+	munmap(p, (size_t)st.st_size);
+	close(fd);
+}
+
+/* A thousand idle threads (8 frames) cost a fraction of a full stack's
+ * 2 KiB each; a few deep ones add about a block each. */
+static void test_idle_nodes_cost_little(void **state)
+{
+	enum { N = 1000, DEEP = 10 };
+	char path[128];
+	struct sprobe_table *w = new_writer(1024, path, sizeof(path));
+	int idx[N];
+	size_t alloc, res;
+
+	for (int i = 0; i < N; i++) {
+		struct sprobe_table_record rec = depth_rec(10000 + i, 8, 1);
+
+		idx[i] = sprobe_table__insert(w, &rec);
+		assert_true(idx[i] > 0);
+	}
+	for (uint64_t round = 2; round < 4; round++)
+		for (int i = 0; i < N; i++) {
+			struct sprobe_table_record rec = depth_rec(10000 + i, 8, round);
+
+			assert_int_equal(sprobe_table__update(w, idx[i], &rec), 0);
+		}
+	file_cost(path, &alloc, &res);
+	print_message("%d idle nodes: %zu bytes allocated (%zu a node), %zu resident\n",
+		      N, alloc, alloc / N, res);
+	assert_true(alloc <= (size_t)N * 300);
+	assert_true(res <= (size_t)N * 300);
+
+	for (int i = 0; i < DEEP; i++) {
+		struct sprobe_table_record rec = depth_rec(10000 + i, 120, 4);
+
+		assert_int_equal(sprobe_table__update(w, idx[i], &rec), 0);
+	}
+	size_t alloc2, res2;
+	file_cost(path, &alloc2, &res2);
+	print_message("+ %d deep nodes: %zu bytes allocated, %zu resident\n", DEEP, alloc2,
+		      res2);
+	/* Blocks are reserved by doubling from 4: 16 for 10 deep stacks. */
+	assert_true(alloc2 - alloc <= 16 * BLOCK_SIZE);
+	assert_true(res2 - res <= 16 * BLOCK_SIZE);
+	struct sprobe_table *r = open_reader(path);
+	expect_depth(r, idx[0], 10000, 120, 4);
+	expect_depth(r, idx[DEEP], 10000 + DEEP, 8, 3);
+	sprobe_table__close(r);
+	sprobe_table__close(w);
+}
+#endif
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_storage_reserved_as_used),
+	cmocka_unit_test(test_stack_grows_and_shrinks),
+#ifdef __linux__
+	cmocka_unit_test(test_idle_nodes_cost_little),
+#endif
 	cmocka_unit_test(test_read_empty),
 	cmocka_unit_test(test_allocation_exhaustion),
 	cmocka_unit_test(test_lifecycle),

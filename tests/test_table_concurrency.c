@@ -6,7 +6,8 @@
  * Every write is self-describing: with c the writer's per-write counter,
  * the node holds capture_ns = c, stack_bytes = 16 c, nframes = 1 + 7c mod 128,
  * and frame i = mix(tid, c, i). A node put together from two writes fails
- * node_consistent(). Some nodes ("pinned") are inserted first and only ever
+ * node_consistent(). The depths cross the frames a node holds in place, so
+ * nodes keep taking, giving back and reusing each other's frame blocks. Some nodes ("pinned") are inserted first and only ever
  * updated: every iteration must return each of them (the contract's
  * guarantee 3), whatever the churn does to the list around them.
  *

@@ -234,13 +234,25 @@ static void test_hostile_header_fields(void **state)
 	} while (0)
 	FORGE(put64(c, H_MAGIC, 0x4141414141414141ull), EBADMSG, "bad magic");
 	FORGE(put64(c, H_MAGIC, 0), EAGAIN, "being created");
-	FORGE(put32(c, H_VERSION, 2), EPROTONOSUPPORT, "version 2");
+	/* A table of another format version is named as such, with which
+	 * side is behind (version 1 had every frame inline). */
+	FORGE(put32(c, H_VERSION, 1), EPROTONOSUPPORT, "version 1 (this stackprobe reads "
+	      "version 2 only: the writer is an older stackprobe)");
+	FORGE(put32(c, H_VERSION, 3), EPROTONOSUPPORT, "version 3 (this stackprobe reads "
+	      "version 2 only: the writer is a newer stackprobe)");
 	FORGE(put32(c, H_VERSION, 0), EPROTONOSUPPORT, "version 0");
-	FORGE(put32(c, H_NODE_SIZE, NODE_SIZE - 16), EBADMSG, "node_size");
+	FORGE(put32(c, H_NODE_SIZE, 2112), EBADMSG, "node_size");
 	FORGE(put32(c, H_HEADER_SIZE, 128), EBADMSG, "header_size");
 	FORGE(put32(c, H_MAX_FRAMES, 256), EBADMSG, "max_frames");
-	FORGE(put32(c, H_CAPACITY, 9), EBADMSG, "does not match");
-	FORGE(put32(c, H_CAPACITY, 7), EBADMSG, "does not match");
+	FORGE(put32(c, H_INLINE_FRAMES, 128), EBADMSG, "inline_frames");
+	FORGE(put32(c, H_BLOCK_SIZE, 4096), EBADMSG, "block_size");
+	FORGE(put32(c, H_BLOCKS, 9), EBADMSG, "9 blocks");
+	FORGE(put64(c, H_BLOCKS_OFFSET, HDR_SIZE), EBADMSG, "blocks at offset 256");
+	FORGE(put64(c, H_BLOCKS_OFFSET, ~0ull), EBADMSG, "blocks at offset");
+	FORGE(put32(c, H_CAPACITY, 9), EBADMSG, "capacity 9 needs");
+	FORGE(put32(c, H_CAPACITY, 7), EBADMSG, "capacity 7 needs");
+	FORGE((put32(c, H_CAPACITY, 7), put32(c, H_BLOCKS, 7),
+	       put64(c, H_BLOCKS_OFFSET, BLOCKS_OFF(7))), EBADMSG, "does not match");
 	FORGE(put32(c, H_CAPACITY, 0), EBADMSG, "capacity");
 	FORGE(put32(c, H_CAPACITY, 0xffffffffu), EBADMSG, "capacity");
 	FORGE(put32(c, H_WRITER_PID, 0), EBADMSG, "pid");
@@ -427,6 +439,51 @@ static void test_hostile_node_contents(void **state)
 	free(b);
 }
 
+/* A deep node names a block: one out of range is never dereferenced (the
+ * node is skipped), and check() refuses a block above the block watermark
+ * or named by two nodes. */
+static void test_hostile_blocks(void **state)
+{
+	struct sprobe_table_iter_stats st;
+	char err[256];
+	size_t len;
+	uint8_t *b = table_bytes(8, 3, 0, &len);
+	uint8_t *c = malloc(len);
+	int count;
+
+	assert_non_null(c);
+	memcpy(c, b, len);
+	put32(c, NODE_OFF(1) + N_NFRAMES, INLINE_FRAMES + 1);	/* block 0 */
+	put32(c, NODE_OFF(2) + N_NFRAMES, 128);
+	put32(c, NODE_OFF(2) + N_BLOCK, 9);			/* > capacity */
+	put32(c, NODE_OFF(3) + N_NFRAMES, 100);
+	put32(c, NODE_OFF(3) + N_BLOCK, 0xffffffffu);
+	assert_int_equal(iterate_mem(c, len, &count, &st), 0);
+	assert_int_equal(count, 0);
+	assert_int_equal(st.skipped_invalid, 3);
+
+	/* In range: read (its frames are whatever the block holds) ... */
+	memcpy(c, b, len);
+	put32(c, NODE_OFF(2) + N_NFRAMES, 128);
+	put32(c, NODE_OFF(2) + N_BLOCK, 8);
+	assert_int_equal(iterate_mem(c, len, &count, &st), 0);
+	assert_int_equal(count, 3);
+	/* ... but never taken by the writer, says check() */
+	assert_int_equal(check_mem(c, len, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "block watermark"));
+	put32(c, H_BLOCK_WATERMARK, 9);
+	assert_int_equal(check_mem(c, len, err, sizeof(err)), 0);
+	put32(c, NODE_OFF(3) + N_NFRAMES, 20);
+	put32(c, NODE_OFF(3) + N_BLOCK, 8);
+	assert_int_equal(check_mem(c, len, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "another node's"));
+	put32(c, H_BLOCK_WATERMARK, 10);
+	assert_int_equal(check_mem(c, len, err, sizeof(err)), -EBADMSG);
+	assert_non_null(strstr(err, "block watermark 10 out of range"));
+	free(c);
+	free(b);
+}
+
 static void test_open_mem_bad_args(void **state)
 {
 	size_t len;
@@ -469,6 +526,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_hostile_list_cycle),
 	cmocka_unit_test(test_hostile_free_list_cycle),
 	cmocka_unit_test(test_hostile_node_contents),
+	cmocka_unit_test(test_hostile_blocks),
 	cmocka_unit_test(test_open_mem_bad_args),
 	cmocka_unit_test(test_fifo_refused_without_blocking),
 };

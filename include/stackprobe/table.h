@@ -4,10 +4,14 @@
  * published in a shared-memory file that another process reads live.
  *
  * Design (after the stacktrack threads table): a header followed by
- * `capacity` fixed-size nodes. Live nodes form a singly linked list from
- * header.head (newest first); freed nodes go on a LIFO free list; nodes never
- * used lie above a watermark. Index 0 is NIL. The byte layout is in
- * docs/TABLE.md.
+ * `capacity` fixed-size nodes, then `capacity` frame blocks. Live nodes form
+ * a singly linked list from header.head (newest first); freed nodes go on a
+ * LIFO free list; nodes never used lie above a watermark. Index 0 is NIL.
+ * A node holds a shallow stack (up to 12 frames, an idle thread's) in
+ * place; a deeper one goes whole into a block the node names, taken when
+ * the stack outgrows the node and given back when it shrinks or the node
+ * is removed. A node's index never changes. Storage is allocated as nodes
+ * and blocks are first used. The byte layout is in docs/TABLE.md.
  *
  * CONCURRENCY CONTRACT
  *
@@ -67,14 +71,15 @@ extern "C" {
 /* Frames per node (same as SPROBE_MAX_FRAMES in capture.h). */
 #define SPROBE_TABLE_MAX_FRAMES 128
 /* Largest capacity accepted by create and by readers (the file is then
- * ~138 MiB). Bounds every allocation a hostile header can cause. */
+ * ~144 MiB, of which only what is used gets storage). Bounds every
+ * allocation a hostile header can cause. */
 #define SPROBE_TABLE_MAX_CAPACITY 65536u
 /* The NIL node index. Valid indices are 1..capacity. */
 #define SPROBE_TABLE_NIL 0u
 /* Seqlock attempts per node before a reader skips it as busy. */
 #define SPROBE_TABLE_READ_RETRIES 64
 /* Format version written by this library and the only one it reads. */
-#define SPROBE_TABLE_VERSION 1u
+#define SPROBE_TABLE_VERSION 2u
 
 /* Node flags. */
 enum sprobe_table_node_flags {
@@ -171,7 +176,9 @@ struct sprobe_table *sprobe_table__create(const char *path, uint32_t capacity);
  * Returns the node index (> 0), or -ENOSPC when every node is in use,
  * -EINVAL for a bad record (NULL, tid <= 0, frames NULL with nframes > 0),
  * -EPERM on a read-only table.
- * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls.
+ * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc or locks; a system call
+ * (posix_fallocate) only when the insert reaches storage not yet reserved,
+ * a handful of times in a table's life.
  */
 SPROBE_API
 int sprobe_table__insert(struct sprobe_table *t,
@@ -180,9 +187,15 @@ int sprobe_table__insert(struct sprobe_table *t,
 /*
  * Overwrite node `index` in place with rec (tid, flags, time, frames). The
  * stored stack_bytes is the maximum over the node's life (high-water mark).
+ * The index stays the node's whatever the depth: a stack deeper than the
+ * node holds moves its frames to a block, and back when it is shallow
+ * again. Should no block be had (a full file system), the node keeps the
+ * frames it holds and is flagged SPROBE_TABLE_NODE_TRUNCATED.
  * Returns 0, -EINVAL if index is not a live node or rec is bad, -EPERM on a
  * read-only table.
- * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc, locks or syscalls.
+ * Writer thread only. ASYNC-SIGNAL-SAFE: no malloc or locks; a system call
+ * (posix_fallocate) only when a block is first taken from storage not yet
+ * reserved, a handful of times in a table's life.
  */
 SPROBE_API
 int sprobe_table__update(struct sprobe_table *t, uint32_t index,
@@ -286,7 +299,8 @@ int sprobe_table__iter_stats(const struct sprobe_table *t,
  * Consistency check for a table that is not changing (the writer closed it,
  * or the file is a copy): the live list and the free list are acyclic,
  * in range, disjoint, and with the watermark they cover every used index
- * exactly once. Returns 0, -ELOOP (a cycle), -EBADMSG (anything else wrong),
+ * exactly once; the blocks live nodes name were taken and are distinct.
+ * Returns 0, -ELOOP (a cycle), -EBADMSG (anything else wrong),
  * or -EAGAIN if the writer changed the list meanwhile (retry). errbuf (may
  * be NULL) gets a one-line reason. Allocates a temporary bitmap.
  */
