@@ -127,3 +127,9 @@ int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usag
 	(void)max;
 	return -ENOTSUP;
 }
+
+int sprobe_capturer__cpu_usage_all(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+				   uint32_t max)
+{
+	return sprobe_capturer__cpu_usage(c, out, max);
+}

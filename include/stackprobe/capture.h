@@ -609,11 +609,16 @@ struct sprobe_cpu_usage {
 #define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
 
 /*
- * CPU coverage: reads the CPU clock of every thread the CPU
- * engine tracks and writes into out[0..max) one entry per thread whose
- * CPU time or flags changed since the previous call, exited threads
- * (last value read) included, and returns how many (a thread that did not
- * fit is reported at the next call). A thread that used three periods of
+ * CPU coverage: reads the CPU clock of the threads the CPU engine tracks
+ * and writes into out[0..max) one entry per thread whose CPU time or
+ * flags changed since the previous call, exited threads (last value
+ * read) included, and returns how many (a thread that did not fit is
+ * reported at the next call). Each call reads the threads that delivered
+ * a sample since the previous one and those flagged BLOCKED, plus a
+ * rotating share of the others such that each is read at least once a
+ * second (all of them while there are 64 or fewer): a thread without a
+ * sample used less than a period since its last one, or blocks the
+ * signal. A thread that used three periods of
  * CPU more than it delivered captures since the previous call (since its
  * signal source was made, at the first call) is checked for blocking the
  * capture signal (SigBlk): if so it
@@ -621,13 +626,19 @@ struct sprobe_cpu_usage {
  * one signal per period until it falls back on SIGIO), and the capture
  * made at the next sprobe_capturer__cpu_collect() lists it as dropped
  * BLOCKED; it is checked again at each call and re-enabled once it takes
- * the signal again. Make a call every 100 ms or so of wall time (one
- * clock read per thread). Returns n >= 0 or -errno (-EINVAL, -ECHILD).
- * Not async-signal-safe; serialised with captures.
+ * the signal again. Make a call every 100 ms or so of wall time. Returns
+ * n >= 0 or -errno (-EINVAL, -ECHILD). Not async-signal-safe; serialised
+ * with captures.
  */
 SPROBE_API
 int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
 			       uint32_t max);
+
+/* sprobe_capturer__cpu_usage() reading every tracked thread's clock (one
+ * read per thread): the last call before a stop, whose values are final. */
+SPROBE_API
+int sprobe_capturer__cpu_usage_all(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+				   uint32_t max);
 
 /* Stop CPU-timer capture: delete every timer, wait for running handlers;
  * uncollected samples are discarded. Wall captures work again afterwards.

@@ -132,15 +132,21 @@ static void bperf_release(struct sprobe_sampler *s, pid_t tid)
 }
 
 /* cpu mode: THREAD_CPU records, then release the threads no longer flagged
- * BLOCKED (or gone). */
-static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
+ * BLOCKED (or gone). all: every thread's clock (the final values), else
+ * those that ran and a rotating share of the rest. */
+static void cpu_usage_pass(struct sprobe_sampler *s, uint64_t now, bool all)
 {
-	int n = sprobe_sampler_threads__cpu_usage(s, now);
+	int n = sprobe_sampler_threads__cpu_usage(s, now, all);
 
 	for (int k = 0; k < n; k++)
 		if ((s->usage[k].flags & SPROBE_CPU_USAGE_EXITED) ||
 		    !(s->usage[k].flags & SPROBE_CPU_USAGE_BLOCKED))
 			bperf_release(s, s->usage[k].tid);
+}
+
+static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
+{
+	cpu_usage_pass(s, now, false);
 }
 
 /* Say once what a library that could not be opened on first use turned
@@ -602,7 +608,7 @@ void *sprobe_sampler_probe__main(void *arg)
 	if (sprobe_sampler_poll__engine(s))
 		sprobe_sampler_poll__emit_usage(s, sprobe_mono_ns());
 	else if (s->opts.mode == SPROBE_MODE_CPU)
-		cpu_usage_round(s, sprobe_mono_ns()); /* the final CPU times */
+		cpu_usage_pass(s, sprobe_mono_ns(), true); /* the final CPU times */
 	return NULL;
 }
 

@@ -165,7 +165,7 @@ void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid);
 bool sprobe_sampler_threads__cpu_clock(pid_t tid, uint64_t *ns);
 /* THREAD_CPU records: the CPU time the capturer read (cpu mode). Returns
  * how many entries of s->usage it filled (>= 0). */
-int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now);
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now, bool all);
 
 /* cpu mode with the POLL engine: wall-style captures weighted by CPU. */
 bool sprobe_sampler_poll__engine(const struct sprobe_sampler *s);

@@ -251,9 +251,10 @@ void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid)
 		sprobe_sampler_threads__seen(s, e);
 }
 
-int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now)
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now, bool all)
 {
-	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
+	int n = all ? sprobe_capturer__cpu_usage_all(s->capturer, s->usage, s->opts.max_threads)
+		    : sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
 
 	for (int k = 0; k < n && s->stream; k++) {
 		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
