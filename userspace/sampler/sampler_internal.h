@@ -120,6 +120,8 @@ struct sprobe_sampler {
 	uint64_t mods_generation;
 	uint64_t round;
 	uint64_t last_sweep_ns;	/* cpu mode: last keep-alive + sweep */
+	size_t keep_next;	/* cpu mode: the keep-alive rotation's next entry */
+	uint64_t keep_ns;	/* when it last ran (0: never) */
 	bool started;		/* wall mode: a capture into snap is started */
 	uint64_t started_ns;	/* and when */
 	uint64_t *windows;	/* scratch: window lengths of one round */
