@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * Capture backend, cpu mode: what a collect and a usage call do grows
- * with the threads that ran, not with the threads that exist. Counted
- * (the capturer's cpu_work counters: slots looked at, clocks read, walks
- * of every slot), never timed: the time it takes is the bench's
- * (bench/threads.py, docs/PERFORMANCE.md "Many threads").
+ * Capture backend, cpu mode with many threads: what a collect and a usage
+ * call do grows with the threads that ran, not with the threads that
+ * exist. Counted (the capturer's cpu_work counters: slots looked at,
+ * clocks read, walks of every slot), never timed: the time it takes is
+ * the bench's (bench/threads.py, docs/PERFORMANCE.md "Many threads").
+ * And threads the kernel gives no signal source are said, not dropped.
  */
 
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,8 +130,91 @@ static void test_cpu_work_follows_running_threads(void **state)
 	untrack(c);
 }
 
+/* The user's queued signals now (SigQ in /proc/self/status), or -1. */
+static long sigq_used(void)
+{
+	char buf[256];
+	long used = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "SigQ: %ld/", &used) == 1)
+			break;
+	fclose(f);
+	return used;
+}
+
+/* No room for a CPU timer (the timers may take half of RLIMIT_SIGPENDING,
+ * and the limit is set to what the user has queued already): the threads
+ * are tracked without a source, counted and reported NOSOURCE with their
+ * CPU; once there is room again a later follow gives them timers. */
+static void test_cpu_unsourced_said(void **state)
+{
+	enum { N = 4 };
+	static struct worker w[N + 1];
+	static struct sprobe_cpu_usage out[64];
+	struct sprobe_capturer *c = new_capturer(0, 0);
+	struct sprobe_snapshot *s = sprobe_snapshot__new(64, 4096);
+	struct rlimit old, rl;
+	long used = sigq_used();
+	int why = 0, n;
+	bool flagged = false;
+	uint64_t base, deadline;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(s);
+	assert_true(used >= 0);
+	assert_int_equal(sprobe_capturer__cpu_engine(c, SPROBE_CPU_ENGINE_TIMER, NULL, 0),
+			 SPROBE_CPU_ENGINE_TIMER);
+	for (int i = 0; i < N - 1; i++)
+		assert_int_equal(fx_worker_start(&w[i], PARK_PIPE, 0), 0);
+	assert_int_equal(fx_worker_start(&w[N - 1], PARK_SPIN, 0), 0);
+	assert_int_equal(getrlimit(RLIMIT_SIGPENDING, &old), 0);
+	rl = old;
+	rl.rlim_cur = used > 0 ? (rlim_t)used : 1;
+	assert_int_equal(setrlimit(RLIMIT_SIGPENDING, &rl), 0);
+
+	assert_int_equal(sprobe_capturer__cpu_collect(c, s, PERIOD_NS), 0);
+	unsigned nosrc = sprobe_capturer__cpu_unsourced(c, &why);
+
+	print_message("%u threads without a source (%s)\n", nosrc, strerror(why));
+	assert_true(nosrc >= N);
+	assert_int_equal(why, EAGAIN);
+	/* The spinner's CPU is reported, flagged. */
+	base = clock_of(w[N - 1].th);
+	deadline = fx_now_ns() + fx_timeout_ns();
+	while (clock_of(w[N - 1].th) - base < 3 * PERIOD_NS) {
+		assert_true(fx_now_ns() < deadline);
+		sched_yield();
+	}
+	n = sprobe_capturer__cpu_usage_all(c, out, 64);
+	for (int k = 0; k < n; k++)
+		flagged |= out[k].tid == atomic_load(&w[N - 1].tid) &&
+			   (out[k].flags & SPROBE_CPU_USAGE_NOSOURCE) && out[k].cpu_ns > 0;
+	assert_true(flagged);
+
+	/* Room again: a follow (a new thread moves the count) gives them
+	 * timers. */
+	assert_int_equal(setrlimit(RLIMIT_SIGPENDING, &old), 0);
+	assert_int_equal(fx_worker_start(&w[N], PARK_PIPE, 0), 0);
+	while (sprobe_capturer__cpu_unsourced(c, NULL) > 0) {
+		assert_true(fx_now_ns() < deadline);
+		assert_int_equal(sprobe_capturer__cpu_collect(c, s, PERIOD_NS), 0);
+		sched_yield();
+	}
+	assert_int_equal(sprobe_capturer__cpu_stop(c), 0);
+	for (int i = 0; i <= N; i++)
+		fx_worker_stop(&w[i]);
+	sprobe_snapshot__free(s);
+	untrack(c);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test_teardown(test_cpu_work_follows_running_threads, teardown),
+	cmocka_unit_test_teardown(test_cpu_unsourced_said, teardown),
 };
 
 SPROBE_TEST_MAIN(tests)

@@ -70,6 +70,8 @@ static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why
 #define CPU_ENUM_COST 50
 /* A follow at least this often even if the count did not move. */
 #define CPU_ENUM_BACKSTOP_NS 1000000000ull
+/* Threads without a source tried again per follow, at most. */
+#define CPU_SOURCE_RETRIES 64
 
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
@@ -156,9 +158,10 @@ static int cpu_alloc_more(struct sprobe_capturer *c)
 	c->cpu_want = sprobe__zcalloc((n + 63) / 64, sizeof(*c->cpu_want));
 	c->cpu_want_next = sprobe__zcalloc((n + 63) / 64, sizeof(*c->cpu_want_next));
 	c->cpu_blk_list = sprobe__zcalloc(n, sizeof(*c->cpu_blk_list));
+	c->cpu_nosrc = sprobe__zcalloc(n, 1);
 	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_base || !c->cpu_hits ||
 	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone || !c->cpu_ready || !c->cpu_want || !c->cpu_want_next ||
-	    !c->cpu_blk_list) {
+	    !c->cpu_blk_list || !c->cpu_nosrc) {
 		sprobe_lx_cpu_free(c);
 		return -ENOMEM;
 	}
@@ -188,6 +191,8 @@ void sprobe_lx_cpu_free(struct sprobe_capturer *c)
 	sprobe__zfree(c->cpu_want);
 	sprobe__zfree(c->cpu_want_next);
 	sprobe__zfree(c->cpu_blk_list);
+	sprobe__zfree(c->cpu_nosrc);
+	c->cpu_nosrc = NULL;
 	c->cpu_ready = NULL;
 	c->cpu_want = c->cpu_want_next = NULL;
 	c->cpu_blk_list = NULL;
@@ -260,28 +265,69 @@ static int cpu_timer_new(struct sprobe_capturer *c, pid_t tid, uint64_t value, t
 	return err;
 }
 
-/* Give slot i (thread tid, generation gen) its signal source: its perf
- * event, else (engine TIMER, or no descriptor fits: counted) a timer. */
-static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen)
+/*
+ * Room for more CPU timers this follow (cpu_timer_room; -1: not read
+ * yet). Each timer holds one entry of the user's queued-signal limit
+ * (RLIMIT_SIGPENDING, shared by all the user's processes) for its life.
+ * The timers take at most half of it, counting what is queued already
+ * (SigQ in /proc/self/status): the rest stays for the program's own
+ * signals and for the perf events' deliveries, which the kernel turns
+ * into SIGIO when none can be queued (SIGIO's default action ends the
+ * program).
+ */
+static bool timer_room(struct sprobe_capturer *c)
 {
+	if (c->cpu_timer_room < 0) {
+		char *buf, *q;
+		size_t len;
+		unsigned long used, limit;
+
+		c->cpu_timer_room = 0;
+		if (sprobe_fd__read_file("/proc/self/status", &buf, &len) != 0)
+			return false;
+		q = strstr(buf, "\nSigQ:");
+		if (q && sscanf(q + 6, "%lu/%lu", &used, &limit) == 2 && used < limit / 2)
+			c->cpu_timer_room = (int64_t)(limit / 2 - used);
+		free(buf);
+	}
+	return c->cpu_timer_room > 0;
+}
+
+/* Give slot i (thread tid, generation gen) its signal source: its perf
+ * event, else (engine TIMER, or no descriptor fits: counted) a timer.
+ * retry: the slot is tracked already without one (cpu_nosrc): its
+ * coverage keeps counting from where it did. -ESRCH: exited. */
+static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen, bool retry)
+{
+	int err;
+
 	/* Coverage counts the CPU from here on (what could be sampled), and
 	 * an event's count starts here too. */
 	if (!sprobe_lx_thread_cpu_ns(tid, &c->cpu_open[i]))
 		return -ESRCH;
-	c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
+	if (!retry)
+		c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
 	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
-		int err = sprobe_lx_perf_open(c, tid, i, gen);
-
+		err = sprobe_lx_perf_open(c, tid, i, gen);
 		if (err == 0 || err == -ESRCH)
 			return err;
-		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
 	}
-	return cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]);
+	if (!timer_room(c))
+		return -EAGAIN; /* as timer_create() at the limit */
+	err = cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]);
+	if (err)
+		return err;
+	c->cpu_timer_room--;
+	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF)
+		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
+	return 0;
 }
 
 static void source_delete(struct sprobe_capturer *c, uint32_t i)
 {
-	if (c->perf_h[i] >= 0)
+	if (c->cpu_nosrc[i])
+		c->cpu_nosrc[i] = 0;
+	else if (c->perf_h[i] >= 0)
 		sprobe_lx_perf_close(c, i);
 	else
 		timer_delete(c->cpu_timer[i]);
@@ -303,7 +349,7 @@ static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 			.tid = c->cpu_tid[i],
 			.flags = SPROBE_CPU_USAGE_EXITED |
 				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-				 (sprobe_lx_cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+				 sprobe_lx_cpu_src_flags(c, i),
 			.cpu_ns = cpu - c->cpu_base[i],
 		};
 	c->cpu_ns[i] = c->cpu_reported[i] = 0;
@@ -380,8 +426,9 @@ static bool follow_due(struct sprobe_capturer *c, uint64_t interval_ns, uint64_t
 int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				 uint64_t interval_ns)
 {
-	uint32_t ntracked = 0;
+	uint32_t ntracked = 0, unsourced = 0, retries = 0;
 	pid_t self;
+	int serr;
 	bool fresh;
 	int err;
 
@@ -457,6 +504,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	if (err)
 		goto rearm;
 	fresh = sprobe_lx_new_threads(c); /* prev_tids: the current set, sorted */
+	c->cpu_timer_room = -1;
 	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		pid_t tid = c->cpu_tid[i];
 
@@ -471,6 +519,14 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 			continue;
 		}
 		c->cpu_sorted[ntracked++] = tid;
+		/* No source yet: try again, a few a follow (each try may cost
+		 * an event opened and closed). */
+		if (c->cpu_nosrc[i] && retries < CPU_SOURCE_RETRIES) {
+			retries++;
+			if (source_new(c, tid, i, c->cpu_gen[i], true) == 0)
+				c->cpu_nosrc[i] = 0;
+		}
+		unsourced += c->cpu_nosrc[i];
 	}
 	while (c->cpu_hi && !c->cpu_tid[c->cpu_hi - 1])
 		c->cpu_hi--;
@@ -480,7 +536,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		for (uint32_t i = 0; i < c->cpu_hi; i++)
 			if (c->cpu_tid[i] && c->perf_h[i] >= 0)
 				sprobe_lx_perf_period(c, i, interval_ns);
-			else if (c->cpu_tid[i])
+			else if (c->cpu_tid[i] && !c->cpu_nosrc[i])
 				cpu_settime(c->cpu_timer[i], interval_ns);
 	}
 	for (uint32_t k = 0; k < c->ntids; k++) {
@@ -497,13 +553,25 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 				break;
 			i++;
 		}
-		if (tries == c->max_threads)
-			break; /* every slot taken: the rest waits for exits */
+		if (tries == c->max_threads) {
+			/* Every slot taken: the rest waits for exits. */
+			unsourced += c->ntids - k;
+			break;
+		}
 		gen = ++c->gen;
 		/* The old gen's state says IDLE: stale signals fail. */
 		atomic_store(&c->slots[i].state, gen << 2 | SLOT_IDLE);
-		if (source_new(c, tid, i, gen) < 0)
-			continue; /* exited since enumeration, or out of timers */
+		serr = source_new(c, tid, i, gen, false);
+		if (serr == -ESRCH)
+			continue; /* exited since enumeration */
+		/* Refused (no timer fits, RLIMIT_SIGPENDING): tracked all the
+		 * same, so its CPU is reported (NOSOURCE) and the next follows
+		 * try again. */
+		c->cpu_nosrc[i] = serr != 0;
+		if (serr) {
+			atomic_store_explicit(&c->cpu_nosrc_err, -serr, memory_order_relaxed);
+			unsourced++;
+		}
 		c->cpu_tid[i] = tid;
 		c->cpu_gen[i] = gen;
 		c->cpu_free = i + 1;
@@ -512,6 +580,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		atomic_store_explicit(&c->slots[i].extra, 0, memory_order_relaxed);
 	}
 	c->cpu_primed = true; /* threads born from now on count from their start */
+	atomic_store_explicit(&c->cpu_unsourced, unsourced, memory_order_relaxed);
 	if (fresh || c->maps_stale) {
 		err = sprobe_lx_refresh_ranges(c);
 		if (err)
@@ -564,6 +633,7 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 		c->cpu_free = c->cpu_hi = 0;
 		c->ncpu_gone = 0;
 		c->cpu_nblk_list = 0;
+		atomic_store_explicit(&c->cpu_unsourced, 0, memory_order_relaxed);
 		c->cpu_usage_next = 0;
 		c->cpu_usage_ns = 0;
 		/* The thread list was followed at cpu mode's pace: a wall
@@ -655,6 +725,17 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 	r = cpu_engine_locked(c, want, why, len);
 	pthread_mutex_unlock(&c->lock);
 	return r;
+}
+
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why)
+{
+	struct sprobe_capturer *m = (struct sprobe_capturer *)c;
+
+	if (!c)
+		return 0;
+	if (why)
+		*why = atomic_load_explicit(&m->cpu_nosrc_err, memory_order_relaxed);
+	return atomic_load_explicit(&m->cpu_unsourced, memory_order_relaxed);
 }
 
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)

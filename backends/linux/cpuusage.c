@@ -29,10 +29,12 @@ bool sprobe_lx_thread_cpu_ns(pid_t tid, uint64_t *ns)
 	return true;
 }
 
-/* Engine PERF, and slot i got a timer instead (cputime.c source_new()). */
-bool sprobe_lx_cpu_on_timer_slot(const struct sprobe_capturer *c, uint32_t i)
+uint32_t sprobe_lx_cpu_src_flags(const struct sprobe_capturer *c, uint32_t i)
 {
-	return c->cpu_engine == SPROBE_CPU_ENGINE_PERF && c->perf_h[i] < 0;
+	if (c->cpu_nosrc[i])
+		return SPROBE_CPU_USAGE_NOSOURCE;
+	/* Engine PERF, and slot i got a timer instead (cputime.c source_new()). */
+	return c->cpu_engine == SPROBE_CPU_ENGINE_PERF && c->perf_h[i] < 0 ? SPROBE_CPU_USAGE_TIMER : 0;
 }
 
 /* A live thread's CPU for the coverage: its clock, or its perf event's
@@ -117,7 +119,7 @@ static void usage_one(struct sprobe_capturer *c, uint32_t i, struct sprobe_cpu_u
 				.tid = tid,
 				.flags = SPROBE_CPU_USAGE_EXITED |
 					 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-					 (sprobe_lx_cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+					 sprobe_lx_cpu_src_flags(c, i),
 				.cpu_ns = now - c->cpu_base[i],
 			};
 			c->cpu_ns[i] = c->cpu_reported[i] = now;
@@ -134,14 +136,14 @@ static void usage_one(struct sprobe_capturer *c, uint32_t i, struct sprobe_cpu_u
 	 * userspace/sampler/blocked_perf.h). */
 	prev = c->cpu_ns[i] ? c->cpu_ns[i] : c->cpu_open[i];
 	used = prev && now > prev ? now - prev : 0;
-	if (prev)
+	if (prev && !c->cpu_nosrc[i]) /* no source: nothing to block */
 		cpu_check_blocked(c, i, used);
 	bool hit = c->cpu_hits[i] > 0;
 
 	c->cpu_ns[i] = now;
 	c->cpu_hits[i] = 0;
 	flags = (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-		(sprobe_lx_cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0);
+		sprobe_lx_cpu_src_flags(c, i);
 	/* A flagged thread is read at every call (its flag may clear). */
 	if (c->cpu_blocked[i] & 1)
 		c->cpu_want[i >> 6] |= 1ull << (i & 63);

@@ -433,6 +433,14 @@ struct sprobe_capturer {
 	uint64_t cpu_usage_ns;		  /* when the last usage call ran (0: never) */
 	uint64_t cpu_enum_gap;		  /* least time between two follows of the thread set */
 	bool cpu_set_moved;		  /* the thread count moved since the last follow */
+	/* Per slot: tracked without a signal source (the kernel refused
+	 * one: cputime.c source_new()); its CPU is reported all the same. */
+	uint8_t *cpu_nosrc;
+	int64_t cpu_timer_room;		  /* see cputime.c timer_room() */
+	/* See sprobe_capturer__cpu_unsourced(): written by the probe at each
+	 * follow, read by anyone (relaxed). */
+	_Atomic uint32_t cpu_unsourced;
+	_Atomic int cpu_nosrc_err;
 	/* Work counters (tests read them: the per-collect and per-usage
 	 * work must not grow with idle threads). Probe only, under lock. */
 	struct {
@@ -571,11 +579,11 @@ int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64
 /* cputime.c: frees the CPU engine's per-slot arrays (capturer free). */
 void sprobe_lx_cpu_free(struct sprobe_capturer *c);
 /* cpuusage.c: the CPU clock of thread tid of this process, ns (false if
- * it is gone); engine PERF and slot i got a CPU timer instead; slot i's
- * CPU for the coverage, live (clock: its clock read now) or after its
- * thread is gone. */
+ * it is gone); slot i's CPU for the coverage, live (clock: its clock read
+ * now) or after its thread is gone. */
 bool sprobe_lx_thread_cpu_ns(pid_t tid, uint64_t *ns);
-bool sprobe_lx_cpu_on_timer_slot(const struct sprobe_capturer *c, uint32_t i);
+/* cpuusage.c: SPROBE_CPU_USAGE_TIMER / _NOSOURCE as slot i's source says. */
+uint32_t sprobe_lx_cpu_src_flags(const struct sprobe_capturer *c, uint32_t i);
 uint64_t sprobe_lx_cpu_live(struct sprobe_capturer *c, uint32_t i, uint64_t clock);
 uint64_t sprobe_lx_cpu_final(struct sprobe_capturer *c, uint32_t i);
 

@@ -113,6 +113,14 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 	return -ENOTSUP;
 }
 
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why)
+{
+	(void)c;
+	if (why)
+		*why = 0;
+	return 0;
+}
+
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
 {
 	(void)c;

@@ -595,6 +595,16 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 SPROBE_API
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c);
 
+/* Threads the last follow of the thread set left without a signal
+ * source, so unsampled: the kernel refused one (their CPU is reported
+ * with SPROBE_CPU_USAGE_NOSOURCE), or every slot of the capturer's
+ * max_threads was taken. *why (if not NULL) gets the errno of the last
+ * refusal (EAGAIN: the timers may take at most half of RLIMIT_SIGPENDING,
+ * which all the user's processes share). 0 for NULL. Thread-safe
+ * (relaxed reads). */
+SPROBE_API
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why);
+
 /* One thread's CPU time as the CPU engine saw it (sprobe_capturer__cpu_usage()). */
 struct sprobe_cpu_usage {
 	pid_t tid;
@@ -607,6 +617,10 @@ struct sprobe_cpu_usage {
 #define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */
 #define SPROBE_CPU_USAGE_EXITED 0x2u  /* gone: cpu_ns is the last value read */
 #define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
+/* No signal source: the kernel refused one (no perf event in the
+ * descriptor budget and no room for a CPU timer in RLIMIT_SIGPENDING):
+ * its CPU goes unsampled; each later collect tries again. */
+#define SPROBE_CPU_USAGE_NOSOURCE 0x8u
 
 /*
  * CPU coverage: reads the CPU clock of the threads the CPU engine tracks

@@ -89,6 +89,7 @@ struct sprobe_sampler {
 	 * the line saying it is refused was given to opts.notice. */
 	struct sprobe_blocked_perf *bperf;
 	bool bperf_noticed;
+	bool unsourced_noticed; /* cpu mode: threads without a signal source said */
 	/* Libraries opened on first use whose failed load was said (bit i:
 	 * libs_notice()'s table). */
 	uint32_t libs_noticed;
