@@ -102,7 +102,7 @@ static void test_cpu_work_follows_running_threads(void **state)
 		      samples[0], samples[1]);
 	assert_true(samples[0] >= 5 && samples[1] >= 5);
 	/* The thread count did not move: a walk of every slot only at the
-	 * backstop (once a second). */
+	 * backstop (once in 10 s). */
 	assert_true(c->cpu_work.full <= 1 + elapsed_s);
 	/* A fast collect looks at the ready slots: the busy threads', and a
 	 * bit a walk left behind (one per busy thread per walk). */

@@ -48,9 +48,13 @@
  *   - Follow (the full walk above: cancel all, take, list the threads,
  *     re-arm all): when the thread count moved (the task directory's
  *     link count, one fstat), the interval changed or the maps are
- *     stale, at most once per cpu_enum_gap (its own duration x
- *     CPU_ENUM_COST: a bounded share of a core), and once per
- *     CPU_ENUM_BACKSTOP_NS anyway (an exit and a birth keep the count).
+ *     stale, at most once per cpu_enum_gap (the listing's duration x
+ *     CPU_ENUM_COST: a bounded share of a core, up to 250 ms). An exit
+ *     and a birth keep the count: the usage rotation reads every
+ *     tracked thread's clock once a second and asks for a follow when
+ *     one is gone; CPU_ENUM_BACKSTOP_NS is the net under that (listing
+ *     10 000 threads takes the kernel ~15 ms: once a second was half
+ *     of what the probe still cost them).
  *   - Usage (sprobe_capturer__cpu_usage()): reads the clocks of the
  *     threads that delivered samples since the last call and of those
  *     flagged BLOCKED, plus a rotating share of the rest so that each is
@@ -68,10 +72,14 @@ static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why
  * of that time (many threads). */
 #define CPU_ENUM_NS 4000000ull
 #define CPU_ENUM_COST 50
-/* A follow at least this often even if the count did not move. */
-#define CPU_ENUM_BACKSTOP_NS 1000000000ull
-/* Threads without a source tried again per follow, at most. */
+/* ... but a new thread waits no longer than this for its source. */
+#define CPU_ENUM_GAP_MAX_NS 250000000ull
+/* A follow at least this often even if nothing said the set moved. */
+#define CPU_ENUM_BACKSTOP_NS 10000000000ull
+/* Threads without a source tried again per follow, at most; and a follow
+ * at least this often while there are some. */
 #define CPU_SOURCE_RETRIES 64
+#define CPU_SOURCE_RETRY_NS 1000000000ull
 
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
@@ -420,6 +428,10 @@ static bool follow_due(struct sprobe_capturer *c, uint64_t interval_ns, uint64_t
 	/* One fstat: procfs gives the thread count in O(1). */
 	if (sprobe_lx_thread_count_changed(c))
 		c->cpu_set_moved = true;
+	/* Threads without a source: a follow a second tries some again. */
+	if (atomic_load_explicit(&c->cpu_unsourced, memory_order_relaxed) &&
+	    now - c->cpu_enum_ns >= CPU_SOURCE_RETRY_NS)
+		return true;
 	return c->cpu_set_moved || now - c->cpu_enum_ns >= CPU_ENUM_BACKSTOP_NS;
 }
 
@@ -427,6 +439,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 				 uint64_t interval_ns)
 {
 	uint32_t ntracked = 0, unsourced = 0, retries = 0;
+	uint64_t list_ns;
 	pid_t self;
 	int serr;
 	bool fresh;
@@ -531,6 +544,17 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 	while (c->cpu_hi && !c->cpu_tid[c->cpu_hi - 1])
 		c->cpu_hi--;
 	sprobe_lx_sort_tids(c->cpu_sorted, ntracked);
+	/* The next follow no sooner than CPU_ENUM_COST times what listing
+	 * and matching the threads took (what every follow costs): following
+	 * costs at most ~1/CPU_ENUM_COST of a core. Not the sources made
+	 * below: one per new thread, once (9 000 timers at start would
+	 * otherwise put the next follow seconds away, and the threads born
+	 * meanwhile without a source). */
+	list_ns = sprobe_now_ns() - c->cpu_enum_ns;
+	list_ns *= CPU_ENUM_COST;
+	if (list_ns < CPU_ENUM_NS)
+		list_ns = CPU_ENUM_NS;
+	c->cpu_enum_gap = list_ns < CPU_ENUM_GAP_MAX_NS ? list_ns : CPU_ENUM_GAP_MAX_NS;
 	if (interval_ns != c->cpu_interval_ns) {
 		c->cpu_interval_ns = interval_ns;
 		for (uint32_t i = 0; i < c->cpu_hi; i++)
@@ -586,10 +610,6 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		if (err)
 			c->nprev = 0;
 	}
-	/* The next follow no sooner than CPU_ENUM_COST times what this one
-	 * took: following costs at most ~1/CPU_ENUM_COST of a core. */
-	now = sprobe_now_ns() - c->cpu_enum_ns;
-	c->cpu_enum_gap = now * CPU_ENUM_COST > CPU_ENUM_NS ? now * CPU_ENUM_COST : CPU_ENUM_NS;
 
 rearm:
 	/* 4. Re-arm every tracked slot (handler parameters first). */

@@ -111,8 +111,10 @@ static void usage_one(struct sprobe_capturer *c, uint32_t i, struct sprobe_cpu_u
 	if (sprobe_lx_thread_cpu_ns(tid, &now)) {
 		now = sprobe_lx_cpu_live(c, i, now);
 	} else {
-		/* Exited: the next follow frees its slot; its final value
-		 * now, in case recording stops first. */
+		/* Exited: the next follow frees its slot (a thread born
+		 * meanwhile may have kept the count: ask for one); its final
+		 * value now, in case recording stops first. */
+		c->cpu_set_moved = true;
 		now = sprobe_lx_cpu_final(c, i);
 		if (*n < max && now && now != c->cpu_reported[i]) {
 			out[(*n)++] = (struct sprobe_cpu_usage){

@@ -619,7 +619,8 @@ struct sprobe_cpu_usage {
 #define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
 /* No signal source: the kernel refused one (no perf event in the
  * descriptor budget and no room for a CPU timer in RLIMIT_SIGPENDING):
- * its CPU goes unsampled; each later collect tries again. */
+ * its CPU goes unsampled; later collects try again (64 threads a
+ * second at most). */
 #define SPROBE_CPU_USAGE_NOSOURCE 0x8u
 
 /*
