@@ -36,13 +36,50 @@
  *   slot with its thread's gen. A slot reused by a new thread gets a new
  *   gen, so a late signal of the old timer fails the CAS: it can never
  *   write into the new thread's sample.
+ *
+ * Cost: what a collect or a usage call does grows with the threads that
+ * ran, not with those that exist (10 000 blocked threads cost the probe
+ * 43 % of a core at 99 Hz when each collect listed /proc/self/task and
+ * walked every slot: docs/PERFORMANCE.md "Many threads").
+ *   - Fast collect: the handler sets its slot's bit in cpu_ready after
+ *     DONE; P exchanges the words with 0 and takes and re-arms only the
+ *     DONE slots found there. Every other slot stays ARMED: nothing the
+ *     handler reads changes between two follows.
+ *   - Follow (the full walk above: cancel all, take, list the threads,
+ *     re-arm all): when the thread count moved (the task directory's
+ *     link count, one fstat), the interval changed or the maps are
+ *     stale, at most once per cpu_enum_gap (the listing's duration x
+ *     CPU_ENUM_COST: a bounded share of a core, up to 250 ms). An exit
+ *     and a birth keep the count: the usage rotation reads every
+ *     tracked thread's clock once a second and asks for a follow when
+ *     one is gone; CPU_ENUM_BACKSTOP_NS is the net under that (listing
+ *     10 000 threads takes the kernel ~15 ms: once a second was half
+ *     of what the probe still cost them).
+ *   - Usage (sprobe_capturer__cpu_usage()): reads the clocks of the
+ *     threads that delivered samples since the last call and of those
+ *     flagged BLOCKED, plus a rotating share of the rest so that each is
+ *     read once per CPU_USAGE_SWEEP_NS (all of them while there are few).
+ *     A thread that had no sample since its last read used less than a
+ *     period since its last overflow, or blocks the signal: the rotation
+ *     finds that one within the sweep.
  */
 
 static int cpu_engine_locked(struct sprobe_capturer *c, uint32_t want, char *why, size_t len);
 
-/* How often a collect follows the thread set (step 3 of
- * sprobe_capturer__cpu_collect()): the scheduler tick here (HZ=250). */
+/* How often a collect may follow the thread set (step 3 of
+ * sprobe_capturer__cpu_collect()) at most: the scheduler tick here
+ * (HZ=250); and more rarely where a follow costs more than 1/CPU_ENUM_COST
+ * of that time (many threads). */
 #define CPU_ENUM_NS 4000000ull
+#define CPU_ENUM_COST 50
+/* ... but a new thread waits no longer than this for its source. */
+#define CPU_ENUM_GAP_MAX_NS 250000000ull
+/* A follow at least this often even if nothing said the set moved. */
+#define CPU_ENUM_BACKSTOP_NS 10000000000ull
+/* Threads without a source tried again per follow, at most; and a follow
+ * at least this often while there are some. */
+#define CPU_SOURCE_RETRIES 64
+#define CPU_SOURCE_RETRY_NS 1000000000ull
 
 /* Cancel every ARMED CPU slot and wait for running handlers. After this no
  * handler touches any CPU slot until it is armed again. */
@@ -89,6 +126,7 @@ static void cpu_take(struct sprobe_capturer *c, struct sprobe_snapshot *s, uint3
 	t->method = SPROBE_METHOD_SIGNAL;
 	t->weight = 1 + extra;
 	c->cpu_hits[i] += t->weight;
+	c->cpu_want[i >> 6] |= 1ull << (i & 63); /* the next usage call reads it */
 	if (t->stage == SPROBE_STAGE_RAW) {
 		/* s may hold less than the CPU snapshot: keep the bottom (SP
 		 * side) of the copy, as the handler's cap would. */
@@ -124,11 +162,19 @@ static int cpu_alloc_more(struct sprobe_capturer *c)
 	c->cpu_blocked = sprobe__zcalloc(n, 1);
 	c->cpu_blk_drop = sprobe__zcalloc(n, 1);
 	c->cpu_gone = sprobe__zcalloc(n, sizeof(*c->cpu_gone));
+	c->cpu_ready = sprobe__zcalloc((n + 63) / 64, sizeof(*c->cpu_ready));
+	c->cpu_want = sprobe__zcalloc((n + 63) / 64, sizeof(*c->cpu_want));
+	c->cpu_want_next = sprobe__zcalloc((n + 63) / 64, sizeof(*c->cpu_want_next));
+	c->cpu_blk_list = sprobe__zcalloc(n, sizeof(*c->cpu_blk_list));
+	c->cpu_nosrc = sprobe__zcalloc(n, 1);
 	if (!c->perf_h || !c->perf_fd || !c->cpu_ns || !c->cpu_reported || !c->cpu_open || !c->cpu_base || !c->cpu_hits ||
-	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone) {
+	    !c->cpu_blocked || !c->cpu_blk_drop || !c->cpu_gone || !c->cpu_ready || !c->cpu_want || !c->cpu_want_next ||
+	    !c->cpu_blk_list || !c->cpu_nosrc) {
 		sprobe_lx_cpu_free(c);
 		return -ENOMEM;
 	}
+	/* Published to the handler by the release store that arms a slot. */
+	sprobe_lx_g.cpu_ready = c->cpu_ready;
 	for (uint32_t i = 0; i < n; i++)
 		c->perf_h[i] = c->perf_fd[i] = -1;
 	return 0;
@@ -146,6 +192,18 @@ void sprobe_lx_cpu_free(struct sprobe_capturer *c)
 	sprobe__zfree(c->cpu_blocked);
 	sprobe__zfree(c->cpu_blk_drop);
 	sprobe__zfree(c->cpu_gone);
+	/* No handler runs (capturer free, or nothing armed yet). */
+	if (sprobe_lx_g.cpu_ready == c->cpu_ready)
+		sprobe_lx_g.cpu_ready = NULL;
+	sprobe__zfree((void *)c->cpu_ready);
+	sprobe__zfree(c->cpu_want);
+	sprobe__zfree(c->cpu_want_next);
+	sprobe__zfree(c->cpu_blk_list);
+	sprobe__zfree(c->cpu_nosrc);
+	c->cpu_nosrc = NULL;
+	c->cpu_ready = NULL;
+	c->cpu_want = c->cpu_want_next = NULL;
+	c->cpu_blk_list = NULL;
 	c->perf_h = c->perf_fd = NULL;
 	c->cpu_ns = c->cpu_reported = c->cpu_open = c->cpu_base = NULL;
 	c->cpu_hits = NULL;
@@ -215,82 +273,77 @@ static int cpu_timer_new(struct sprobe_capturer *c, pid_t tid, uint64_t value, t
 	return err;
 }
 
-/* The CPU clock of thread tid of this process, ns; false if it is gone. */
-static bool thread_cpu_ns(pid_t tid, uint64_t *ns)
+/*
+ * Room for more CPU timers this follow (cpu_timer_room; -1: not read
+ * yet). Each timer holds one entry of the user's queued-signal limit
+ * (RLIMIT_SIGPENDING, shared by all the user's processes) for its life.
+ * The timers take at most half of it, counting what is queued already
+ * (SigQ in /proc/self/status): the rest stays for the program's own
+ * signals and for the perf events' deliveries, which the kernel turns
+ * into SIGIO when none can be queued (SIGIO's default action ends the
+ * program).
+ */
+static bool timer_room(struct sprobe_capturer *c)
 {
-	clockid_t clk = (clockid_t)((~(unsigned)tid) << 3) | 6;
-	struct timespec ts;
+	if (c->cpu_timer_room < 0) {
+		char *buf, *q;
+		size_t len;
+		unsigned long used, limit;
 
-	if (clock_gettime(clk, &ts) < 0)
-		return false;
-	*ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	return true;
+		c->cpu_timer_room = 0;
+		if (sprobe_fd__read_file("/proc/self/status", &buf, &len) != 0)
+			return false;
+		q = strstr(buf, "\nSigQ:");
+		if (q && sscanf(q + 6, "%lu/%lu", &used, &limit) == 2 && used < limit / 2)
+			c->cpu_timer_room = (int64_t)(limit / 2 - used);
+		free(buf);
+	}
+	return c->cpu_timer_room > 0;
 }
 
 /* Give slot i (thread tid, generation gen) its signal source: its perf
- * event, else (engine TIMER, or no descriptor fits: counted) a timer. */
-static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen)
+ * event, else (engine TIMER, or no descriptor fits: counted) a timer.
+ * retry: the slot is tracked already without one (cpu_nosrc): its
+ * coverage keeps counting from where it did. -ESRCH: exited. */
+static int source_new(struct sprobe_capturer *c, pid_t tid, uint32_t i, uint64_t gen, bool retry)
 {
+	int err;
+
 	/* Coverage counts the CPU from here on (what could be sampled), and
 	 * an event's count starts here too. */
-	if (!thread_cpu_ns(tid, &c->cpu_open[i]))
+	if (!sprobe_lx_thread_cpu_ns(tid, &c->cpu_open[i]))
 		return -ESRCH;
-	c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
+	if (!retry)
+		c->cpu_base[i] = c->cpu_primed ? 0 : c->cpu_open[i];
 	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF) {
-		int err = sprobe_lx_perf_open(c, tid, i, gen);
-
+		err = sprobe_lx_perf_open(c, tid, i, gen);
 		if (err == 0 || err == -ESRCH)
 			return err;
-		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
 	}
-	return cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]);
-}
-
-/* Engine PERF, and slot i got a timer instead (see source_new()). */
-static bool cpu_on_timer_slot(const struct sprobe_capturer *c, uint32_t i)
-{
-	return c->cpu_engine == SPROBE_CPU_ENGINE_PERF && c->perf_h[i] < 0;
+	if (!timer_room(c))
+		return -EAGAIN; /* as timer_create() at the limit */
+	err = cpu_timer_new(c, tid, sprobe_lx_value(gen, i), &c->cpu_timer[i]);
+	if (err)
+		return err;
+	c->cpu_timer_room--;
+	if (c->cpu_engine == SPROBE_CPU_ENGINE_PERF)
+		atomic_fetch_add_explicit(&c->cpu_on_timer, 1, memory_order_relaxed);
+	return 0;
 }
 
 static void source_delete(struct sprobe_capturer *c, uint32_t i)
 {
-	if (c->perf_h[i] >= 0)
+	if (c->cpu_nosrc[i])
+		c->cpu_nosrc[i] = 0;
+	else if (c->perf_h[i] >= 0)
 		sprobe_lx_perf_close(c, i);
 	else
 		timer_delete(c->cpu_timer[i]);
 }
 
-/* A live thread's CPU for the coverage: its clock, or its perf event's
- * count where that is ahead (it runs from each switch-in to the
- * switch-out, a little past the scheduler's runtime): the samples are
- * periods of that count, so the CPU reported must hold them all, else a
- * thread that switches often (a shell) shows more than 100 %. */
-static uint64_t live_cpu(struct sprobe_capturer *c, uint32_t i, uint64_t clock)
-{
-	uint64_t count;
-	int fd = c->perf_h[i] >= 0 ? sprobe_fd__get(c->perf_h[i]) : -1;
-
-	if (fd >= 0) {
-		if (read(fd, &count, sizeof(count)) == (ssize_t)sizeof(count) &&
-		    c->cpu_open[i] + count > clock)
-			clock = c->cpu_open[i] + count;
-		sprobe_fd__put(c->perf_h[i]);
-	}
-	return clock;
-}
-
-/* Slot i's thread is gone: its last CPU time for the coverage. Its perf
- * event still counts after the thread died, so the count (user time only
- * under exclude_kernel, hence live_cpu()'s max) gives the final value,
- * where the clock read every 100 ms lags. */
-static uint64_t final_cpu(struct sprobe_capturer *c, uint32_t i)
-{
-	return live_cpu(c, i, c->cpu_ns[i]);
-}
-
 static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 {
-	uint64_t cpu = final_cpu(c, i);
+	uint64_t cpu = sprobe_lx_cpu_final(c, i);
 
 	if (cpu == c->cpu_reported[i] && c->cpu_reported[i]) {
 		/* Reported as gone by cpu_usage() already. */
@@ -304,7 +357,7 @@ static void slot_gone(struct sprobe_capturer *c, uint32_t i)
 			.tid = c->cpu_tid[i],
 			.flags = SPROBE_CPU_USAGE_EXITED |
 				 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-				 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
+				 sprobe_lx_cpu_src_flags(c, i),
 			.cpu_ns = cpu - c->cpu_base[i],
 		};
 	c->cpu_ns[i] = c->cpu_reported[i] = 0;
@@ -325,11 +378,70 @@ static void cpu_drop_blocked(struct sprobe_capturer *c, struct sprobe_snapshot *
 	s->stats.threads_total++;
 }
 
+/* The drop entries cpu_usage() asked for (cpu_blk_list). */
+static void blocked_drops(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	for (uint32_t k = 0; k < c->cpu_nblk_list; k++) {
+		uint32_t i = c->cpu_blk_list[k];
+
+		if (c->cpu_tid[i] && c->cpu_blk_drop[i])
+			cpu_drop_blocked(c, s, i);
+	}
+	c->cpu_nblk_list = 0;
+}
+
+/* Fast collect: take and re-arm the slots whose ready bit is set. A bit
+ * whose slot is not DONE (set before a full walk took and re-armed it,
+ * or left by a thread gone since) is skipped. */
+static void take_ready(struct sprobe_capturer *c, struct sprobe_snapshot *s)
+{
+	for (uint32_t w = 0; w < (c->cpu_hi + 63) / 64; w++) {
+		uint64_t bits;
+
+		if (!atomic_load_explicit(&c->cpu_ready[w], memory_order_relaxed))
+			continue;
+		/* Acquire; pairs with the handler's release fetch_or. */
+		bits = atomic_exchange_explicit(&c->cpu_ready[w], 0, memory_order_acquire);
+		while (bits) {
+			uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+
+			bits &= bits - 1;
+			c->cpu_work.fast_slots++;
+			if (i >= c->cpu_hi || !c->cpu_tid[i] ||
+			    sprobe_lx_slot_phase(&c->slots[i]) != SLOT_DONE)
+				continue;
+			cpu_take(c, s, i);
+			/* Same thread, gen and handler parameters as armed by
+			 * the last full walk. */
+			sprobe_lx_arm_slot(c, c->cpu_snap, i, c->cpu_gen[i]);
+		}
+	}
+}
+
+/* Must this collect follow the thread set (the full walk)? */
+static bool follow_due(struct sprobe_capturer *c, uint64_t interval_ns, uint64_t now)
+{
+	if (!c->cpu_primed || interval_ns != c->cpu_interval_ns || c->maps_stale)
+		return true;
+	if (now - c->cpu_enum_ns < c->cpu_enum_gap)
+		return false;
+	/* One fstat: procfs gives the thread count in O(1). */
+	if (sprobe_lx_thread_count_changed(c))
+		c->cpu_set_moved = true;
+	/* Threads without a source: a follow a second tries some again. */
+	if (atomic_load_explicit(&c->cpu_unsourced, memory_order_relaxed) &&
+	    now - c->cpu_enum_ns >= CPU_SOURCE_RETRY_NS)
+		return true;
+	return c->cpu_set_moved || now - c->cpu_enum_ns >= CPU_ENUM_BACKSTOP_NS;
+}
+
 int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 				 uint64_t interval_ns)
 {
-	uint32_t ntracked = 0;
+	uint32_t ntracked = 0, unsourced = 0, retries = 0;
+	uint64_t list_ns;
 	pid_t self;
+	int serr;
 	bool fresh;
 	int err;
 
@@ -370,36 +482,42 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		atomic_store(&sprobe_lx_g.target, UINT32_MAX);
 	}
 
+	if (!follow_due(c, interval_ns, t0)) {
+		/* Fast collect (see "Cost" above): the slots that are ready. */
+		c->cpu_work.fast++;
+		take_ready(c, s);
+		blocked_drops(c, s);
+		s->stats.capture_ns = sprobe_now_ns() - t0;
+		goto out;
+	}
+	c->cpu_work.full++;
 	/* 1. Nobody writes a CPU slot from here until it is re-armed. */
 	cpu_quiesce(c);
-	/* 2. Take what the timers produced since the last collect. */
+	/* 2. Take what the timers produced since the last collect (a ready
+	 * bit left set is skipped later: its slot is ARMED again). */
 	for (uint32_t i = 0; i < c->cpu_hi; i++) {
-		if (!c->cpu_tid[i])
-			continue;
-		if (sprobe_lx_slot_phase(&c->slots[i]) == SLOT_DONE)
+		if (c->cpu_tid[i] && sprobe_lx_slot_phase(&c->slots[i]) == SLOT_DONE)
 			cpu_take(c, s, i);
-		if (c->cpu_blk_drop[i])
-			cpu_drop_blocked(c, s, i);
 	}
+	blocked_drops(c, s);
 	s->stats.capture_ns = sprobe_now_ns() - t0;
 
 	/* 3. Follow the thread set: delete timers of threads gone, create
-	 * timers for new threads; at most once per CPU_ENUM_NS (a collect
-	 * every 1/F would read /proc/self/task 1000 times a second at
-	 * 999 Hz: a fifth of the probe's CPU). A new thread waits that much
-	 * longer for its event (its CPU until then counts as unsampled in
-	 * the coverage), an exited one keeps its slot that long. */
+	 * timers for new threads (when follow_due() says). A new thread
+	 * waits up to cpu_enum_gap for its event (its CPU until then counts
+	 * as unsampled in the coverage), an exited one keeps its slot that
+	 * long. */
 	uint64_t now = sprobe_now_ns();
 
-	if (c->cpu_primed && interval_ns == c->cpu_interval_ns && !c->maps_stale &&
-	    now - c->cpu_enum_ns < CPU_ENUM_NS)
-		goto rearm;
 	c->cpu_enum_ns = now;
+	c->cpu_set_moved = false;
+	(void)sprobe_lx_thread_count_changed(c); /* the count this list starts from */
 	self = sprobe_lx_gettid();
 	err = sprobe_lx_enumerate_threads(c, self);
 	if (err)
 		goto rearm;
 	fresh = sprobe_lx_new_threads(c); /* prev_tids: the current set, sorted */
+	c->cpu_timer_room = -1;
 	for (uint32_t i = 0; i < c->cpu_hi; i++) {
 		pid_t tid = c->cpu_tid[i];
 
@@ -414,16 +532,35 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 			continue;
 		}
 		c->cpu_sorted[ntracked++] = tid;
+		/* No source yet: try again, a few a follow (each try may cost
+		 * an event opened and closed). */
+		if (c->cpu_nosrc[i] && retries < CPU_SOURCE_RETRIES) {
+			retries++;
+			if (source_new(c, tid, i, c->cpu_gen[i], true) == 0)
+				c->cpu_nosrc[i] = 0;
+		}
+		unsourced += c->cpu_nosrc[i];
 	}
 	while (c->cpu_hi && !c->cpu_tid[c->cpu_hi - 1])
 		c->cpu_hi--;
 	sprobe_lx_sort_tids(c->cpu_sorted, ntracked);
+	/* The next follow no sooner than CPU_ENUM_COST times what listing
+	 * and matching the threads took (what every follow costs): following
+	 * costs at most ~1/CPU_ENUM_COST of a core. Not the sources made
+	 * below: one per new thread, once (9 000 timers at start would
+	 * otherwise put the next follow seconds away, and the threads born
+	 * meanwhile without a source). */
+	list_ns = sprobe_now_ns() - c->cpu_enum_ns;
+	list_ns *= CPU_ENUM_COST;
+	if (list_ns < CPU_ENUM_NS)
+		list_ns = CPU_ENUM_NS;
+	c->cpu_enum_gap = list_ns < CPU_ENUM_GAP_MAX_NS ? list_ns : CPU_ENUM_GAP_MAX_NS;
 	if (interval_ns != c->cpu_interval_ns) {
 		c->cpu_interval_ns = interval_ns;
 		for (uint32_t i = 0; i < c->cpu_hi; i++)
 			if (c->cpu_tid[i] && c->perf_h[i] >= 0)
 				sprobe_lx_perf_period(c, i, interval_ns);
-			else if (c->cpu_tid[i])
+			else if (c->cpu_tid[i] && !c->cpu_nosrc[i])
 				cpu_settime(c->cpu_timer[i], interval_ns);
 	}
 	for (uint32_t k = 0; k < c->ntids; k++) {
@@ -440,13 +577,25 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 				break;
 			i++;
 		}
-		if (tries == c->max_threads)
-			break; /* every slot taken: the rest waits for exits */
+		if (tries == c->max_threads) {
+			/* Every slot taken: the rest waits for exits. */
+			unsourced += c->ntids - k;
+			break;
+		}
 		gen = ++c->gen;
 		/* The old gen's state says IDLE: stale signals fail. */
 		atomic_store(&c->slots[i].state, gen << 2 | SLOT_IDLE);
-		if (source_new(c, tid, i, gen) < 0)
-			continue; /* exited since enumeration, or out of timers */
+		serr = source_new(c, tid, i, gen, false);
+		if (serr == -ESRCH)
+			continue; /* exited since enumeration */
+		/* Refused (no timer fits, RLIMIT_SIGPENDING): tracked all the
+		 * same, so its CPU is reported (NOSOURCE) and the next follows
+		 * try again. */
+		c->cpu_nosrc[i] = serr != 0;
+		if (serr) {
+			atomic_store_explicit(&c->cpu_nosrc_err, -serr, memory_order_relaxed);
+			unsourced++;
+		}
 		c->cpu_tid[i] = tid;
 		c->cpu_gen[i] = gen;
 		c->cpu_free = i + 1;
@@ -455,6 +604,7 @@ int sprobe_capturer__cpu_collect(struct sprobe_capturer *c, struct sprobe_snapsh
 		atomic_store_explicit(&c->slots[i].extra, 0, memory_order_relaxed);
 	}
 	c->cpu_primed = true; /* threads born from now on count from their start */
+	atomic_store_explicit(&c->cpu_unsourced, unsourced, memory_order_relaxed);
 	if (fresh || c->maps_stale) {
 		err = sprobe_lx_refresh_ranges(c);
 		if (err)
@@ -502,6 +652,13 @@ int sprobe_capturer__cpu_stop(struct sprobe_capturer *c)
 		}
 		c->cpu_free = c->cpu_hi = 0;
 		c->ncpu_gone = 0;
+		c->cpu_nblk_list = 0;
+		atomic_store_explicit(&c->cpu_unsourced, 0, memory_order_relaxed);
+		c->cpu_usage_next = 0;
+		c->cpu_usage_ns = 0;
+		/* The thread list was followed at cpu mode's pace: a wall
+		 * capture lists the threads again. */
+		c->list_stale = true;
 		c->cpu_primed = false;
 		c->cpu_on = false;
 	}
@@ -590,114 +747,20 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 	return r;
 }
 
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why)
+{
+	struct sprobe_capturer *m = (struct sprobe_capturer *)c;
+
+	if (!c)
+		return 0;
+	if (why)
+		*why = atomic_load_explicit(&m->cpu_nosrc_err, memory_order_relaxed);
+	return atomic_load_explicit(&m->cpu_unsourced, memory_order_relaxed);
+}
+
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
 {
 	return c ? atomic_load_explicit(&((struct sprobe_capturer *)c)->cpu_on_timer,
 					memory_order_relaxed)
 		 : 0;
-}
-
-/*
- * Blocked check of slot i (see sprobe_capturer__cpu_usage()): used ns of
- * CPU since the previous call. A thread that used three periods more than
- * it delivered may block the signal (SigBlk says); one flagged before is
- * asked again, and its event restarted once it takes the signal.
- */
-static void cpu_check_blocked(struct sprobe_capturer *c, uint32_t i, uint64_t used)
-{
-	pid_t tid = c->cpu_tid[i];
-
-	if (!(c->cpu_blocked[i] & 1)) {
-		/* Three periods more than it delivered: a thread that took
-		 * a signal before blocking it is found at this call too. */
-		if (used < (3 + (uint64_t)c->cpu_hits[i]) * c->cpu_interval_ns)
-			return;
-		if (sprobe_lx_thread_sigcheck(c, tid, false) != SPROBE_DROP_BLOCKED)
-			return;
-		c->cpu_blocked[i] |= 1;
-		/* Stop the queue growing (a full one turns into SIGIO). */
-		if (c->perf_h[i] >= 0)
-			sprobe_lx_perf_enable(c, i, false, 0);
-	} else if (sprobe_lx_thread_sigcheck(c, tid, false) == 0) {
-		c->cpu_blocked[i] &= (uint8_t)~1;
-		if (c->perf_h[i] >= 0)
-			sprobe_lx_perf_enable(c, i, true, c->cpu_gen[i]);
-		return;
-	}
-	if (used)
-		c->cpu_blk_drop[i] = 1;
-}
-
-int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
-			       uint32_t max)
-{
-	uint32_t n = 0;
-
-	if (!c || (max && !out))
-		return -EINVAL;
-	if (getpid() != c->pid)
-		return -ECHILD;
-	pthread_mutex_lock(&c->lock);
-	if (!c->cpu_on || !c->cpu_tid) {
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	while (c->ncpu_gone && n < max)
-		out[n++] = c->cpu_gone[--c->ncpu_gone];
-	for (uint32_t i = 0; i < c->cpu_hi; i++) {
-		pid_t tid = c->cpu_tid[i];
-		uint64_t now, used, prev;
-		uint32_t flags;
-
-		if (!tid)
-			continue;
-		if (thread_cpu_ns(tid, &now)) {
-			now = live_cpu(c, i, now);
-		} else {
-			/* Exited: the next collect frees its slot; its final
-			 * value now, in case recording stops first. */
-			now = final_cpu(c, i);
-			if (n < max && now && now != c->cpu_reported[i]) {
-				out[n++] = (struct sprobe_cpu_usage){
-					.tid = tid,
-					.flags = SPROBE_CPU_USAGE_EXITED |
-						 (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-						 (cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0),
-					.cpu_ns = now - c->cpu_base[i],
-				};
-				c->cpu_ns[i] = c->cpu_reported[i] = now;
-			}
-			continue;
-		}
-		/* The first check counts from the source's creation: a thread
-		 * that blocks the signal as it starts is found at the first
-		 * call, not the second (its perf-event fallback starts ~100 ms
-		 * sooner: userspace/sampler/blocked_perf.h). */
-		prev = c->cpu_ns[i] ? c->cpu_ns[i] : c->cpu_open[i];
-		used = prev && now > prev ? now - prev : 0;
-		if (prev)
-			cpu_check_blocked(c, i, used);
-		bool hit = c->cpu_hits[i] > 0;
-
-		c->cpu_ns[i] = now;
-		c->cpu_hits[i] = 0;
-		flags = (c->cpu_blocked[i] & 1 ? SPROBE_CPU_USAGE_BLOCKED : 0) |
-			(cpu_on_timer_slot(c, i) ? SPROBE_CPU_USAGE_TIMER : 0);
-		/* Reported once it used a period since the last report, or
-		 * whenever it changed and had samples since: those stand for
-		 * periods the report must hold (the last call, at the end of
-		 * a process of a few ms, is all its CPU). Bit 1 of
-		 * cpu_blocked: BLOCKED as last reported. */
-		if (n < max && (now - c->cpu_reported[i] >= c->cpu_interval_ns ||
-				(hit && now != c->cpu_reported[i]) ||
-				!!(c->cpu_blocked[i] & 2) != !!(flags & SPROBE_CPU_USAGE_BLOCKED))) {
-			out[n++] = (struct sprobe_cpu_usage){ .tid = tid, .flags = flags,
-							       .cpu_ns = now - c->cpu_base[i] };
-			c->cpu_reported[i] = now;
-			c->cpu_blocked[i] = (uint8_t)((c->cpu_blocked[i] & 1) |
-						      (flags & SPROBE_CPU_USAGE_BLOCKED ? 2 : 0));
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	return (int)n;
 }

@@ -434,6 +434,13 @@ void sprobe_lx_capture_handler(int sig, siginfo_t *si, void *ucv)
 	t->exit_ns = sprobe_now_ns();
 	/* Release; pairs with the probe's acquire load in sprobe_lx_slot_phase(). */
 	atomic_store_explicit(&sl->state, gen << 2 | SLOT_DONE, memory_order_release);
+	/* CPU mode: tell the probe which slot is ready, so a collect looks
+	 * at the slots that produced a sample, not at every thread's. After
+	 * DONE: a bit always stands for a DONE slot or a stale one the probe
+	 * skips. Release; pairs with the probe's acquire exchange. */
+	if (timer && sprobe_lx_g.cpu_ready)
+		atomic_fetch_or_explicit(&sprobe_lx_g.cpu_ready[idx >> 6], 1ull << (idx & 63),
+					 memory_order_release);
 	/* seq_cst RMW then load of target: see sprobe_lx_g.completed. */
 	n = atomic_fetch_add(&sprobe_lx_g.completed, 1) + 1;
 	if (n >= atomic_load(&sprobe_lx_g.target))

@@ -7,8 +7,8 @@
  *   batch.c       slot arm/cancel, batch send/wait, the blocked-thread memo
  *   vmreadv.c     the VM_READV method's probe half (process_vm_readv)
  *   zero_pause.c  zero-pause capture of blocked threads, and its self-test
- *   cputime.c     CPU mode's collect loop, per-thread CPU-clock timers,
- *                 CPU coverage (sprobe_capturer__cpu_usage())
+ *   cputime.c     CPU mode's collect loop, per-thread CPU-clock timers
+ *   cpuusage.c    CPU coverage (sprobe_capturer__cpu_usage())
  *   perfclock.c   CPU mode's perf-event engine (per-thread task-clock events)
  *   capturer.c    wall-capture entry points and the capturer's life cycle
  *   chain.c       the capture signal shared with the program's disposition
@@ -206,6 +206,11 @@ struct sprobe_lx_state {
 	_Atomic uint64_t *_Atomic perf_map;
 	_Atomic pid_t *perf_tid;	/* relaxed: ordered by perf_map[fd] */
 	uint32_t perf_nmap;
+	/* CPU mode: the capturer's ready bitmap (struct sprobe_capturer
+	 * cpu_ready). Written by the probe before it arms a CPU slot (so
+	 * published by that release store), set to NULL only once no handler
+	 * runs; the handler sets slot i's bit (release) after storing DONE. */
+	_Atomic uint64_t *cpu_ready;
 };
 
 extern struct sprobe_lx_state sprobe_lx_g;
@@ -433,6 +438,37 @@ struct sprobe_capturer {
 	/* Threads gone since the last usage call, with their last CPU time. */
 	struct sprobe_cpu_usage *cpu_gone;
 	uint32_t ncpu_gone;
+	/* What keeps a collect and a usage call proportional to the threads
+	 * that ran, not to those that exist (cputime.c, "Cost"):
+	 * cpu_ready, one bit a slot, set by the handler after it stored
+	 * DONE (sprobe_lx_g.cpu_ready points here); cpu_want, probe only,
+	 * the slots the next usage call reads whatever its rotation
+	 * (samples taken since the last one, threads flagged BLOCKED);
+	 * cpu_blk_list, the slots whose cpu_blk_drop went to 1 since the
+	 * last collect (cpu_nblk_list of them). */
+	_Atomic uint64_t *cpu_ready;
+	uint64_t *cpu_want, *cpu_want_next; /* swapped by each usage call */
+	uint32_t *cpu_blk_list;
+	uint32_t cpu_nblk_list;
+	uint32_t cpu_usage_next;	  /* the usage rotation's next slot */
+	uint64_t cpu_usage_ns;		  /* when the last usage call ran (0: never) */
+	uint64_t cpu_enum_gap;		  /* least time between two follows of the thread set */
+	bool cpu_set_moved;		  /* the thread count moved since the last follow */
+	/* Per slot: tracked without a signal source (the kernel refused
+	 * one: cputime.c source_new()); its CPU is reported all the same. */
+	uint8_t *cpu_nosrc;
+	int64_t cpu_timer_room;		  /* see cputime.c timer_room() */
+	/* See sprobe_capturer__cpu_unsourced(): written by the probe at each
+	 * follow, read by anyone (relaxed). */
+	_Atomic uint32_t cpu_unsourced;
+	_Atomic int cpu_nosrc_err;
+	/* Work counters (tests read them: the per-collect and per-usage
+	 * work must not grow with idle threads). Probe only, under lock. */
+	struct {
+		uint64_t fast, full;	  /* collects without / with the walk of every slot */
+		uint64_t fast_slots;	  /* slots a fast collect looked at */
+		uint64_t usage_calls, clock_reads;
+	} cpu_work;
 	/* Zero-pause (zero_pause.c). zp[0..nzp) holds one
 	 * entry per current thread, sorted by tid, with its proc files once
 	 * opened; zp_tmp is the merge scratch. Probe only, under lock. */
@@ -584,6 +620,14 @@ int sprobe_lx_perf_period(struct sprobe_capturer *c, uint32_t i, uint64_t interv
 int sprobe_lx_perf_enable(struct sprobe_capturer *c, uint32_t i, bool on, uint64_t gen);
 /* cputime.c: frees the CPU engine's per-slot arrays (capturer free). */
 void sprobe_lx_cpu_free(struct sprobe_capturer *c);
+/* cpuusage.c: the CPU clock of thread tid of this process, ns (false if
+ * it is gone); slot i's CPU for the coverage, live (clock: its clock read
+ * now) or after its thread is gone. */
+bool sprobe_lx_thread_cpu_ns(pid_t tid, uint64_t *ns);
+/* cpuusage.c: SPROBE_CPU_USAGE_TIMER / _NOSOURCE as slot i's source says. */
+uint32_t sprobe_lx_cpu_src_flags(const struct sprobe_capturer *c, uint32_t i);
+uint64_t sprobe_lx_cpu_live(struct sprobe_capturer *c, uint32_t i, uint64_t clock);
+uint64_t sprobe_lx_cpu_final(struct sprobe_capturer *c, uint32_t i);
 
 /* vmreadv.c: the probe half of the VM_READV method. */
 uint32_t sprobe_lx_vm_service(struct sprobe_capturer *c, const uint32_t *sent, uint32_t nsent);

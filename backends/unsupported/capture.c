@@ -113,6 +113,14 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 	return -ENOTSUP;
 }
 
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why)
+{
+	(void)c;
+	if (why)
+		*why = 0;
+	return 0;
+}
+
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c)
 {
 	(void)c;
@@ -132,4 +140,10 @@ int sprobe_backend__task_dir(const struct sprobe_capturer *c)
 {
 	(void)c;
 	return -ENOTSUP;
+}
+
+int sprobe_capturer__cpu_usage_all(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+				   uint32_t max)
+{
+	return sprobe_capturer__cpu_usage(c, out, max);
 }

@@ -645,6 +645,16 @@ int sprobe_capturer__cpu_engine(struct sprobe_capturer *c, uint32_t want, char *
 SPROBE_API
 uint32_t sprobe_capturer__cpu_on_timer(const struct sprobe_capturer *c);
 
+/* Threads the last follow of the thread set left without a signal
+ * source, so unsampled: the kernel refused one (their CPU is reported
+ * with SPROBE_CPU_USAGE_NOSOURCE), or every slot of the capturer's
+ * max_threads was taken. *why (if not NULL) gets the errno of the last
+ * refusal (EAGAIN: the timers may take at most half of RLIMIT_SIGPENDING,
+ * which all the user's processes share). 0 for NULL. Thread-safe
+ * (relaxed reads). */
+SPROBE_API
+uint32_t sprobe_capturer__cpu_unsourced(const struct sprobe_capturer *c, int *why);
+
 /* One thread's CPU time as the CPU engine saw it (sprobe_capturer__cpu_usage()). */
 struct sprobe_cpu_usage {
 	pid_t tid;
@@ -657,13 +667,23 @@ struct sprobe_cpu_usage {
 #define SPROBE_CPU_USAGE_BLOCKED 0x1u /* blocks the capture signal: its CPU goes unsampled */
 #define SPROBE_CPU_USAGE_EXITED 0x2u  /* gone: cpu_ns is the last value read */
 #define SPROBE_CPU_USAGE_TIMER 0x4u   /* engine PERF, but this thread got a CPU timer */
+/* No signal source: the kernel refused one (no perf event in the
+ * descriptor budget and no room for a CPU timer in RLIMIT_SIGPENDING):
+ * its CPU goes unsampled; later collects try again (64 threads a
+ * second at most). */
+#define SPROBE_CPU_USAGE_NOSOURCE 0x8u
 
 /*
- * CPU coverage: reads the CPU clock of every thread the CPU
- * engine tracks and writes into out[0..max) one entry per thread whose
- * CPU time or flags changed since the previous call, exited threads
- * (last value read) included, and returns how many (a thread that did not
- * fit is reported at the next call). A thread that used three periods of
+ * CPU coverage: reads the CPU clock of the threads the CPU engine tracks
+ * and writes into out[0..max) one entry per thread whose CPU time or
+ * flags changed since the previous call, exited threads (last value
+ * read) included, and returns how many (a thread that did not fit is
+ * reported at the next call). Each call reads the threads that delivered
+ * a sample since the previous one and those flagged BLOCKED, plus a
+ * rotating share of the others such that each is read at least once a
+ * second (all of them while there are 64 or fewer): a thread without a
+ * sample used less than a period since its last one, or blocks the
+ * signal. A thread that used three periods of
  * CPU more than it delivered captures since the previous call (since its
  * signal source was made, at the first call) is checked for blocking the
  * capture signal (SigBlk): if so it
@@ -671,13 +691,19 @@ struct sprobe_cpu_usage {
  * one signal per period until it falls back on SIGIO), and the capture
  * made at the next sprobe_capturer__cpu_collect() lists it as dropped
  * BLOCKED; it is checked again at each call and re-enabled once it takes
- * the signal again. Make a call every 100 ms or so of wall time (one
- * clock read per thread). Returns n >= 0 or -errno (-EINVAL, -ECHILD).
- * Not async-signal-safe; serialised with captures.
+ * the signal again. Make a call every 100 ms or so of wall time. Returns
+ * n >= 0 or -errno (-EINVAL, -ECHILD). Not async-signal-safe; serialised
+ * with captures.
  */
 SPROBE_API
 int sprobe_capturer__cpu_usage(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
 			       uint32_t max);
+
+/* sprobe_capturer__cpu_usage() reading every tracked thread's clock (one
+ * read per thread): the last call before a stop, whose values are final. */
+SPROBE_API
+int sprobe_capturer__cpu_usage_all(struct sprobe_capturer *c, struct sprobe_cpu_usage *out,
+				   uint32_t max);
 
 /* Stop CPU-timer capture: delete every timer, wait for running handlers;
  * uncollected samples are discarded. Wall captures work again afterwards.

@@ -43,13 +43,20 @@ void sprobe_rep__write_cpu_coverage(const struct sprobe_report *r, FILE *o)
 	if (eng)
 		fprintf(o, "  engine:   cpu engine: %s\n", eng);
 	hz = r->header.freq_hz ? (double)r->header.freq_hz : 99.0;
-	uint64_t on_timer = 0;
-	for (size_t i = 0; i < r->threads.n; i++)
+	uint64_t on_timer = 0, nosrc = 0;
+	for (size_t i = 0; i < r->threads.n; i++) {
 		on_timer += !!(r->threads.v[i].cpu_flags & SPROBE_CPU_USAGE_TIMER);
+		nosrc += !!(r->threads.v[i].cpu_flags & SPROBE_CPU_USAGE_NOSOURCE);
+	}
 	if (on_timer)
 		fprintf(o, "            %" PRIu64 " threads on CPU timers instead of perf events "
 			   "(no descriptor left in the agent's budget, docs/AGENT.md): tick-bound\n",
 			on_timer);
+	if (nosrc)
+		fprintf(o, "            %" PRIu64 " threads with no signal source at some point (no "
+			   "descriptor left and no room for a CPU timer in RLIMIT_SIGPENDING, "
+			   "docs/LIMITATIONS.md): unsampled meanwhile\n",
+			nosrc);
 	for (size_t i = 0; i < r->threads.n; i++) {
 		const struct thread *t = &r->threads.v[i];
 
@@ -83,6 +90,9 @@ void sprobe_rep__write_cpu_coverage(const struct sprobe_report *r, FILE *o)
 				  "perf-event fallback samples such a thread from when it is found, "
 				  "and not where perf events are refused: see the recording's "
 				  "'stackprobe:' line)"
+			: t->cpu_flags & SPROBE_CPU_USAGE_NOSOURCE
+				? "the kernel refused it a signal source (no descriptor left, no room "
+				  "for a CPU timer in RLIMIT_SIGPENDING)"
 				: "no capture reached it (it started or ran before its signal source "
 				  "was set up, or the kernel refused one)");
 	}

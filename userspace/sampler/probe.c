@@ -132,15 +132,40 @@ static void bperf_release(struct sprobe_sampler *s, pid_t tid)
 }
 
 /* cpu mode: THREAD_CPU records, then release the threads no longer flagged
- * BLOCKED (or gone). */
-static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
+ * BLOCKED (or gone). all: every thread's clock (the final values), else
+ * those that ran and a rotating share of the rest. */
+static void cpu_usage_pass(struct sprobe_sampler *s, uint64_t now, bool all)
 {
-	int n = sprobe_sampler_threads__cpu_usage(s, now);
+	int n = sprobe_sampler_threads__cpu_usage(s, now, all), why = 0;
+	uint32_t unsourced = sprobe_capturer__cpu_unsourced(s->capturer, &why);
+
+	/* Threads the engine could give no signal source: said once (the
+	 * report names those that used CPU, flagged NOSOURCE). */
+	if (unsourced && !s->unsourced_noticed && s->opts.notice) {
+		char line[320];
+
+		snprintf(line, sizeof(line),
+			 "%u threads have no CPU signal source, so no samples: %s (docs/LIMITATIONS.md "
+			 "\"cpu mode: how many threads\")",
+			 unsourced,
+			 why ? (why == EAGAIN ? "no room for a CPU timer: the agent's timers take at most "
+						"half of RLIMIT_SIGPENDING (ulimit -i), shared by the user's "
+						"processes"
+					      : strerror(why))
+			     : "more threads than slots (max_threads)");
+		s->opts.notice(s->opts.notice_ctx, line);
+		s->unsourced_noticed = true;
+	}
 
 	for (int k = 0; k < n; k++)
 		if ((s->usage[k].flags & SPROBE_CPU_USAGE_EXITED) ||
 		    !(s->usage[k].flags & SPROBE_CPU_USAGE_BLOCKED))
 			bperf_release(s, s->usage[k].tid);
+}
+
+static void cpu_usage_round(struct sprobe_sampler *s, uint64_t now)
+{
+	cpu_usage_pass(s, now, false);
 }
 
 /* Say once what a library that could not be opened on first use turned
@@ -621,7 +646,7 @@ void *sprobe_sampler_probe__main(void *arg)
 	if (sprobe_sampler_poll__engine(s))
 		sprobe_sampler_poll__emit_usage(s, sprobe_mono_ns());
 	else if (s->opts.mode == SPROBE_MODE_CPU)
-		cpu_usage_round(s, sprobe_mono_ns()); /* the final CPU times */
+		cpu_usage_pass(s, sprobe_mono_ns(), true); /* the final CPU times */
 	return NULL;
 }
 

@@ -89,6 +89,7 @@ struct sprobe_sampler {
 	 * the line saying it is refused was given to opts.notice. */
 	struct sprobe_blocked_perf *bperf;
 	bool bperf_noticed;
+	bool unsourced_noticed; /* cpu mode: threads without a signal source said */
 	/* Libraries opened on first use whose failed load was said (bit i:
 	 * libs_notice()'s table). */
 	uint32_t libs_noticed;
@@ -129,6 +130,8 @@ struct sprobe_sampler {
 	uint64_t mods_generation;
 	uint64_t round;
 	uint64_t last_sweep_ns;	/* cpu mode: last keep-alive + sweep */
+	size_t keep_next;	/* cpu mode: the keep-alive rotation's next entry */
+	uint64_t keep_ns;	/* when it last ran (0: never) */
 	bool started;		/* wall mode: a capture into snap is started */
 	uint64_t started_ns;	/* and when */
 	uint64_t *windows;	/* scratch: window lengths of one round */
@@ -174,7 +177,7 @@ void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid);
 bool sprobe_sampler_threads__cpu_clock(pid_t tid, uint64_t *ns);
 /* THREAD_CPU records: the CPU time the capturer read (cpu mode). Returns
  * how many entries of s->usage it filled (>= 0). */
-int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now);
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now, bool all);
 
 /* cpu mode with the POLL engine: wall-style captures weighted by CPU. */
 bool sprobe_sampler_poll__engine(const struct sprobe_sampler *s);

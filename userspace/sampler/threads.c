@@ -259,14 +259,50 @@ void sprobe_sampler_poll__emit_usage(struct sprobe_sampler *s, uint64_t now)
 }
 
 /* cpu mode: a thread that had no sample this round (it did not use a
- * period of CPU) is kept while it lives; only exited threads are swept. */
+ * period of CPU) is kept while it lives; only exited threads are swept.
+ * Asking each whether it lives (a tgkill(0)) at every call would cost
+ * the probe one system call per thread that ever ran, every 100 ms: a
+ * rotation asks a share of the table such that each entry is asked about
+ * once per KEEP_ALIVE_SWEEP_NS (all of them while the table holds at
+ * most KEEP_ALIVE_ALL); the others are kept until their turn. An exited
+ * thread's node stays in the table that much longer. */
+#define KEEP_ALIVE_SWEEP_NS 1000000000ull
+#define KEEP_ALIVE_ALL 64
+
 void sprobe_sampler_threads__keep_alive(struct sprobe_sampler *s)
 {
 	pid_t pid = getpid();
-	for (size_t i = 0; i < s->nents; i++) {
+	uint64_t now = sprobe_mono_ns();
+	/* Over the dense entries (threads[0..nents)): the rotation's
+	 * position is an index among them; a sweep that moves entries only
+	 * shifts which ones this turn asks. */
+	size_t cap = s->nents, share = cap, start = cap && s->keep_next < cap ? s->keep_next : 0;
+
+	if (!cap)
+		return;
+	if (s->keep_ns && s->nents > KEEP_ALIVE_ALL && now - s->keep_ns < KEEP_ALIVE_SWEEP_NS) {
+		share = (size_t)(((uint64_t)cap * (now - s->keep_ns) + KEEP_ALIVE_SWEEP_NS - 1) /
+				 KEEP_ALIVE_SWEEP_NS);
+		if (share < KEEP_ALIVE_ALL)
+			share = KEEP_ALIVE_ALL;
+		if (share > cap)
+			share = cap;
+	}
+	s->keep_ns = now;
+	s->keep_next = (start + share) % cap;
+	/* Every entry seen this round is alive; nothing to do when all are. */
+	if (s->nseen + s->ncarried == s->nents)
+		return;
+	for (size_t i = 0; i < cap; i++) {
 		struct thread_ent *e = &s->threads[i];
+
 		if (e->round == s->round)
 			continue;
+		/* Outside this call's share of the rotation: kept until its turn. */
+		if ((i + cap - start) % cap >= share) {
+			sprobe_sampler_threads__seen(s, e);
+			continue;
+		}
 		if (syscall(SYS_tgkill, pid, e->tid, 0) == 0)
 			sprobe_sampler_threads__seen(s, e);
 	}
@@ -285,9 +321,10 @@ void sprobe_sampler_threads__name_once(struct sprobe_sampler *s, pid_t tid)
 		sprobe_sampler_threads__seen(s, e);
 }
 
-int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now)
+int sprobe_sampler_threads__cpu_usage(struct sprobe_sampler *s, uint64_t now, bool all)
 {
-	int n = sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
+	int n = all ? sprobe_capturer__cpu_usage_all(s->capturer, s->usage, s->opts.max_threads)
+		    : sprobe_capturer__cpu_usage(s->capturer, s->usage, s->opts.max_threads);
 
 	for (int k = 0; k < n && s->stream; k++) {
 		struct sprobe_df_record rec = { .type = SPROBE_DF_THREAD_CPU };
