@@ -546,6 +546,105 @@ static void test_more_threads_than_slots(void **state)
 	unpark_all();
 }
 
+/*
+ * The thread count falls to where one capture checks every thread (R = 1:
+ * no carrying, slots in list order) and rises again. The slots kept per
+ * thread while carrying no longer say where each thread's sample is: the
+ * captures after the rise must start them over, see every thread and add
+ * up, not carry the list of before the fall.
+ */
+#define NFEW 4
+#define NMANY 60
+static void wait_in_syscall(struct parked *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		while (!atomic_load(&p[i].tid) || !in_syscall(atomic_load(&p[i].tid)))
+			sched_yield();
+}
+
+static int g_was[NFEW];
+
+static void check_all_seen(struct rig *r, struct parked *few, struct parked *many, bool with_many)
+{
+	const struct sprobe_snapshot_stats *st = sprobe_snapshot__stats(r->s);
+
+	assert_int_equal(st->threads_total, NFEW + (with_many ? NMANY : 0));
+	assert_int_equal(st->threads_dropped, 0);
+	for (int i = 0; i < NFEW; i++) {
+		int at = find_tid(r->s, atomic_load(&few[i].tid));
+
+		assert_true(at >= 0);
+		/* A check (or a move to another slot) follows a LAST: the
+		 * weight carried so far was written before. */
+		int cv = sprobe_snapshot__carried(r->s, (uint32_t)at);
+
+		if (cv == SPROBE_CARRY_NONE && g_was[i] == SPROBE_CARRY_MORE)
+			print_message("thread %d (slot %d) checked after MORE\n", i, at);
+		assert_false(cv == SPROBE_CARRY_NONE && g_was[i] == SPROBE_CARRY_MORE);
+		g_was[i] = cv;
+	}
+	for (int i = 0; with_many && i < NMANY; i++) {
+		int at = find_tid(r->s, atomic_load(&many[i].tid));
+
+		assert_true(at >= 0);
+		assert_int_equal(sprobe_snapshot__thread(r->s, (uint32_t)at)->stage,
+				 SPROBE_STAGE_UNWOUND);
+	}
+}
+
+static void test_rounds_fall_to_one_and_rise(void **state)
+{
+	struct rig r;
+	static struct parked few[NFEW], many[NMANY];
+	int err;
+
+	(void)state;
+	for (int i = 0; i < NFEW; i++)
+		churn_step(&few[i], 0);
+	for (int i = 0; i < NMANY; i++)
+		churn_step(&many[i], 0);
+	wait_in_syscall(few, NFEW);
+	wait_in_syscall(many, NMANY);
+	if (!rig_new(&r, 16)) {
+		for (int i = 0; i < NFEW; i++)
+			churn_step(&few[i], 1);
+		for (int i = 0; i < NMANY; i++)
+			churn_step(&many[i], 1);
+		skip();
+	}
+	/* 64 threads: R = 8, slots kept per thread. */
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		check_all_seen(&r, few, many, true);
+	}
+	assert_true(sprobe_snapshot__stats(r.s)->zp_carried > 0);
+	/* 4 threads: R = 1, every thread checked, slots in list order. */
+	for (int i = 0; i < NMANY; i++)
+		churn_step(&many[i], 1);
+	assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	for (int k = 0; k < 3; k++) {
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		check_all_seen(&r, few, many, false);
+	}
+	/* 64 again: the first capture lists them (R still 1), the next ones
+	 * carry again. */
+	for (int i = 0; i < NMANY; i++)
+		churn_step(&many[i], 0);
+	wait_in_syscall(many, NMANY);
+	for (int k = 0; k < 20; k++) {
+		err = sprobe_capture_and_resolve(r.c, r.s, r.u);
+		if (err)
+			print_message("capture %d after the rise: %d\n", k, err);
+		assert_int_equal(err, 0);
+		check_all_seen(&r, few, many, true);
+	}
+	rig_free(&r);
+	for (int i = 0; i < NFEW; i++)
+		churn_step(&few[i], 1);
+	for (int i = 0; i < NMANY; i++)
+		churn_step(&many[i], 1);
+}
+
 /* Bad arguments. */
 static void test_carry_bad_arguments(void **state)
 {
@@ -642,6 +741,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_no_carry_after_failed_relist),
 	cmocka_unit_test(test_slots_stay_under_churn),
 	cmocka_unit_test(test_more_threads_than_slots),
+	cmocka_unit_test(test_rounds_fall_to_one_and_rise),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
 	cmocka_unit_test(test_record_masked_share),

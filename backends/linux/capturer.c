@@ -54,17 +54,33 @@ static int capture_prepare(struct sprobe_capturer *c, struct sprobe_snapshot *s,
 	uint32_t rounds = sprobe_lx_carry_rounds(c);
 	uint32_t nslots = c->max_threads < s->max_threads ? c->max_threads : s->max_threads;
 	/* Carrying keeps each thread in its slot while it lives (carry.c):
-	 * in this snapshot only; another one starts the slots over. */
-	bool stable = rounds > 1 && sprobe_lx_stable_on(c);
+	 * in this snapshot only; another one starts the slots over. When R
+	 * falls to 1 (few threads, or carrying turned off), the slots stay
+	 * for one more capture, which closes every spell under the old R
+	 * (below); the captures after it fill the slots in list order, so
+	 * the slots start over when R rises again. */
+	bool stable = rounds > 1 ? sprobe_lx_stable_on(c)
+				 : c->zp_on && c->carry_r > 1 && c->stable_snap == s;
 
 	if (stable && (c->stable_snap != s || c->zp_snap != s || s->zp_epoch != c->zp_epoch)) {
 		sprobe_lx_stable_reset(c);
-		c->carry_r = 0;
+		c->carry_r = c->carry_r_next = 0;
 		c->stable_snap = s;
 		c->list_stale = true;
 		c->carry_prev_n = 0;
+		if (rounds <= 1) {
+			/* Nothing of this snapshot to close. */
+			stable = false;
+			c->stable_snap = NULL;
+		}
 	} else if (stable) {
 		sprobe_lx_stable_free_gone(c, s);
+	} else if (c->stable_snap) {
+		/* Slots in list order from here on: forget the slots kept per
+		 * thread (their spells were closed, or cannot be). */
+		sprobe_lx_stable_reset(c);
+		c->stable_snap = NULL;
+		c->carry_r = c->carry_r_next = 0;
 	}
 	/* With carrying on, the list is what costs O(threads) a capture
 	 * (getdents64, a sort): re-read it when the count moved, else once
