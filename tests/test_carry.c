@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -645,6 +646,89 @@ static void test_rounds_fall_to_one_and_rise(void **state)
 		churn_step(&many[i], 1);
 }
 
+/*
+ * Slots kept per thread can lie past the list's length: threads that left
+ * keep their slots through the capture that closes them, so newcomers of
+ * that same list take new ones. A newcomer there whose zero-pause walk
+ * comes up short (the register gap: a frame whose CFA is its frame
+ * pointer) is re-captured with a signal; that must work at any slot, not
+ * fail the round (every round, while the thread lives).
+ */
+static _Atomic int g_fp_stop;
+
+/* Blocked in futex(), in a frame whose CFA is its frame pointer (a VLA
+ * forces one): its zero-pause walk stops there, so it is re-captured. */
+__attribute__((noinline)) static void *park_fp_main(void *arg)
+{
+	struct parked *p = arg;
+	volatile int len = 16;
+	char vla[len];
+
+	memset(vla, 0, sizeof(vla));
+	atomic_store(&p->tid, (pid_t)syscall(SYS_gettid));
+	while (!atomic_load(&g_fp_stop))
+		syscall(SYS_futex, &g_fp_stop, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	return (void *)(uintptr_t)vla[len - 1];
+}
+
+static void test_recapture_past_list_length(void **state)
+{
+	struct rig r;
+	static struct parked fp[4];
+	pid_t gone_tid[4];
+	int err;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	/* As many leave as come: the count does not move, the list is read
+	 * at the turn; the newcomers get slots past the 64 listed. */
+	atomic_store(&g_fp_stop, 0);
+	for (int i = 0; i < 4; i++) {
+		gone_tid[i] = atomic_load(&g_park[i].tid);
+		assert_int_equal(write(g_park[i].wfd, "q", 1), 1);
+		pthread_join(g_park[i].th, NULL);
+		fp[i] = (struct parked){ .rfd = -1, .wfd = -1 };
+		assert_int_equal(pthread_create(&fp[i].th, NULL, park_fp_main, &fp[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		while (!atomic_load(&fp[i].tid) || !in_syscall(atomic_load(&fp[i].tid)))
+			sched_yield();
+	uint32_t recaptured = 0, past = 0;
+
+	for (int k = 0; k < 30; k++) {
+		err = sprobe_capture_and_resolve(r.c, r.s, r.u);
+		if (err)
+			print_message("capture %d after the swap: %d\n", k, err);
+		assert_int_equal(err, 0);
+		recaptured += sprobe_snapshot__stats(r.s)->zp_recaptured;
+		for (int i = 0; i < 4; i++)
+			past += find_tid(r.s, atomic_load(&fp[i].tid)) >= NPARK;
+	}
+	print_message("re-captured %u, newcomers seen past slot %d: %u\n", recaptured, NPARK - 1,
+		      past);
+	for (int i = 0; i < 4; i++) {
+		int at = find_tid(r.s, atomic_load(&fp[i].tid));
+
+		assert_true(at >= 0);
+		assert_true(find_tid(r.s, gone_tid[i]) < 0);
+	}
+	atomic_store(&g_fp_stop, 1);
+	syscall(SYS_futex, &g_fp_stop, FUTEX_WAKE_PRIVATE, 4, NULL, NULL, 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(fp[i].th, NULL);
+	rig_free(&r);
+	/* unpark_all() ends every parked thread: stand in for those gone. */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&g_park[i].th, NULL, park_main, &g_park[i]), 0);
+	unpark_all();
+}
+
 /* Bad arguments. */
 static void test_carry_bad_arguments(void **state)
 {
@@ -742,6 +826,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_slots_stay_under_churn),
 	cmocka_unit_test(test_more_threads_than_slots),
 	cmocka_unit_test(test_rounds_fall_to_one_and_rise),
+	cmocka_unit_test(test_recapture_past_list_length),
 	cmocka_unit_test(test_carry_bad_arguments),
 	cmocka_unit_test(test_record_blocked_share),
 	cmocka_unit_test(test_record_masked_share),

@@ -362,8 +362,11 @@ int sprobe_capturer__recapture(struct sprobe_capturer *c, struct sprobe_snapshot
 		err = -EBUSY;
 		goto out;
 	}
+	/* Indices are slots (below max_threads), not list positions: with
+	 * slots kept per thread, a newcomer's may lie past the list's
+	 * length. c->sent holds at most tids_cap of them (below). */
 	for (uint32_t k = 0; k < n; k++) {
-		if (idx[k] >= s->nthreads || idx[k] >= c->max_threads || idx[k] >= c->tids_cap ||
+		if (idx[k] >= s->nthreads || idx[k] >= c->max_threads || !c->tids_cap ||
 		    s->samples[idx[k]].tid <= 0) {
 			err = -EINVAL;
 			goto out;
