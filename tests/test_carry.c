@@ -273,10 +273,19 @@ static void churn_step(struct parked *p, int k)
 		while (!atomic_load(&p->tid))
 			sched_yield();
 	} else {
+		char path[64];
+		pid_t tid = atomic_load(&p->tid);
+
 		assert_int_equal(write(p->wfd, "q", 1), 1);
 		pthread_join(p->th, NULL);
 		close(p->rfd);
 		close(p->wfd);
+		/* pthread_join returns at the thread's exit futex, which the
+		 * kernel wakes before it takes the task out of the list: wait
+		 * (polled) until the next listing cannot show it. */
+		snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+		while (access(path, F_OK) == 0)
+			sched_yield();
 	}
 }
 

@@ -235,7 +235,8 @@ static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thre
 {
 	if (!s->carry_from[i])
 		return;
-	push_weighted(s, ts, s->round - s->carry_from[i] + 1, t);
+	if (s->carry_from[i] <= s->round + 1)
+		push_weighted(s, ts, s->round + 1 - s->carry_from[i], t);
 	s->carry_from[i] = 0;
 }
 
@@ -244,7 +245,8 @@ static void carry_flush(struct sprobe_sampler *s, uint32_t i, struct sprobe_thre
  * given to tid. */
 static uint64_t carry_take(struct sprobe_sampler *s, uint32_t i, pid_t tid)
 {
-	uint64_t w = s->carry_from[i] ? s->round - s->carry_from[i] : 0;
+	/* (A spell begun by a failed capture starts at the next round.) */
+	uint64_t w = s->carry_from[i] && s->carry_from[i] <= s->round ? s->round - s->carry_from[i] : 0;
 
 	s->carry_from[i] = 0;
 	if (w && s->carry_tid[i] != tid) {
@@ -278,6 +280,26 @@ static void round_process(struct sprobe_sampler *s, int err, uint64_t t0)
 			err = rerr;
 	}
 	if (err < 0) {
+		/* The capture may have begun carried spells (slots touched
+		 * only in it, then carried on unread): they begin at the next
+		 * round counted, or their weight would be lost at their LAST. */
+		const uint32_t *tv;
+		uint32_t ntv = sprobe_snapshot__touched(s->snap, &tv);
+
+		for (uint32_t k = 0; k < ntv && !sprobe_sampler_poll__engine(s); k++) {
+			uint32_t i = tv ? tv[k] : k;
+
+			if (sprobe_snapshot__carried(s->snap, i) != SPROBE_CARRY_MORE)
+				continue;
+			pid_t tid = sprobe_snapshot__thread(s->snap, i)->tid;
+
+			if (s->carry_from[i] && s->carry_tid[i] != tid)
+				(void)carry_take(s, i, tid);
+			if (!s->carry_from[i]) {
+				s->carry_from[i] = s->round + 1;
+				s->carry_tid[i] = tid;
+			}
+		}
 		if (err == -ENOTSUP)
 			s->probe_error = err;
 		/* Counted and shown (status line, stop message), not silent. */
