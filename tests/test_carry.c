@@ -738,6 +738,59 @@ static void test_recapture_past_list_length(void **state)
 	unpark_all();
 }
 
+/*
+ * A thread that ends while another starts keeps the thread count, so the
+ * list is not re-read for that; the leaver is found at its check. It must
+ * then be counted exited once or twice (that check, and the capture that
+ * lists again), not at every capture until the turn's own re-read.
+ */
+static void test_exit_and_birth_counted_once(void **state)
+{
+	struct rig r;
+	struct parked born;
+	pid_t gone_tid;
+	int exited = 0;
+
+	(void)state;
+	park_all();
+	if (!rig_new(&r, 16)) {
+		unpark_all();
+		skip();
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+	gone_tid = atomic_load(&g_park[NPARK / 2].tid);
+	/* It ends (its pipe stays for the stand-in below), and it is out of
+	 * the list (polled) before the newcomer starts. */
+	{
+		char path[64];
+
+		assert_int_equal(write(g_park[NPARK / 2].wfd, "q", 1), 1);
+		pthread_join(g_park[NPARK / 2].th, NULL);
+		snprintf(path, sizeof(path), "/proc/self/task/%d", (int)gone_tid);
+		while (access(path, F_OK) == 0)
+			sched_yield();
+	}
+	churn_step(&born, 0);
+	for (int k = 0; k < 20; k++) {
+		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
+		int at = find_tid(r.s, gone_tid);
+
+		if (at >= 0 && sprobe_snapshot__thread(r.s, (uint32_t)at)->drop_reason ==
+				       SPROBE_DROP_EXITED)
+			exited++;
+	}
+	print_message("leaver counted exited in %d of 20 captures\n", exited);
+	assert_true(exited >= 1 && exited <= 2);
+	assert_true(find_tid(r.s, atomic_load(&born.tid)) >= 0);
+	churn_step(&born, 1);
+	rig_free(&r);
+	/* unpark_all() ends every parked thread: stand in for the gone one. */
+	assert_int_equal(pthread_create(&g_park[NPARK / 2].th, NULL, park_main, &g_park[NPARK / 2]),
+			 0);
+	unpark_all();
+}
+
 /* Bad arguments. */
 static void test_carry_bad_arguments(void **state)
 {
@@ -834,6 +887,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_no_carry_after_failed_relist),
 	cmocka_unit_test(test_slots_stay_under_churn),
 	cmocka_unit_test(test_more_threads_than_slots),
+	cmocka_unit_test(test_exit_and_birth_counted_once),
 	cmocka_unit_test(test_rounds_fall_to_one_and_rise),
 	cmocka_unit_test(test_recapture_past_list_length),
 	cmocka_unit_test(test_carry_bad_arguments),

@@ -232,6 +232,13 @@ static void capture_done(struct sprobe_capturer *c, const struct sprobe_snapshot
 
 		if (s->zp_kept[i] <= 1 && s->samples[i].drop_reason == SPROBE_DROP_NO_STACK)
 			c->maps_stale = true; /* (a carried slot is not read) */
+		/* A check found its thread gone (an exit and a birth kept the
+		 * count): list again next time, or the slot is checked, and
+		 * counted exited, at every capture until the turn's re-read.
+		 * A slot the list already closed is freed anyway. */
+		if (s->zp_kept[i] <= 1 && s->samples[i].drop_reason == SPROBE_DROP_EXITED &&
+		    !c->slot_gone[i])
+			c->list_stale = true;
 	}
 }
 
