@@ -38,7 +38,7 @@ TSAN_TEST_NAMES := test_table test_table_hostile test_table_concurrency test_str
 ASAN_CAPTURING_TESTS := test_unwind test_unwind_limits test_unwind_storage test_sampler_threads test_capture_torture test_pause test_pause_offcpu test_pause_merge \
 			test_failure_modes test_failure_modes_signals test_failure_modes_dlclose \
 			test_outputs test_outputs_html test_record test_record_agent test_blocked_perf test_zero_pause \
-			test_carry
+			test_carry test_capture_cpu_cost
 # test_capture interposes malloc/calloc/free to prove the capture path does
 # not allocate; ASan's runtime calls that malloc before it is initialised
 # (dlsym during AsanInitInternal) and crashes. It cannot run under ASan and
