@@ -158,6 +158,20 @@ static void rig_free(struct rig *r)
 	sprobe_capturer__free(r->c);
 }
 
+/* Parked threads, a rig (turns of at most 16) and three captures to warm
+ * it: false when zero-pause is off here (said; the threads unparked). */
+static bool rig_start(struct rig *r)
+{
+	park_all();
+	if (!rig_new(r, 16)) {
+		unpark_all();
+		return false;
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(sprobe_capture_and_resolve(r->c, r->s, r->u), 0);
+	return true;
+}
+
 /*
  * 64 threads blocked in read(), turns of min(16, 64 / 8) = 8 captures:
  * after the first capture each one checks at most one slot in 8 (plus
@@ -233,13 +247,8 @@ static void test_woken_thread_seen_within_a_turn(void **state)
 	int seen = -1;
 
 	(void)state;
-	park_all();
-	if (!rig_new(&r, 16)) {
-		unpark_all();
+	if (!rig_start(&r))
 		skip();
-	}
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
 	assert_true(sprobe_snapshot__stats(r.s)->zp_carried > 0);
 	assert_int_equal(write(p->wfd, "s", 1), 1);
 	while (!atomic_load(&p->spinning))
@@ -381,13 +390,8 @@ static void test_no_carry_after_failed_relist(void **state)
 	int err;
 
 	(void)state;
-	park_all();
-	if (!rig_new(&r, 16)) {
-		unpark_all();
+	if (!rig_start(&r))
 		skip();
-	}
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
 	gone = g_park[NPARK / 2];
 	gone_tid = atomic_load(&gone.tid);
 	assert_int_equal(write(gone.wfd, "q", 1), 1);
@@ -688,13 +692,8 @@ static void test_recapture_past_list_length(void **state)
 	int err;
 
 	(void)state;
-	park_all();
-	if (!rig_new(&r, 16)) {
-		unpark_all();
+	if (!rig_start(&r))
 		skip();
-	}
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
 	/* As many leave as come: the count does not move, the list is read
 	 * at the turn; the newcomers get slots past the 64 listed. */
 	atomic_store(&g_fp_stop, 0);
@@ -752,13 +751,8 @@ static void test_exit_and_birth_counted_once(void **state)
 	int exited = 0;
 
 	(void)state;
-	park_all();
-	if (!rig_new(&r, 16)) {
-		unpark_all();
+	if (!rig_start(&r))
 		skip();
-	}
-	for (int k = 0; k < 3; k++)
-		assert_int_equal(sprobe_capture_and_resolve(r.c, r.s, r.u), 0);
 	gone_tid = atomic_load(&g_park[NPARK / 2].tid);
 	/* It ends (its pipe stays for the stand-in below), and it is out of
 	 * the list (polled) before the newcomer starts. */
